@@ -1,0 +1,1 @@
+"""Command line (layer 5): parse, call the library, print. Imports are lazy."""

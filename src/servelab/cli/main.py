@@ -1,0 +1,64 @@
+"""``servelab`` entry point.
+
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``. Modules are imported only when their command is chosen, so
+``servelab --help`` stays instant; their top level imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("servelab.cli.bench", "benchmark a server (drop-in for `vllm bench serve`)"),
+    "data": ("servelab.cli.data", "inspect the requests a dataset produces"),
+    "mock": ("servelab.cli.mock", "run a mock OpenAI-compatible server that records the truth"),
+    "selftest": ("servelab.cli.selftest", "measure the client's own ceiling and error against the mock"),
+    "serve": ("servelab.cli.serve", "start an engine, print its memory report, stop it on Ctrl-C"),
+    "gpu": ("servelab.cli.gpu", "pre-flight check of the GPUs (or the CPU when there is none)"),
+    "demo": ("servelab.cli.demo", "start the embedded engine, benchmark it, show the result"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    from servelab import __version__
+
+    parser = argparse.ArgumentParser(prog="servelab", description="Measure, explain and tune LLM serving.")
+    parser.add_argument("--version", action="version", version=f"servelab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        _top_parser().parse_args(argv or ["--help"])
+        return 2
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"servelab {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    return _run(module, args)
+
+
+def _run(module, args) -> int:
+    from servelab.errors import ServelabError
+
+    try:
+        return int(module.run(args) or 0)
+    except ServelabError as exc:
+        print(f"servelab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("servelab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

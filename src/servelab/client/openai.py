@@ -1,0 +1,118 @@
+"""The OpenAI dialect: what to send, and what the streamed events mean.
+
+Request bodies follow ``vllm bench serve`` (same fields, so the server does the
+same work). Interpretation happens after the run, from stamped events:
+
+* token-bearing event — completions: an event whose ``choices`` is non-empty
+  (vLLM's rule; text may be empty for special tokens). Chat: a delta with
+  ``content`` or reasoning text; the first role-only delta vLLM sends carries no
+  output and is NOT counted (vLLM's own client counts it, which shortens TTFT).
+* output tokens — ``usage.completion_tokens`` when the server sends it (we ask
+  with ``stream_options.include_usage``), else the tokenizer over the text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from servelab.client.sse import Event
+
+# --backend -> API kind, as in vLLM's ASYNC_REQUEST_FUNCS
+BACKENDS = {"vllm": "completions", "openai": "completions", "openai-chat": "chat"}
+DEFAULT_ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+TOKEN_EVENT_RULES = {
+    "completions": "event with non-empty choices",
+    "chat": "delta with content or reasoning (role-only delta excluded)",
+}
+
+
+def request_body(kind: str, model: str, prompt: str, max_tokens: int | None,
+                 ignore_eos: bool, extra: dict | None = None) -> bytes:
+    """JSON body for one streamed request, built before the clock starts."""
+    body: dict = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
+    if kind == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        if max_tokens is not None:
+            body["max_completion_tokens"] = max_tokens
+    else:
+        body["prompt"] = prompt
+        body["repetition_penalty"] = 1.0
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+    if ignore_eos:
+        body["ignore_eos"] = True
+    body.update(extra or {})
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """What a streamed response said, event by event."""
+
+    token_ns: tuple[int, ...]
+    texts: tuple[str, ...]
+    completion_tokens: int | None
+    prompt_tokens: int | None
+    finished: bool  # a finish_reason or [DONE] was seen
+    error: str | None
+
+
+def interpret(kind: str, events: list[Event]) -> Stream:
+    token_ns: list[int] = []
+    texts: list[str] = []
+    usage: dict = {}
+    finished, error = False, None
+    for ev in events:
+        if ev.data == "[DONE]":
+            finished = True
+            continue
+        try:
+            data = json.loads(ev.data)
+        except ValueError:
+            error = f"malformed JSON in stream: {ev.data[:80]!r}"
+            break
+        if not isinstance(data, dict):
+            continue
+        if "error" in data and not data.get("choices"):
+            error = f"server error in stream: {_error_text(data['error'])}"
+            break
+        usage = data.get("usage") or usage
+        for choice in data.get("choices") or ():
+            finished = finished or bool(choice.get("finish_reason"))
+        text = _token_text(kind, data)
+        if text is not None:
+            token_ns.append(ev.t_ns)
+            texts.append(text)
+    return Stream(tuple(token_ns), tuple(texts), usage.get("completion_tokens"),
+                  usage.get("prompt_tokens"), finished, error)
+
+
+def _token_text(kind: str, data: dict) -> str | None:
+    """The output this event carries, or None if it carries none."""
+    choices = data.get("choices")
+    if not choices:
+        return None
+    first = choices[0]
+    if kind != "chat":
+        return first.get("text") or ""
+    delta = first.get("delta") or {}
+    text = delta.get("content") or ""
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    return text + reasoning if (text or reasoning) else None
+
+
+def _error_text(err) -> str:
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
+
+
+def http_error(status: int, reason: str, body: bytes) -> str:
+    """One line for a non-200 answer: status, reason and the server's message."""
+    detail = ""
+    try:
+        detail = _error_text(json.loads(body).get("error") or json.loads(body).get("detail") or "")
+    except (ValueError, AttributeError):
+        detail = body[:200].decode("utf-8", errors="replace").strip()
+    return f"HTTP {status} {reason}".strip() + (f": {detail}" if detail else "")

@@ -1,0 +1,187 @@
+"""One benchmark run: prepare every request, check the server, warm up, run the
+schedule, then (off the clock) turn raw responses into ``RequestRecord``s.
+
+Everything that costs CPU per request — JSON encoding, SSE and JSON parsing,
+token counting — happens before t0 or after the last response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from servelab.client import openai
+from servelab.client.http import Pool
+from servelab.client.sse import parse_events
+from servelab.errors import ServerError
+from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.loadgen.runner import Attempt, Counters, RunOutcome, run_schedule
+from servelab.records import RequestRecord, SampleRequest
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    base_url: str
+    endpoint: str
+    kind: str  # "completions" | "chat"
+    model: str  # the name sent in requests
+    request_rate: float = float("inf")
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    ignore_eos: bool = False
+    extra_body: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    num_warmups: int = 0
+    ready_check_timeout_s: float = 0.0
+    seed: int = 0
+    verify_tls: bool = True
+
+
+@dataclass(slots=True)
+class BenchRun:
+    """The raw outcome of one run, before metrics."""
+
+    records: list[RequestRecord]
+    outcome: RunOutcome
+    wall_start: float  # time.time() at t0, the run's wall-clock anchor
+    client_cpu_s: float
+    server_models: dict | None = None
+
+
+def prepare(config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> list[bytes]:
+    """Serialize every request before the clock starts."""
+    out = []
+    for s in samples:
+        body = openai.request_body(config.kind, config.model, s.prompt, s.expected_output_len,
+                                   config.ignore_eos, config.extra_body)
+        headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": s.request_id}
+        out.append(pool.build("POST", config.endpoint, body, headers))
+    return out
+
+
+async def fetch_models(pool: Pool) -> dict | None:
+    """The server's ``/v1/models`` answer, for provenance and a default model."""
+    resp = await pool.request("GET", "/v1/models")
+    if resp.error or resp.status != 200:
+        return None
+    try:
+        return json.loads(resp.body())
+    except ValueError:
+        return None
+
+
+async def wait_ready(config: BenchConfig, pool: Pool, probe: bytes) -> None:
+    """vLLM's ``--ready-check-timeout-sec``: retry one real request until it succeeds."""
+    deadline = time.monotonic() + config.ready_check_timeout_s
+    last = "no attempt"
+    while time.monotonic() < deadline:
+        resp = await pool.send(probe)
+        if not resp.error and resp.status == 200:
+            return
+        last = resp.error or openai.http_error(resp.status, resp.reason, resp.body())
+        await asyncio.sleep(1.0)
+    raise ServerError(f"{config.base_url} not ready after {config.ready_check_timeout_s:.0f} s: {last}")
+
+
+async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
+    sem = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
+
+    async def one():
+        async with sem:
+            await pool.send(probe)
+
+    await asyncio.gather(*(one() for _ in range(config.num_warmups)))
+
+
+async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
+                    stop: asyncio.Event, counters: Counters | None = None,
+                    on_start=None) -> BenchRun:
+    """Run ``samples`` against the server; ``stop`` ends it early, keeping results."""
+    pool = Pool(config.base_url, verify_tls=config.verify_tls)
+    try:
+        payloads = prepare(config, samples, pool)
+        models = await fetch_models(pool)
+        if config.ready_check_timeout_s > 0:
+            await wait_ready(config, pool, payloads[0])
+        if config.num_warmups > 0:
+            await warm_up(config, pool, payloads[0])
+        offsets = arrival_offsets_ns(len(samples), config.request_rate, config.burstiness,
+                                     np.random.default_rng(config.seed))
+        await pool.warm(min(config.max_concurrency or len(samples), len(samples), 1024))
+        if on_start is not None:
+            on_start()
+        cpu0, wall0 = _cpu_s(), time.time()
+        outcome = await run_schedule(pool, payloads, offsets, config.max_concurrency, stop, counters)
+        cpu = _cpu_s() - cpu0
+    finally:
+        pool.close()
+    records = [to_record(config.kind, samples[a.index], a, tokenizer) for a in outcome.attempts if a.sent_ns]
+    if outcome.interrupted:  # in-flight requests were cut off: not measured, not failures
+        records = [r for r in records if r.error != _CUT]
+    return BenchRun(records, outcome, wall0, cpu, models)
+
+
+_CUT = "interrupted before completion"
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> RequestRecord:
+    base = dict(request_id=sample.request_id, prompt_len=sample.prompt_len,
+                expected_output_len=sample.expected_output_len, intended_ns=a.intended_ns,
+                dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns)
+    resp = a.response
+    if resp is None:
+        return RequestRecord(**base, done_ns=a.sent_ns, error=_CUT)
+    if resp.error:
+        return RequestRecord(**base, done_ns=resp.done_ns, error=resp.error, http_status=resp.status or None)
+    if resp.status != 200:
+        err = openai.http_error(resp.status, resp.reason, resp.body())
+        return RequestRecord(**base, done_ns=resp.done_ns, error=err, http_status=resp.status)
+    stream = openai.interpret(kind, parse_events(resp.reads))
+    error = stream.error or _stream_problem(stream, resp.closed_early)
+    text = "".join(stream.texts)
+    n_out, source = _output_tokens(stream, text, tokenizer)
+    return RequestRecord(
+        **base, done_ns=resp.done_ns, token_ns=stream.token_ns,
+        token_counts=split_counts(stream.texts, n_out, tokenizer), output_tokens=n_out,
+        output_tokens_source=source, generated_text=text, error=error, http_status=200)
+
+
+def _stream_problem(stream: openai.Stream, closed_early: bool) -> str | None:
+    if not stream.token_ns:
+        return "no token-bearing event received (cannot measure TTFT)"
+    if closed_early and not stream.finished:
+        return "connection closed mid-stream"
+    return None
+
+
+def _output_tokens(stream: openai.Stream, text: str, tokenizer) -> tuple[int, str]:
+    if stream.completion_tokens is not None:
+        return int(stream.completion_tokens), "usage"
+    if tokenizer is not None:
+        return len(tokenizer.encode(text)), "tokenizer"
+    return len(stream.token_ns), "events"
+
+
+def split_counts(texts: tuple[str, ...], total: int, tokenizer) -> tuple[int, ...]:
+    """Tokens carried by each event. One each when events and tokens agree (the
+    usual case); otherwise shares proportional to each event's re-tokenized
+    length, rounded so they sum to ``total``."""
+    n = len(texts)
+    if n == 0 or total <= n:
+        return (1,) * n
+    weights = np.array([max(1, len(tokenizer.encode(t))) if tokenizer else 1 for t in texts], dtype=float)
+    exact = weights / weights.sum() * total
+    counts = np.maximum(1, np.floor(exact)).astype(int)
+    for j in np.argsort(-(exact - np.floor(exact)))[: max(0, total - int(counts.sum()))]:
+        counts[j] += 1
+    return tuple(int(c) for c in counts)

@@ -1,0 +1,50 @@
+"""A progress line for the run, drawn by a timer, never by the request path.
+
+On a terminal it redraws in place twice a second; in a log (CI) it writes a
+line every ten seconds. It only reads ``Counters``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+from servelab.loadgen.runner import Counters
+
+
+class Progress:
+    def __init__(self, total: int, counters: Counters, label: str = "bench", stream=sys.stderr) -> None:
+        self.total, self.counters, self.label, self.stream = total, counters, label, stream
+        self.tty = stream.isatty()
+        self._task: asyncio.Task | None = None
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._task = asyncio.ensure_future(self._loop())
+
+    def line(self) -> str:
+        c = self.counters
+        pct = 100.0 * c.done / self.total if self.total else 100.0
+        return (f"[{self.label}] {c.done}/{self.total} done ({pct:.0f}%) · {c.in_flight} in flight · "
+                f"{c.failed} failed · {time.monotonic() - self._t0:.1f} s")
+
+    async def _loop(self) -> None:
+        period = 0.5 if self.tty else 10.0
+        while True:
+            await asyncio.sleep(period)
+            self._draw()
+
+    def _draw(self, end: str = "") -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + self.line() + end)
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self._draw("\n" if self.tty else "")

@@ -1,0 +1,74 @@
+"""Frozen data shapes that flow through the pipeline (layer 0).
+
+Times are integer nanoseconds from ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on
+Linux, so comparable across processes on one machine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRequest:
+    """One request a dataset asks for: the prompt and how long it is.
+
+    ``expected_output_len`` becomes ``max_tokens``; ``None`` lets the server decide.
+    """
+
+    prompt: str
+    prompt_len: int
+    expected_output_len: int | None
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one request, as the client saw it.
+
+    intended_ns:   when the load plan said to send it (t0 + offset).
+    dispatched_ns: when the pacer released it (intended → dispatched = schedule lag).
+    sent_ns:       just before its bytes were written, after a concurrency slot and
+                   a connection were had (dispatched → sent = client queue time;
+                   this is vLLM's ``st``, where TTFT and E2EL start).
+    token_ns:      arrival time of each token-bearing streamed event.
+    token_counts:  tokens each of those events carried (all 1 unless a server
+                   packs several tokens per event).
+    done_ns:       when the response ended (or failed).
+    """
+
+    request_id: str
+    prompt_len: int
+    expected_output_len: int | None
+    intended_ns: int
+    dispatched_ns: int
+    sent_ns: int
+    done_ns: int
+    token_ns: tuple[int, ...] = ()
+    token_counts: tuple[int, ...] = ()
+    output_tokens: int = 0
+    output_tokens_source: str = "usage"  # "usage" | "tokenizer"
+    generated_text: str = ""
+    error: str | None = None
+    http_status: int | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.error is None
+
+    @property
+    def ttft_ns(self) -> int:
+        return self.token_ns[0] - self.sent_ns if self.token_ns else 0
+
+    @property
+    def e2el_ns(self) -> int:
+        """Send to the last token-bearing event (not the usage chunk, not [DONE])."""
+        return self.token_ns[-1] - self.sent_ns if self.token_ns else self.done_ns - self.sent_ns
+
+    @property
+    def queue_ns(self) -> int:
+        return self.sent_ns - self.dispatched_ns
+
+    @property
+    def lag_ns(self) -> int:
+        return self.dispatched_ns - self.intended_ns

@@ -1,0 +1,129 @@
+"""Results on disk: vLLM's result JSON (its keys, so existing scripts read it)
+plus a ``servelab`` section, and per-request records as JSONL beside it.
+
+vLLM's file rules are kept: the default name is
+``{label}-{rate}qps[-concurrency{N}]-{model}-{YYYYmmdd-HHMMSS}.json``;
+``--append-result`` appends one JSON object per run, newline-separated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from servelab.metrics.summary import NS_PER_MS, NS_PER_S, Summary, itl_ns
+from servelab.records import RequestRecord
+
+# per-request lists vLLM drops unless --save-detailed
+DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
+
+
+def result_filename(label: str | None, backend: str, request_rate: float, max_concurrency: int | None,
+                    model_id: str, date: str, result_filename: str | None, result_dir: str | None) -> Path:
+    conc = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
+    name = f"{label or backend}-{request_rate}qps{conc}-{model_id.split('/')[-1]}-{date}.json"
+    name = result_filename or name
+    if result_dir:
+        os.makedirs(result_dir, exist_ok=True)
+        return Path(result_dir) / name
+    return Path(name)
+
+
+def metric_keys(s: Summary, selected: list[str]) -> dict:
+    out: dict = {}
+    for key in selected:
+        st = s.stats_ms.get(key)
+        if st is None:
+            continue
+        out[f"mean_{key}_ms"] = st.mean
+        out[f"median_{key}_ms"] = st.median
+        out[f"std_{key}_ms"] = st.std
+        for p, v in st.percentiles:
+            out[f"p{str(int(p)) if int(p) == p else str(p)}_{key}_ms"] = v
+    return out
+
+
+def per_request_lists(records: list[RequestRecord]) -> dict:
+    """vLLM's per-request lists, in seconds (start_times on the perf_counter clock)."""
+    ok = lambda r: r.success  # noqa: E731 — failed requests report 0 / empty, as in vLLM
+    return {
+        "input_lens": [r.prompt_len for r in records],
+        "output_lens": [r.output_tokens if ok(r) else 0 for r in records],
+        "ttfts": [r.ttft_ns / NS_PER_S if ok(r) else 0.0 for r in records],
+        "itls": [[g / NS_PER_S for g in itl_ns(r)] if ok(r) else [] for r in records],
+        "latencies": [r.e2el_ns / NS_PER_S if ok(r) else 0.0 for r in records],
+        "start_times": [r.sent_ns / NS_PER_S for r in records],
+        "queue_times": [r.queue_ns / NS_PER_S for r in records],
+        "generated_texts": [r.generated_text for r in records],
+        "errors": [r.error or "" for r in records],
+    }
+
+
+def build_result(*, head: dict, summary: Summary, records: list[RequestRecord], selected: list[str],
+                 save_detailed: bool, extra: dict) -> dict:
+    """``head``: date/backend/label/model_id/... in vLLM's order; ``extra``: ours."""
+    s = summary
+    result = dict(head)
+    result.update({
+        "duration": s.duration_s, "completed": s.completed, "failed": s.failed,
+        "total_input_tokens": s.total_input, "total_output_tokens": s.total_output,
+        "request_throughput": s.request_throughput, "request_goodput": s.request_goodput,
+        "output_throughput": s.output_throughput, "total_token_throughput": s.total_token_throughput,
+    })
+    result.update(per_request_lists(records))
+    result.update({"max_output_tokens_per_s": s.max_output_tokens_per_s,
+                   "max_concurrent_requests": s.max_concurrent_requests, "rtfx": 0.0})
+    result.update(metric_keys(s, selected))
+    if not save_detailed:
+        for key in DETAILED_KEYS:
+            result.pop(key, None)
+    result["servelab"] = extra
+    return result
+
+
+def write_result(result: dict, path: Path, append: bool) -> None:
+    with open(path, "a+" if append else "w", encoding="utf-8") as f:
+        if append and f.tell() != 0:
+            f.write("\n")
+        json.dump(_finite(result), f)
+
+
+def record_dict(r: RequestRecord, t0_ns: int) -> dict:
+    """One JSONL line: every instant in ms from t0, plus the derived latencies."""
+    ms = lambda t: round((t - t0_ns) / NS_PER_MS, 4)  # noqa: E731
+    return {
+        "request_id": r.request_id, "prompt_len": r.prompt_len, "expected_output_len": r.expected_output_len,
+        "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
+        "intended_send_ms": ms(r.intended_ns), "dispatched_ms": ms(r.dispatched_ns),
+        "sent_ms": ms(r.sent_ns), "done_ms": ms(r.done_ns),
+        "schedule_lag_ms": r.lag_ns / NS_PER_MS, "client_queue_ms": r.queue_ns / NS_PER_MS,
+        "ttft_ms": r.ttft_ns / NS_PER_MS if r.success else None,
+        "e2el_ms": r.e2el_ns / NS_PER_MS if r.success else None,
+        "token_ms": [ms(t) for t in r.token_ns], "token_counts": list(r.token_counts),
+        "error": r.error, "http_status": r.http_status,
+    }
+
+
+def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(record_dict(r, t0_ns)) + "\n")
+
+
+def records_path(result_path: Path, date: str, append: bool) -> Path:
+    """Beside the result; with --append-result one file per run, by date."""
+    stem = result_path.with_suffix("")
+    return Path(f"{stem}.{date}.records.jsonl" if append else f"{stem}.records.jsonl")
+
+
+def _finite(obj):
+    """JSON has no NaN/inf: write them as null (vLLM writes invalid JSON here)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj

@@ -1,0 +1,52 @@
+import json
+
+from servelab.client import openai
+from servelab.client.sse import Event
+
+
+def ev(t, obj):
+    return Event(t, obj if isinstance(obj, str) else json.dumps(obj))
+
+
+def test_completions_body_matches_vllm_fields():
+    body = json.loads(openai.request_body("completions", "m", "hi", 16, True, {"temperature": 0}))
+    assert body == {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+                    "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 16,
+                    "ignore_eos": True, "temperature": 0}
+
+
+def test_chat_body_uses_messages_and_max_completion_tokens():
+    body = json.loads(openai.request_body("chat", "m", "hi", 8, False))
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert body["max_completion_tokens"] == 8 and "ignore_eos" not in body
+
+
+def test_chat_role_only_delta_is_not_a_token():
+    events = [
+        ev(1, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        ev(2, {"choices": [{"delta": {"content": "Hi"}}]}),
+        ev(3, {"choices": [{"delta": {"reasoning_content": "hmm"}, "finish_reason": "length"}]}),
+        ev(4, {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 5}}),
+        ev(5, "[DONE]"),
+    ]
+    s = openai.interpret("chat", events)
+    assert s.token_ns == (2, 3) and s.texts == ("Hi", "hmm")
+    assert s.completion_tokens == 2 and s.prompt_tokens == 5 and s.finished and s.error is None
+
+
+def test_completions_empty_text_event_counts_usage_chunk_does_not():
+    events = [ev(1, {"choices": [{"text": ""}]}), ev(2, {"choices": [{"text": "a"}]}),
+              ev(3, {"choices": [], "usage": {"completion_tokens": 2}})]
+    s = openai.interpret("completions", events)
+    assert s.token_ns == (1, 2) and s.completion_tokens == 2 and not s.finished
+
+
+def test_malformed_json_and_server_error_are_reported():
+    assert "malformed JSON" in openai.interpret("completions", [Event(1, "{oops")]).error
+    err = openai.interpret("completions", [ev(1, {"error": {"message": "boom"}})]).error
+    assert err == "server error in stream: boom"
+
+
+def test_http_error_line_names_status_and_message():
+    line = openai.http_error(400, "Bad Request", b'{"error": {"message": "max_tokens too large"}}')
+    assert line == "HTTP 400 Bad Request: max_tokens too large"
