@@ -1,0 +1,99 @@
+"""Is the client measuring the server, or itself? Run it against the mock, whose
+recorded truth (when each request arrived, when each event was written) is the
+yardstick, and report the difference.
+
+* error of a metric = the client's statistic − the same statistic of the truth
+  (truth TTFT = first content write − request received; truth ITL = gaps
+  between content writes), over the requests both sides saw;
+* server-side open = the time-weighted mean of requests open at the mock over
+  the steady window: from the moment the C-th request arrived (the cap is first
+  reachable) to the moment the last one arrived (after that the run drains). A
+  client that is slow to replace a finished stream shows here as < C.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from servelab.mock.truth import Truth
+from servelab.records import RequestRecord, SampleRequest
+
+NS_PER_MS = 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Fidelity:
+    matched: int
+    client_ttft_mean_ms: float
+    truth_ttft_mean_ms: float
+    ttft_mean_err_ms: float
+    ttft_p99_err_ms: float
+    itl_mean_err_ms: float
+    itl_p99_err_ms: float
+    server_open_mean: float
+    concurrency: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def client_view(records: list[RequestRecord]) -> dict[str, tuple[float, list[float]]]:
+    """request id -> (TTFT ms, ITL gaps ms) for the requests that succeeded."""
+    out = {}
+    for r in records:
+        if r.success and r.token_ns:
+            gaps = np.diff(np.asarray(r.token_ns, dtype=np.int64)) / NS_PER_MS
+            out[r.request_id] = (r.ttft_ns / NS_PER_MS, gaps.tolist())
+    return out
+
+
+def open_mean(truth: Truth, t_a: int, t_b: int) -> float:
+    """Time-weighted mean of the open-request count over [t_a, t_b]."""
+    if t_b <= t_a:
+        return float("nan")
+    t = np.asarray(truth.open_t_ns, dtype=np.int64)
+    n = np.asarray(truth.open_n, dtype=float)
+    edges = np.clip(np.append(t, t_b), t_a, t_b)
+    return float(np.sum(n * np.diff(edges)) / (t_b - t_a))
+
+
+def steady_window(truth: Truth, concurrency: int) -> tuple[int, int]:
+    recvs = sorted(r.recv_ns for r in truth.requests)
+    if len(recvs) <= concurrency:
+        return (recvs[-1], recvs[-1]) if recvs else (0, 0)
+    return recvs[concurrency - 1], recvs[-1]
+
+
+def compare(client: dict[str, tuple[float, list[float]]], truth: Truth, concurrency: int) -> Fidelity:
+    both = [(client[r.request_id], r) for r in truth.requests if r.request_id in client and r.event_ns]
+    c_ttft = np.array([c[0] for c, _ in both] or [0.0])
+    t_ttft = np.array([r.ttft_ns / NS_PER_MS for _, r in both] or [0.0])
+    c_itl = np.array([g for c, _ in both for g in c[1]] or [0.0])
+    t_itl = np.array([g / NS_PER_MS for _, r in both for g in r.itl_ns] or [0.0])
+    return Fidelity(
+        matched=len(both),
+        client_ttft_mean_ms=float(c_ttft.mean()), truth_ttft_mean_ms=float(t_ttft.mean()),
+        ttft_mean_err_ms=float(c_ttft.mean() - t_ttft.mean()),
+        ttft_p99_err_ms=float(np.percentile(c_ttft, 99) - np.percentile(t_ttft, 99)),
+        itl_mean_err_ms=float(c_itl.mean() - t_itl.mean()),
+        itl_p99_err_ms=float(np.percentile(c_itl, 99) - np.percentile(t_itl, 99)),
+        server_open_mean=open_mean(truth, *steady_window(truth, concurrency)),
+        concurrency=concurrency,
+    )
+
+
+def synthetic_requests(n: int, output_len: int, prefix: str = "selftest-") -> list[SampleRequest]:
+    """Tiny fixed prompts: the mock ignores content, so the client's work is the stream."""
+    return [SampleRequest("Say hello to the benchmark.", 6, output_len, f"{prefix}{i}") for i in range(n)]
+
+
+def pin_to_cpus(cpus: set[int]) -> bool:
+    """Pin this process (the client) to ``cpus`` where the OS allows it."""
+    try:
+        os.sched_setaffinity(0, cpus)
+        return True
+    except (AttributeError, OSError):
+        return False

@@ -1,0 +1,68 @@
+"""Drive the selftest: the mock in a child process on one core, the client here
+on another, then compare against the mock's truth (see ``servelab.selftest``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from servelab.loadgen.bench import BenchConfig, run_bench
+from servelab.mock.config import MockConfig
+from servelab.mock.runner import run_in_subprocess
+from servelab.selftest.fidelity import client_view, compare, pin_to_cpus, synthetic_requests
+
+
+def _cpus() -> tuple[set[int], list[int] | None]:
+    """Client on the first allowed CPU, mock on the second, when there are two."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return set(), None
+    if len(allowed) < 2:
+        return set(allowed), None
+    return {allowed[0]}, [allowed[1]]
+
+
+def _bench(url: str, samples, concurrency: int):
+    config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
+                         max_concurrency=concurrency, ignore_eos=True)
+    try:
+        import uvloop
+
+        return uvloop.run(run_bench(config, samples, None, asyncio.Event()))
+    except ImportError:
+        return asyncio.run(run_bench(config, samples, None, asyncio.Event()))
+
+
+def fidelity(mock_cpus, args) -> tuple[dict, float]:
+    n = args.num_prompts or 4 * args.concurrency
+    cfg = MockConfig(ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, port=0, model="mock")
+    with run_in_subprocess(cfg, cpu=mock_cpus) as mock:
+        run = _bench(mock.url, synthetic_requests(n, args.output_len), args.concurrency)
+        truth = mock.truth()
+    result = compare(client_view(run.records), truth, args.concurrency)
+    duration = (run.outcome.end_ns - run.outcome.t0_ns) / 1e9
+    return result.to_dict(), run.client_cpu_s / duration
+
+
+def ceiling(mock_cpus, streams: int, tokens: int) -> dict:
+    cfg = MockConfig(ttft_ms=0, itl_ms=0, port=0, model="mock")
+    with run_in_subprocess(cfg, cpu=mock_cpus) as mock:
+        run = _bench(mock.url, synthetic_requests(streams, tokens), streams)
+    duration = (run.outcome.end_ns - run.outcome.t0_ns) / 1e9
+    out_tokens = sum(r.output_tokens for r in run.records if r.success)
+    return {"streams": streams, "tokens": tokens, "output_tok_s": out_tokens / duration,
+            "client_cpu": run.client_cpu_s / duration, "failed": sum(not r.success for r in run.records)}
+
+
+def run_selftest(args) -> dict:
+    client_cpus, mock_cpus = _cpus()
+    if mock_cpus:
+        pin_to_cpus(client_cpus)
+    fid, cpu = fidelity(mock_cpus, args)
+    figures = {"client_cpus": sorted(client_cpus), "mock_cpus": mock_cpus or "shared",
+               "ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_len": args.output_len,
+               "fidelity": fid, "fidelity_client_cpu": cpu}
+    if not args.skip_ceiling:
+        figures["ceiling"] = ceiling(mock_cpus, args.ceiling_streams, args.ceiling_tokens)
+    return figures

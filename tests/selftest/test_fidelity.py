@@ -1,0 +1,38 @@
+import pytest
+
+from servelab.mock.truth import RequestTruth, Truth
+from servelab.selftest.fidelity import compare, open_mean, steady_window
+
+MS = 1_000_000
+
+
+def req(rid, recv, events):
+    return RequestTruth(request_id=rid, endpoint="completions", stream=True, recv_ns=recv, admit_ns=recv,
+                        end_ns=events[-1], event_ns=tuple(events), event_tokens=(1,) * len(events),
+                        finish="ok", finish_reason="length", prompt_tokens=1, planned_tokens=len(events),
+                        output_tokens=len(events))
+
+
+def truth(reqs, open_t=(0,), open_n=(0,)):
+    return Truth(config={}, start_ns=0, requests=tuple(reqs), open_t_ns=tuple(open_t), open_n=tuple(open_n))
+
+
+def test_open_mean_is_time_weighted_over_the_window():
+    t = truth([], open_t=(0, 10, 30), open_n=(0, 2, 4))
+    # over [10, 40]: 2 open for 20 ns, 4 open for 10 ns
+    assert open_mean(t, 10, 40) == pytest.approx((2 * 20 + 4 * 10) / 30)
+
+
+def test_steady_window_from_cth_arrival_to_last_arrival():
+    t = truth([req("a", 5, [9]), req("b", 1, [9]), req("c", 8, [9])])
+    assert steady_window(t, 2) == (5, 8)
+
+
+def test_errors_are_client_statistic_minus_truth_statistic():
+    t = truth([req("a", 0, [50 * MS, 60 * MS]), req("b", 0, [40 * MS, 50 * MS])])
+    client = {"a": (51.0, [10.5]), "b": (41.0, [9.5]), "unknown": (1.0, [])}
+    f = compare(client, t, concurrency=2)
+    assert f.matched == 2
+    assert f.ttft_mean_err_ms == pytest.approx(1.0)
+    assert f.itl_mean_err_ms == pytest.approx(0.0)
+    assert f.ttft_p99_err_ms == pytest.approx(1.0)
