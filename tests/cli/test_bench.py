@@ -1,0 +1,157 @@
+"""``servelab bench`` end to end against the mock: rows, files, failures, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from servelab.cli.main import main
+
+VLLM_ROWS = [
+    "============ Serving Benchmark Result ============",
+    "Successful requests:", "Failed requests:", "Maximum request concurrency:",
+    "Request rate configured (RPS):", "Benchmark duration (s):", "Total input tokens:",
+    "Total generated tokens:", "Request throughput (req/s):", "Output token throughput (tok/s):",
+    "Peak output token throughput (tok/s):", "Peak concurrent requests:", "Total token throughput (tok/s):",
+    "---------------Time to First Token----------------", "Mean TTFT (ms):", "Median TTFT (ms):", "P99 TTFT (ms):",
+    "-----Time per Output Token (excl. 1st token)------", "Mean TPOT (ms):", "Median TPOT (ms):", "P99 TPOT (ms):",
+    "---------------Inter-token Latency----------------", "Mean ITL (ms):", "Median ITL (ms):", "P99 ITL (ms):",
+    "==================================================",
+]
+
+# keys `vllm bench serve --save-result` writes (vLLM 0.32, no --save-detailed)
+VLLM_KEYS = {
+    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+    "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
+    "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
+    "total_token_throughput", "latencies", "queue_times", "max_output_tokens_per_s",
+    "max_concurrent_requests", "rtfx", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+    "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms",
+    "std_itl_ms", "p99_itl_ms",
+}
+
+
+def bench_args(url, tok, *extra):
+    return ["bench", "--backend", "vllm", "--base-url", url, "--model", "mock", "--tokenizer", tok,
+            "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "8",
+            "--disable-tqdm", *extra]
+
+
+def block(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = lines.index(VLLM_ROWS[0])
+    return lines[start:lines.index("=" * 50, start) + 1]
+
+
+def test_rows_counts_and_files_against_the_mock(mock_server, qwen3_path, tmp_path, capsys):
+    mock = mock_server(ttft_ms=2, itl_ms=1)
+    rc = main(bench_args(mock.url, qwen3_path, "--num-prompts", "12", "--request-rate", "200",
+                         "--max-concurrency", "4", "--save-result", "--result-dir", str(tmp_path),
+                         "--result-filename", "r.json"))
+    assert rc == 0
+    rows = block(capsys.readouterr().out)
+    assert [r if r.startswith(("=", "-")) else r[:40].rstrip() for r in rows] == VLLM_ROWS
+    assert rows[1] == "Successful requests:".ljust(40) + " " + "12".ljust(10)
+    assert rows[7] == "Total generated tokens:".ljust(40) + " " + "96".ljust(10)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert VLLM_KEYS <= set(result) and result["completed"] == 12 and result["total_input_tokens"] == 12 * 16
+    records = [json.loads(x) for x in open(result["servelab"]["records_file"])]
+    assert len(records) == 12 and {r["output_tokens"] for r in records} == {8}
+    truth_ids = {r.request_id for r in mock.truth().requests}
+    assert {r["request_id"] for r in records} <= truth_ids  # every record is a request the server saw
+    assert result["servelab"]["provenance"]["server_models"]["data"][0]["id"] == "mock"
+
+
+def test_append_result_writes_one_json_object_per_run(mock_server, qwen3_path, tmp_path):
+    mock = mock_server()
+    args = bench_args(mock.url, qwen3_path, "--num-prompts", "3", "--append-result",
+                      "--result-dir", str(tmp_path), "--result-filename", "runs.txt")
+    assert main(args) == 0 and main(args) == 0
+    lines = (tmp_path / "runs.txt").read_text().split("\n")
+    assert len(lines) == 2 and all(json.loads(x)["completed"] == 3 for x in lines)
+
+
+def test_failed_requests_are_counted_with_reasons(mock_server, qwen3_path, capsys):
+    mock = mock_server(error_rate=0.5, seed=3)
+    assert main(bench_args(mock.url, qwen3_path, "--num-prompts", "20")) == 0
+    out = capsys.readouterr().out
+    truth_failed = sum(r.finish != "ok" for r in mock.truth().requests)
+    assert 0 < truth_failed < 20
+    assert f"Failed requests:                         {truth_failed:<10}" in out
+    assert "HTTP 500" in out
+
+
+def test_every_request_failing_exits_non_zero(mock_server, qwen3_path):
+    mock = mock_server(error_rate=1.0)
+    assert main(bench_args(mock.url, qwen3_path, "--num-prompts", "4")) == 1
+
+
+def test_chat_backend_counts_content_not_the_role_delta(mock_server, qwen3_path, capsys):
+    mock = mock_server(ttft_ms=30, itl_ms=1)
+    args = bench_args(mock.url, qwen3_path, "--num-prompts", "2")
+    args[2] = "openai-chat"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    mean_ttft = float(next(x for x in out.splitlines() if x.startswith("Mean TTFT")).split()[-1])
+    assert mean_ttft >= 30  # the role chunk is sent at once; counting it would give ~0
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--dataset-name", "sharegpt", "--dataset-path", "/nonexistent/sg.json"], "/nonexistent/sg.json"),
+    (["--dataset-name", "random", "--dataset-path", "x.json"], "--dataset-path"),
+    (["--max-concurrency", "0"], "--max-concurrency"),
+    (["--goodput", "ttft=5"], "--goodput"),
+    (["--goodput", "latency:5"], "--goodput"),
+    (["--percentile-metrics", "ttft,foo"], "--percentile-metrics"),
+    (["--request-rate", "0"], "--request-rate"),
+    (["--metadata", "novalue"], "--metadata"),
+])
+def test_bad_input_is_one_line_exit_2(extra, needle, qwen3_path, capsys):
+    rc = main(bench_args("http://127.0.0.1:9", qwen3_path, *extra))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_malformed_and_empty_datasets_name_the_file(tmp_path, qwen3_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"id": "a", "conversations": [}]')
+    assert main(bench_args("http://127.0.0.1:9", qwen3_path, "--dataset-name", "sharegpt",
+                           "--dataset-path", str(bad))) == 2
+    assert str(bad) in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text('[{"id": "a", "conversations": [{"from": "human", "value": "hi"}]}]')
+    assert main(bench_args("http://127.0.0.1:9", qwen3_path, "--dataset-name", "sharegpt",
+                           "--dataset-path", str(empty))) == 2
+    assert str(empty) in capsys.readouterr().err
+
+
+def test_unknown_tokenizer_exit_2(capsys):
+    rc = main(bench_args("http://127.0.0.1:9", "no-such-org/no-such-model"))
+    err = capsys.readouterr().err
+    assert rc == 2 and "no-such-org/no-such-model" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_writes_what_was_measured(sig, qwen3_path, tmp_path):
+    from servelab.mock.config import MockConfig
+    from servelab.mock.runner import run_in_subprocess
+
+    with run_in_subprocess(MockConfig(port=0, ttft_ms=5, itl_ms=20)) as mock:
+        cmd = [sys.executable, "-m", "servelab.cli.main", *bench_args(mock.url, qwen3_path),
+               "--num-prompts", "400", "--max-concurrency", "4", "--random-output-len", "10",
+               "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3.0)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert 0 < result["completed"] < 400 and result["failed"] == 0
+    assert result["servelab"]["interrupted"] is True
+    assert "interrupted" in out
