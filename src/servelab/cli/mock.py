@@ -1,0 +1,53 @@
+"""``servelab mock``: a mock OpenAI-compatible server that records what it sent, when."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--model", default="mock", help="model name served and echoed")
+    parser.add_argument("--ttft-ms", type=float, default=0.0, help="request parsed → first content event")
+    parser.add_argument("--itl-ms", type=float, default=0.0, help="gap between content events")
+    parser.add_argument("--output-len", type=_output_len, default=None, metavar="N|LO:HI",
+                        help="output tokens per request, overriding max_tokens (LO:HI draws uniformly)")
+    parser.add_argument("--tokens-per-event", type=int, default=1)
+    parser.add_argument("--eos-len", type=int, default=None,
+                        help="stop at this many tokens (finish_reason stop) unless the request sets ignore_eos")
+    parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of requests that fail")
+    parser.add_argument("--failure-kinds", default="http500",
+                        help="comma list of http500, abort (close mid-stream), stall (stop mid-stream)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the failure and length draws")
+    parser.add_argument("--max-open", type=int, default=None,
+                        help="at most this many requests run; the rest wait (num_requests_waiting)")
+    parser.add_argument("--close-after-response", action="store_true",
+                        help="close the connection after each streamed response, as llama.cpp does")
+    parser.add_argument("--truth-file", default=None, help="write the recorded truth here (JSON) on exit")
+
+
+def _output_len(text: str) -> int | tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    try:
+        return (int(lo), int(hi)) if sep else int(lo)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or LO:HI, got {text!r}") from None
+
+
+def config_from_args(args: argparse.Namespace):
+    from servelab.mock.config import MockConfig
+
+    kinds = tuple(k.strip() for k in args.failure_kinds.split(",") if k.strip())
+    return MockConfig(
+        ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, output_len=args.output_len,
+        tokens_per_event=args.tokens_per_event, eos_len=args.eos_len, error_rate=args.error_rate,
+        failure_kinds=kinds, seed=args.seed, model=args.model, host=args.host, port=args.port,
+        close_after_response=args.close_after_response, max_open=args.max_open,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from servelab.mock.runner import serve_until_signal
+
+    return serve_until_signal(config_from_args(args), args.truth_file)
