@@ -1,4 +1,4 @@
-"""servelab/cli/data.py and cli/dataset_args.py: `servelab data inspect` output, exactly; flags."""
+"""servelab/cli/data.py and flags/dataset.py: `servelab data inspect` output, exactly; flags."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from servelab.cli.dataset_args import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
+from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 from servelab.cli.main import main
 from servelab.config import DatasetSpec, TokenizerSpec
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, bundled_sharegpt_path

@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from servelab.cli.dataset_args import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
+from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

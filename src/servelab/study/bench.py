@@ -1,4 +1,6 @@
-"""The body of ``servelab bench`` (imported only when the command runs)."""
+"""One bench run from parsed bench flags: dataset → load → records → metrics →
+console block and result files. The body of ``servelab bench``, and what a
+study, a sweep or the demo calls for each run."""
 
 from __future__ import annotations
 
@@ -9,15 +11,14 @@ import math
 import platform
 import signal
 import sys
-import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 
 from servelab import __version__
-from servelab.cli.bench import check_load, key_values, parse_goodput, parse_percentiles
-from servelab.cli.dataset_args import dataset_spec_from_args, tokenizer_spec_from_args
+from servelab.flags.bench import check_load, key_values, parse_goodput, parse_percentiles
+from servelab.flags.dataset import dataset_spec_from_args, tokenizer_spec_from_args
 from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.datasets import sample_requests
@@ -35,24 +36,43 @@ CLIENT_CPU_LIMIT = 0.90  # fraction of one core
 SCHEDULE_LAG_P99_LIMIT_MS = 10.0
 
 
+@dataclass(slots=True)
+class BenchOutcome:
+    """Everything one run produced; ``result`` is the result JSON as a dict."""
+
+    summary: Summary
+    run: BenchRun
+    result: dict
+    result_path: Path | None
+    exit_code: int
+
+
 def run_bench_command(args) -> int:
+    return execute(args).exit_code
+
+
+def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome:
+    """Run one bench from parsed bench flags; print vLLM's block; write files if asked.
+
+    ``context`` (e.g. the engine and its memory report) goes into the result's
+    ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
+    """
     config, selected, pcts, slo, metadata = _config(args)
     tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
     samples = sample_requests(dataset_spec_from_args(args), tokenizer)
     _preamble(config)
-    run = _run(config, samples, tokenizer, progress=not args.disable_tqdm)
+    run = _run(config, samples, tokenizer, progress=not args.disable_tqdm, on_start=on_start)
     summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, pcts, slo or None)
     _print_failures(run)
     shown = _shown_metrics(selected, config)
     print(console_block(summary, max_concurrency=config.max_concurrency,
                         request_rate=config.request_rate, selected=shown))
     extra = servelab_section(args, config, run, summary, tokenizer)
+    extra.update(context or {})
     _footer(extra)
-    if args.save_result or args.append_result:
-        _save(args, config, run, summary, shown, metadata, extra)
-    if run.outcome.interrupted:
-        return 130
-    return 1 if summary.completed == 0 else 0
+    result, path = _result(args, run, summary, shown, metadata, extra)
+    code = 130 if run.outcome.interrupted else (1 if summary.completed == 0 else 0)
+    return BenchOutcome(summary, run, result, path, code)
 
 
 def _config(args):
@@ -125,7 +145,7 @@ def _preamble(config: BenchConfig) -> None:
     print(f"Maximum request concurrency: {config.max_concurrency}", flush=True)
 
 
-def _run(config: BenchConfig, samples, tokenizer, progress: bool) -> BenchRun:
+def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:
     async def main() -> BenchRun:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -133,9 +153,15 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool) -> BenchRun:
             loop.add_signal_handler(sig, stop.set)
         counters = Counters()
         bar = Progress(len(samples), counters) if progress else None
+
+        def started() -> None:
+            if bar:
+                bar.start()
+            if on_start:
+                on_start(counters)
+
         try:
-            return await run_bench(config, samples, tokenizer, stop, counters,
-                                   on_start=bar.start if bar else None)
+            return await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
         finally:
             if bar:
                 bar.stop()
@@ -242,12 +268,16 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _save(args, config, run: BenchRun, summary, shown, metadata, extra) -> None:
+def _result(args, run: BenchRun, summary, shown, metadata, extra) -> tuple[dict, Path | None]:
+    """Build the result JSON; write it (and the records) when asked to save."""
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
-    path = store.result_filename(args.label, args.backend, args.request_rate, args.max_concurrency,
-                                 args.model, date, args.result_filename, args.result_dir)
-    rec_path = store.records_path(path, date, args.append_result)
-    extra["records_file"] = str(rec_path)
+    save = args.save_result or args.append_result
+    path = rec_path = None
+    if save:
+        path = store.result_filename(args.label, args.backend, args.request_rate, args.max_concurrency,
+                                     args.model, date, args.result_filename, args.result_dir)
+        rec_path = store.records_path(path, date, args.append_result)
+        extra["records_file"] = str(rec_path)
     head = {"date": date, "endpoint_type": args.backend, "backend": args.backend, "label": args.label,
             "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
             "num_prompts": args.num_prompts, **metadata,
@@ -255,7 +285,9 @@ def _save(args, config, run: BenchRun, summary, shown, metadata, extra) -> None:
             "burstiness": args.burstiness, "max_concurrency": args.max_concurrency}
     result = store.build_result(head=head, summary=summary, records=run.records, selected=shown,
                                 save_detailed=args.save_detailed, extra=extra)
-    store.write_result(result, path, args.append_result)
-    store.write_records(run.records, run.outcome.t0_ns, rec_path)
-    print(f"servelab: result {'appended to' if args.append_result else 'written to'} {path}; "
-          f"per-request records in {rec_path}")
+    if save:
+        store.write_result(result, path, args.append_result)
+        store.write_records(run.records, run.outcome.t0_ns, rec_path)
+        print(f"servelab: result {'appended to' if args.append_result else 'written to'} {path}; "
+              f"per-request records in {rec_path}")
+    return result, path

@@ -1,0 +1,1 @@
+"""Studies: the one place that wires engines, load, telemetry and results (layer 4)."""
