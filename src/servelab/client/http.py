@@ -138,36 +138,52 @@ class _Conn(asyncio.Protocol):
             self.keep_alive = False
 
     def _dechunk(self, t: int, data: bytes) -> None:
-        """Strip chunked framing with slicing only (no per-byte Python work)."""
+        """Strip chunked framing with slicing only (no per-byte Python work).
+
+        Everything in one read arrived at the same instant ``t``, so the pieces
+        of one read are joined into one ``(t, bytes)`` entry.
+        """
         if self._buf:
             data = self._buf + data
             self._buf = b""
-        resp, pos, n = self._resp, 0, len(data)
+        parts: list[bytes] = []
+        pos, n = 0, len(data)
         while pos < n:
-            if self._chunk_trailer:  # skip the CRLF that closes a chunk's data
+            if self._chunk_trailer:  # the CRLF that closes a chunk's data
                 skip = min(self._chunk_trailer, n - pos)
                 self._chunk_trailer -= skip
                 pos += skip
                 continue
-            if self._remaining:
+            if self._remaining:  # the rest of a chunk split across reads
                 piece = data[pos : pos + self._remaining]
                 self._remaining -= len(piece)
                 pos += len(piece)
-                resp.reads.append((t, piece))
+                parts.append(piece)
                 if not self._remaining:
                     self._chunk_trailer = 2
                 continue
             eol = data.find(b"\r\n", pos)
             if eol < 0:
                 self._buf = data[pos:]
-                return
-            size = int(data[pos:eol].split(b";", 1)[0], 16)
+                break
+            size = _chunk_size(data[pos:eol])
             pos = eol + 2
             if size == 0:  # last chunk; trailers (rare) are ignored
-                resp.done_ns = t
+                self._keep(t, parts)
+                self._resp.done_ns = t
                 self._finish()
                 return
-            self._remaining = size
+            end = pos + size
+            if end + 2 <= n:  # the usual case: the whole chunk is in this read
+                parts.append(data[pos:end])
+                pos = end + 2
+            else:
+                self._remaining = size
+        self._keep(t, parts)
+
+    def _keep(self, t: int, parts: list[bytes]) -> None:
+        if parts:
+            self._resp.reads.append((t, parts[0] if len(parts) == 1 else b"".join(parts)))
 
     def _finish(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -287,6 +303,13 @@ class Pool:
             conn.abort()
         self._all.clear()
         self._idle.clear()
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        return int(line, 16)
+    except ValueError:  # chunk extensions: "1a;name=value"
+        return int(line.split(b";", 1)[0], 16)
 
 
 def _ssl_context(verify: bool) -> ssl_module.SSLContext:
