@@ -168,7 +168,12 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
-    return _loop_run(main())
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _loop_run(main())
+    finally:  # asyncio resets them to the defaults; an engine guard may own them
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _shown_metrics(selected: list[str], config: BenchConfig) -> list[str]:
