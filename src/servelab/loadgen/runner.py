@@ -79,7 +79,8 @@ async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concur
             attempts.append(attempt)
             counters.dispatched += 1
             tasks.append(asyncio.ensure_future(_one(pool, payloads[i], attempt, sem, counters)))
-        interrupted = await _drain(tasks, stopper)
+        cut = await _drain(tasks, stopper)
+        interrupted = cut or len(attempts) < len(payloads)
         end = max((a.response.done_ns for a in attempts if a.response), default=_now())
         return RunOutcome(t0, end, attempts, interrupted, len(payloads) - len(attempts))
     finally:
