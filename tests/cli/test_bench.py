@@ -155,3 +155,19 @@ def test_interrupt_writes_what_was_measured(sig, qwen3_path, tmp_path):
     assert 0 < result["completed"] < 400 and result["failed"] == 0
     assert result["servelab"]["interrupted"] is True
     assert "interrupted" in out
+
+
+def test_ready_check_warmups_and_detailed_lists(mock_server, qwen3_path, tmp_path):
+    mock = mock_server()
+    rc = main(bench_args(mock.url, qwen3_path, "--num-prompts", "5", "--num-warmups", "3",
+                         "--ready-check-timeout-sec", "5", "--save-result", "--save-detailed",
+                         "--result-dir", str(tmp_path), "--result-filename", "d.json",
+                         "--metadata", "gpu=none", "tp=1", "--request-id-prefix", "t-"))
+    assert rc == 0
+    ids = [r.request_id for r in mock.truth().requests]
+    assert ids.count("t-0-warmup") == 4 and sorted(i for i in ids if "warmup" not in i) == [f"t-{i}" for i in range(5)]
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert result["completed"] == 5  # warm-ups are not measured
+    assert len(result["ttfts"]) == len(result["itls"]) == len(result["generated_texts"]) == 5
+    assert all(len(x) == 7 for x in result["itls"])  # 8 tokens per request
+    assert result["gpu"] == "none" and result["tp"] == "1"

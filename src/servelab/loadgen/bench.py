@@ -53,15 +53,16 @@ class BenchRun:
     server_models: dict | None = None
 
 
+def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
+    body = openai.request_body(config.kind, config.model, s.prompt, s.expected_output_len,
+                               config.ignore_eos, config.extra_body)
+    headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": request_id}
+    return pool.build("POST", config.endpoint, body, headers)
+
+
 def prepare(config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> list[bytes]:
     """Serialize every request before the clock starts."""
-    out = []
-    for s in samples:
-        body = openai.request_body(config.kind, config.model, s.prompt, s.expected_output_len,
-                                   config.ignore_eos, config.extra_body)
-        headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": s.request_id}
-        out.append(pool.build("POST", config.endpoint, body, headers))
-    return out
+    return [serialize(config, s, pool, s.request_id) for s in samples]
 
 
 async def fetch_models(pool: Pool) -> dict | None:
@@ -106,10 +107,13 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
     try:
         payloads = prepare(config, samples, pool)
         models = await fetch_models(pool)
+        # probes and warm-ups reuse the first prompt under their own ids, so a
+        # server-side log never shows one request id twice
+        probe = serialize(config, samples[0], pool, f"{samples[0].request_id}-warmup")
         if config.ready_check_timeout_s > 0:
-            await wait_ready(config, pool, payloads[0])
+            await wait_ready(config, pool, probe)
         if config.num_warmups > 0:
-            await warm_up(config, pool, payloads[0])
+            await warm_up(config, pool, probe)
         offsets = arrival_offsets_ns(len(samples), config.request_rate, config.burstiness,
                                      np.random.default_rng(config.seed))
         await pool.warm(min(config.max_concurrency or len(samples), len(samples), 1024))
