@@ -34,7 +34,7 @@ import psutil
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
 from servelab.mock.config import MockConfig
 from servelab.mock.runner import run_in_subprocess
-from servelab.selftest.fidelity import compare
+from servelab.selftest.fidelity import Seen, compare
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -81,20 +81,22 @@ def run_client(cmd: list[str], cpu: int) -> tuple[int, int, str]:
     return t_launch, max(samples, default=0), output
 
 
-def client_view(which: str, out_dir: Path) -> dict[str, tuple[float, list[float]]]:
-    """request id -> (TTFT ms, ITL ms list), from each tool's own saved result."""
+def client_view(which: str, out_dir: Path) -> dict[str, Seen]:
+    """request id -> what the tool saw, from each tool's own saved result."""
     if which == "servelab":
         view = {}
         result = json.loads((out_dir / "servelab.json").read_text())
+        t0 = result["servelab"]["t0_perf_ns"]
         for line in open(result["servelab"]["records_file"]):
             r = json.loads(line)
             if r["error"] is None:
                 t = r["token_ms"]
-                view[r["request_id"]] = (r["ttft_ms"], [b - a for a, b in zip(t, t[1:])])
+                view[r["request_id"]] = Seen(r["ttft_ms"], [b - a for a, b in zip(t, t[1:])],
+                                             t0 + round(r["sent_ms"] * 1e6), tuple(t0 + round(x * 1e6) for x in t))
         return view
     result = json.loads((out_dir / "vllm.json").read_text())
-    return {f"vllm-{i}": (ttft * 1e3, [g * 1e3 for g in itl])
-            for i, (ttft, itl) in enumerate(zip(result["ttfts"], result["itls"])) if ttft}
+    return {f"vllm-{i}": Seen(ttft * 1e3, [g * 1e3 for g in itl], round(start * 1e9))
+            for i, (ttft, itl, start) in enumerate(zip(result["ttfts"], result["itls"], result["start_times"])) if ttft}
 
 
 def measure(which: str, cpus: tuple[int, int], quick: bool) -> dict:
@@ -115,11 +117,17 @@ def measure(which: str, cpus: tuple[int, int], quick: bool) -> dict:
     return fig
 
 
+def _opt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
 def table(figs: list[dict]) -> str:
     rows = [("(a) ceiling, output tok/s", lambda f: f"{f['ceiling_tok_s']:,.0f}"),
             ("(b) mean TTFT error (ms)", lambda f: f"{f['fidelity']['ttft_mean_err_ms']:+.2f}"),
             ("(b) p99 TTFT error (ms)", lambda f: f"{f['fidelity']['ttft_p99_err_ms']:+.2f}"),
             ("(b) p99 ITL error (ms)", lambda f: f"{f['fidelity']['itl_p99_err_ms']:+.2f}"),
+            ("(b) request delivery p99 (ms)", lambda f: _opt(f["fidelity"].get("request_delivery_p99_ms"))),
+            ("(b) event delivery p99 (ms)", lambda f: _opt(f["fidelity"].get("event_delivery_p99_ms"))),
             ("(b) open at server (mean)", lambda f: f"{f['fidelity']['server_open_mean']:.1f} / {f['fidelity']['concurrency']}"),
             ("(c) launch → first request (s)", lambda f: f"{f['startup_s']:.2f}"),
             ("(d) peak RSS, process tree (MB)", lambda f: f"{f['peak_rss_mb']:.0f}")]

@@ -1,7 +1,7 @@
 import pytest
 
 from servelab.mock.truth import RequestTruth, Truth
-from servelab.selftest.fidelity import compare, open_mean, steady_window
+from servelab.selftest.fidelity import Seen, compare, open_mean, steady_window
 
 MS = 1_000_000
 
@@ -30,9 +30,18 @@ def test_steady_window_from_cth_arrival_to_last_arrival():
 
 def test_errors_are_client_statistic_minus_truth_statistic():
     t = truth([req("a", 0, [50 * MS, 60 * MS]), req("b", 0, [40 * MS, 50 * MS])])
-    client = {"a": (51.0, [10.5]), "b": (41.0, [9.5]), "unknown": (1.0, [])}
+    client = {"a": Seen(51.0, [10.5]), "b": Seen(41.0, [9.5]), "unknown": Seen(1.0, [])}
     f = compare(client, t, concurrency=2)
     assert f.matched == 2
     assert f.ttft_mean_err_ms == pytest.approx(1.0)
     assert f.itl_mean_err_ms == pytest.approx(0.0)
     assert f.ttft_p99_err_ms == pytest.approx(1.0)
+
+
+def test_ttft_error_splits_into_request_and_event_delivery():
+    t = truth([req("a", 1 * MS, [51 * MS, 61 * MS])])
+    # sent at 0, received at 1 ms; written at 51/61 ms, arrived at 51.5/61.5 ms
+    client = {"a": Seen(51.5, [10.0], sent_ns=0, token_ns=(51_500_000, 61_500_000))}
+    f = compare(client, t, concurrency=1)
+    assert f.ttft_mean_err_ms == pytest.approx(1.5)
+    assert f.request_delivery_mean_ms == pytest.approx(1.0) and f.event_delivery_mean_ms == pytest.approx(0.5)

@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:+.3f}"
+
+
 def render(f: dict) -> str:
     fid = f["fidelity"]
     rows = [
@@ -44,6 +48,8 @@ def render(f: dict) -> str:
         f"  {'p99 TTFT (ms)':<28}{fid['ttft_p99_err_ms']:>+24.3f}",
         f"  {'mean ITL (ms)':<28}{fid['itl_mean_err_ms']:>+24.3f}",
         f"  {'p99 ITL (ms)':<28}{fid['itl_p99_err_ms']:>+24.3f}",
+        f"  {'  of which request delivery':<28}{_ms(fid.get('request_delivery_mean_ms')):>24}",
+        f"  {'  of which event delivery':<28}{_ms(fid.get('event_delivery_mean_ms')):>24}",
         f"  {'open at the server (mean)':<28}{fid['server_open_mean']:>17.1f} / {fid['concurrency']}",
         f"  {'client CPU (one core)':<28}{f['fidelity_client_cpu']:>24.0%}",
     ]

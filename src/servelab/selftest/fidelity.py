@@ -5,6 +5,9 @@ yardstick, and report the difference.
 * error of a metric = the client's statistic − the same statistic of the truth
   (truth TTFT = first content write − request received; truth ITL = gaps
   between content writes), over the requests both sides saw;
+* where an error comes from: request delivery (mock received − client sent: the
+  kernel plus the mock's own loop delay) and event delivery (client arrival −
+  mock write: the kernel plus the client's loop delay). TTFT error = the sum.
 * server-side open = the time-weighted mean of requests open at the mock over
   the steady window: from the moment the C-th request arrived (the cap is first
   reachable) to the moment the last one arrived (after that the run drains). A
@@ -35,18 +38,45 @@ class Fidelity:
     itl_p99_err_ms: float
     server_open_mean: float
     concurrency: int
+    request_delivery_mean_ms: float | None = None
+    request_delivery_p99_ms: float | None = None
+    event_delivery_mean_ms: float | None = None
+    event_delivery_p99_ms: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def client_view(records: list[RequestRecord]) -> dict[str, tuple[float, list[float]]]:
-    """request id -> (TTFT ms, ITL gaps ms) for the requests that succeeded."""
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the client saw of one request; absolute times when known."""
+
+    ttft_ms: float
+    itl_ms: list[float]
+    sent_ns: int | None = None
+    token_ns: tuple[int, ...] = ()
+
+
+def client_view(records: list[RequestRecord]) -> dict[str, Seen]:
+    """request id -> what the client saw, for the requests that succeeded."""
     out = {}
     for r in records:
         if r.success and r.token_ns:
             gaps = np.diff(np.asarray(r.token_ns, dtype=np.int64)) / NS_PER_MS
-            out[r.request_id] = (r.ttft_ns / NS_PER_MS, gaps.tolist())
+            out[r.request_id] = Seen(r.ttft_ns / NS_PER_MS, gaps.tolist(), r.sent_ns, r.token_ns)
+    return out
+
+
+def _delivery(both) -> dict:
+    """Split TTFT error into its two legs, where absolute times are known."""
+    req = [(r.recv_ns - c.sent_ns) / NS_PER_MS for c, r in both if c.sent_ns is not None]
+    ev = [(a - w) / NS_PER_MS for c, r in both if c.token_ns and len(c.token_ns) == len(r.event_ns)
+          for a, w in zip(c.token_ns, r.event_ns)]
+    out = {}
+    for name, vals in (("request_delivery", req), ("event_delivery", ev)):
+        if vals:
+            out[f"{name}_mean_ms"] = float(np.mean(vals))
+            out[f"{name}_p99_ms"] = float(np.percentile(vals, 99))
     return out
 
 
@@ -67,11 +97,11 @@ def steady_window(truth: Truth, concurrency: int) -> tuple[int, int]:
     return recvs[concurrency - 1], recvs[-1]
 
 
-def compare(client: dict[str, tuple[float, list[float]]], truth: Truth, concurrency: int) -> Fidelity:
+def compare(client: dict[str, Seen], truth: Truth, concurrency: int) -> Fidelity:
     both = [(client[r.request_id], r) for r in truth.requests if r.request_id in client and r.event_ns]
-    c_ttft = np.array([c[0] for c, _ in both] or [0.0])
+    c_ttft = np.array([c.ttft_ms for c, _ in both] or [0.0])
     t_ttft = np.array([r.ttft_ns / NS_PER_MS for _, r in both] or [0.0])
-    c_itl = np.array([g for c, _ in both for g in c[1]] or [0.0])
+    c_itl = np.array([g for c, _ in both for g in c.itl_ms] or [0.0])
     t_itl = np.array([g / NS_PER_MS for _, r in both for g in r.itl_ns] or [0.0])
     return Fidelity(
         matched=len(both),
@@ -81,7 +111,7 @@ def compare(client: dict[str, tuple[float, list[float]]], truth: Truth, concurre
         itl_mean_err_ms=float(c_itl.mean() - t_itl.mean()),
         itl_p99_err_ms=float(np.percentile(c_itl, 99) - np.percentile(t_itl, 99)),
         server_open_mean=open_mean(truth, *steady_window(truth, concurrency)),
-        concurrency=concurrency,
+        concurrency=concurrency, **_delivery(both),
     )
 
 

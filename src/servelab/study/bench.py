@@ -5,6 +5,7 @@ study, a sweep or the demo calls for each run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -23,6 +24,9 @@ from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.datasets import sample_requests
 from servelab.datasets.tokenizer import load_tokenizer
+from servelab.diagnose.decide import diagnose
+from servelab.diagnose.evidence import evidence, facts_from_result
+from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import InputError, ServerError
 from servelab.loadgen.bench import BenchConfig, BenchRun, fetch_models, run_bench
 from servelab.loadgen.progress import Progress
@@ -30,6 +34,10 @@ from servelab.loadgen.runner import Counters
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
 from servelab.results import store
+from servelab.telemetry.recorder import Recorder, metrics_url
+from servelab.telemetry.summary import summarize as summarize_timeline
+from servelab.telemetry.timeline import timeline_path
+from servelab.telemetry.timeline import write as write_timeline
 
 # Above these the client, not the server, may be what the numbers measure.
 CLIENT_CPU_LIMIT = 0.90  # fraction of one core
@@ -58,10 +66,13 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
     ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
     """
     config, selected, pcts, slo, metadata = _config(args)
-    tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-    samples = sample_requests(dataset_spec_from_args(args), tokenizer)
-    _preamble(config)
-    run = _run(config, samples, tokenizer, progress=not args.disable_tqdm, on_start=on_start)
+    with _recorder(args, config) as recorder:  # started early: its start-up overlaps the dataset's
+        tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
+        samples = sample_requests(dataset_spec_from_args(args), tokenizer)
+        _preamble(config)
+        run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
+                   on_start=_with_telemetry(recorder, on_start))
+        timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
     summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, pcts, slo or None)
     _print_failures(run)
     shown = _shown_metrics(selected, config)
@@ -70,9 +81,35 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
     extra = servelab_section(args, config, run, summary, tokenizer)
     extra.update(context or {})
     _footer(extra)
-    result, path = _result(args, run, summary, shown, metadata, extra)
+    result, path, diagnosis = _result(args, run, summary, shown, metadata, extra, timeline)
+    print(render_diagnosis(diagnosis))
     code = 130 if run.outcome.interrupted else (1 if summary.completed == 0 else 0)
     return BenchOutcome(summary, run, result, path, code)
+
+
+@contextlib.contextmanager
+def _recorder(args, config: BenchConfig):
+    """A telemetry recorder for this run (None with --no-telemetry); always cleaned up."""
+    if getattr(args, "no_telemetry", False):
+        yield None
+        return
+    with Recorder(metrics_url(config.base_url), getattr(args, "telemetry_interval", 0.25)) as recorder:
+        recorder.start()
+        yield recorder
+
+
+def _with_telemetry(recorder, on_start):
+    """The on_start hook: the scraper must be sampling and the client sampler ticking at t0."""
+    if recorder is not None:
+        recorder.wait_ready()
+
+    def started(counters) -> None:
+        if recorder is not None:
+            recorder.on_start(counters)
+        if on_start is not None:
+            on_start(counters)
+
+    return started
 
 
 def _config(args):
@@ -209,6 +246,7 @@ def servelab_section(args, config: BenchConfig, run: BenchRun, summary: Summary,
     return {
         "version": __version__,
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
+        "t0_perf_ns": run.outcome.t0_ns,  # records' *_ms are from here (perf_counter_ns clock)
         "interrupted": run.outcome.interrupted,
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
@@ -273,16 +311,17 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _result(args, run: BenchRun, summary, shown, metadata, extra) -> tuple[dict, Path | None]:
-    """Build the result JSON; write it (and the records) when asked to save."""
+def _result(args, run: BenchRun, summary, shown, metadata, extra, timeline=None):
+    """Build the result JSON, diagnose it; write it (records, timeline) when asked to save."""
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
     save = args.save_result or args.append_result
-    path = rec_path = None
+    path = rec_path = tl_path = None
     if save:
         path = store.result_filename(args.label, args.backend, args.request_rate, args.max_concurrency,
                                      args.model, date, args.result_filename, args.result_dir)
         rec_path = store.records_path(path, date, args.append_result)
         extra["records_file"] = str(rec_path)
+        tl_path = timeline_path(path, date, args.append_result) if timeline else None
     head = {"date": date, "endpoint_type": args.backend, "backend": args.backend, "label": args.label,
             "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
             "num_prompts": args.num_prompts, **metadata,
@@ -290,9 +329,22 @@ def _result(args, run: BenchRun, summary, shown, metadata, extra) -> tuple[dict,
             "burstiness": args.burstiness, "max_concurrency": args.max_concurrency}
     result = store.build_result(head=head, summary=summary, records=run.records, selected=shown,
                                 save_detailed=args.save_detailed, extra=extra)
+    diagnosis = _diagnose(result, timeline, tl_path)
     if save:
         store.write_result(result, path, args.append_result)
         store.write_records(run.records, run.outcome.t0_ns, rec_path)
+        if timeline is not None:
+            write_timeline(timeline, tl_path)
         print(f"servelab: result {'appended to' if args.append_result else 'written to'} {path}; "
               f"per-request records in {rec_path}")
-    return result, path
+    return result, path, diagnosis
+
+
+def _diagnose(result: dict, timeline, tl_path: Path | None):
+    """Put the timeline's summary and the diagnosis into the result's ``servelab`` section."""
+    if timeline is not None:
+        result["servelab"]["telemetry"] = {"timeline_file": str(tl_path) if tl_path else None,
+                                           **summarize_timeline(timeline)}
+    diagnosis = diagnose(evidence(facts_from_result(result), timeline))
+    result["servelab"]["diagnosis"] = diagnosis.to_dict()
+    return diagnosis
