@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("servelab.cli.bench", "benchmark a server (drop-in for `vllm bench serve`)"),
     "data": ("servelab.cli.data", "inspect the requests a dataset produces"),
     "mock": ("servelab.cli.mock", "run a mock OpenAI-compatible server that records the truth"),
+    "diagnose": ("servelab.cli.diagnose", "say what limits a saved run, with evidence, and what to try next"),
     "selftest": ("servelab.cli.selftest", "measure the client's own ceiling and error against the mock"),
     "serve": ("servelab.cli.serve", "start an engine, print its memory report, stop it on Ctrl-C"),
     "gpu": ("servelab.cli.gpu", "pre-flight check of the GPUs (or the CPU when there is none)"),

@@ -43,6 +43,10 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ready-check-timeout-sec", type=int, default=0)
     p.add_argument("--insecure", action="store_true", help="skip TLS certificate checks")
     p.add_argument("--extra-body", default=None, help="JSON merged into every request body")
+    p.add_argument("--no-telemetry", action="store_true",
+                   help="do not sample the engine's /metrics, the GPU and the client during the run")
+    p.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
+                   help="time between telemetry samples (default %(default)s)")
     s = p.add_argument_group("sampling parameters")
     s.add_argument("--temperature", type=float, default=None)
     s.add_argument("--top-p", type=float, default=None)
@@ -108,6 +112,8 @@ def check_load(args: argparse.Namespace) -> None:
         raise InputError(f"--dataset-path cannot be used with --dataset-name {args.dataset_name}")
     if args.num_warmups < 0:
         raise InputError("--num-warmups must be >= 0")
+    if not getattr(args, "telemetry_interval", 1.0) > 0:
+        raise InputError("--telemetry-interval must be positive")
 
 
 

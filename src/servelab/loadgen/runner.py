@@ -53,6 +53,7 @@ class Counters:
     done: int = 0
     failed: int = 0
     in_flight: int = 0
+    lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
 
 
 async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concurrency: int | None,
@@ -78,6 +79,7 @@ async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concur
             attempt.dispatched_ns = _now()
             attempts.append(attempt)
             counters.dispatched += 1
+            counters.lag_ns = attempt.dispatched_ns - attempt.intended_ns
             tasks.append(asyncio.ensure_future(_one(pool, payloads[i], attempt, sem, counters)))
         cut = await _drain(tasks, stopper)
         interrupted = cut or len(attempts) < len(payloads)
