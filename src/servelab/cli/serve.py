@@ -1,0 +1,143 @@
+"""``servelab serve``: start an engine, print its memory report, serve until Ctrl-C/SIGTERM.
+
+    servelab serve                                   # embedded: vLLM CPU + SmolLM2-135M
+    servelab serve --engine vllm --model Qwen/Qwen3-8B -- --max-num-seqs 64
+    servelab serve --engine llamacpp --model model.gguf -- --parallel 4
+    servelab serve --engine command --ready-url http://127.0.0.1:9000/health -- ./my-server --port 9000
+    servelab serve --engine external --url http://gpu-box:8000
+
+Top-level imports stay light so ``servelab --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+KINDS = ("vllm", "llamacpp", "external", "command")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=KINDS, help="engine kind (default: the embedded vLLM CPU engine)")
+    parser.add_argument("--model", help="model path or id (vllm), GGUF file (llamacpp), label otherwise")
+    parser.add_argument("--host", default="127.0.0.1", help="address the engine binds (default %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port the engine listens on (default %(default)s)")
+    parser.add_argument("--url", help="external: the server's base URL")
+    parser.add_argument("--ready-url", help="command: URL that answers 2xx once the server is ready")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra environment for the engine (repeatable)")
+    parser.add_argument("--ready-timeout", type=float, default=600.0, metavar="S",
+                        help="seconds to wait for the engine to answer (default %(default)s)")
+    parser.add_argument("--log-dir", type=Path, help="where engine.log goes (default servelab-logs/serve-<time>)")
+    parser.add_argument("engine_args", nargs=argparse.REMAINDER,
+                        help="after --: extra engine flags (command: the command line itself)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from servelab.engines import Terminated, sigterm_as_interrupt, start_engine
+
+    log_dir = args.log_dir or Path("servelab-logs") / time.strftime("serve-%Y%m%d-%H%M%S")
+    with sigterm_as_interrupt():
+        spec = build_spec(args)
+        try:
+            engine = start_engine(spec, log_dir)
+        except KeyboardInterrupt as exc:
+            what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+            print(f"servelab: {what} while starting; engine stopped", file=sys.stderr)
+            return 143 if isinstance(exc, Terminated) else 130
+        with engine:
+            return _serve_until_stopped(engine)
+
+
+def build_spec(args: argparse.Namespace):
+    import dataclasses
+
+    from servelab.engines import EngineSpec, embedded_engine_spec
+    from servelab.errors import InputError
+
+    extra = _strip_separator(args.engine_args)
+    env = dict(_parse_env(item) for item in args.env)
+    if args.engine is None:
+        if args.model or args.url or args.ready_url:
+            raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")
+        base = embedded_engine_spec(port=args.port, host=args.host)
+        return dataclasses.replace(base, args=(*base.args, *extra), env=env, ready_timeout_s=args.ready_timeout)
+    command = extra if args.engine == "command" else ()
+    return EngineSpec(
+        name=args.engine, kind=args.engine, model=args.model or "", host=args.host, port=args.port,
+        args=() if args.engine == "command" else extra, env=env, ready_timeout_s=args.ready_timeout,
+        url=args.url, command=command, ready_url=args.ready_url,
+    )
+
+
+def _strip_separator(extra: list[str]) -> list[str]:
+    return extra[1:] if extra[:1] == ["--"] else extra
+
+
+def _parse_env(item: str) -> tuple[str, str]:
+    from servelab.errors import InputError
+
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise InputError(f"--env {item!r}: expected KEY=VALUE")
+    return key, value
+
+
+def _serve_until_stopped(engine) -> int:
+    from servelab.errors import EngineError
+
+    try:  # from the first print on, a signal is the normal way to end serve
+        print(format_engine(engine), flush=True)
+        print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
+        while engine.alive():
+            time.sleep(0.5)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
+        engine.stop()
+        print("servelab: engine stopped", file=sys.stderr)
+        return 0
+    lines = "\n".join(f"  | {line}" for line in engine.last_log_lines(20))
+    raise EngineError(f"engine {engine.spec.name!r} died while serving; last log lines:\n{lines}")
+
+
+def format_engine(engine) -> str:
+    """The block printed once the engine is ready: where it is, then its memory report."""
+    head = [
+        ("engine", f"{engine.spec.name} ({engine.spec.kind})"),
+        ("endpoint", f"{engine.base_url}/v1"),
+        ("model", engine.model),
+        ("pid", str(engine.pid) if engine.pid else "-"),
+        ("log", str(engine.log_path)),
+    ]
+    if engine.ready_s is not None:
+        head.append(("ready in", f"{engine.ready_s:.1f} s"))
+    memory = memory_rows(engine.memory_report)
+    width = max(len(label) for label, _ in head + memory)  # one column for both tables
+    return _table(head, width) + "\n\nmemory report\n" + _table(memory, width)
+
+
+def memory_rows(report) -> list[tuple[str, str]]:
+    """Label/value rows; "-" where the engine did not say (e.g. weights on vLLM's CPU build)."""
+    concurrency = _fmt(report.max_concurrency, "{:.2f}x")
+    if report.max_concurrency is not None and report.max_concurrency_tokens is not None:
+        concurrency += f" at {report.max_concurrency_tokens:,} tokens per request"
+    blocks = "-"
+    if report.num_gpu_blocks is not None:
+        blocks = f"{report.num_gpu_blocks:,}" + (f" x {report.block_size} tokens" if report.block_size else "")
+    return [
+        ("weights", _fmt(report.weights_gib, "{:.2f} GiB")),
+        ("load time", _fmt(report.load_time_s, "{:.2f} s")),
+        ("KV cache", _fmt(report.kv_cache_gib, "{:.2f} GiB")),
+        ("KV cache tokens", _fmt(report.kv_cache_tokens, "{:,}")),
+        ("max concurrency", concurrency),
+        ("KV blocks", blocks),
+    ]
+
+
+def _fmt(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def _table(rows: list[tuple[str, str]], width: int) -> str:
+    return "\n".join(f"  {label:<{width}}  {value}" for label, value in rows)

@@ -1,0 +1,7 @@
+import pytest
+from engine_helpers import free_port
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()

