@@ -50,3 +50,33 @@ def test_killing_servelab_leaves_no_engine_process(tmp_path, port, how, phase):
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+BENCH_DRIVER = Path(__file__).resolve().parent / "bench_kill_driver.py"
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigterm", "exception", "sigkill"])
+def test_killing_servelab_mid_bench_leaves_no_engine_process(tmp_path, port, how, qwen3_path):
+    bench_file = tmp_path / "bench-started"
+    argv = [sys.executable, str(BENCH_DRIVER), str(port), str(tmp_path), str(bench_file), "--tokenizer", qwen3_path]
+    if how == "exception":
+        argv += ["--raise-at", "30"]  # 20 req/s: ~1.5 s into the bench
+    driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(bench_file.exists, 30), "the bench never started"
+        pgid = int(bench_file.read_text())
+        assert group_pids(pgid)  # the engine is serving the bench
+        if how != "exception":
+            driver.send_signal(SIGNALS[how])
+        out, err = driver.communicate(timeout=60)
+        settle_s = 15 if how == "sigkill" else 0
+        assert wait_until(lambda: group_pids(pgid) == [], settle_s), f"survivors: {group_pids(pgid)}"
+        assert wait_until(lambda: not port_listening(port), settle_s + 1)
+        assert driver.returncode != 0 or how in ("sigint", "sigterm")
+        if how == "exception":
+            assert "RuntimeError: injected failure mid-bench" in err
+        if how in ("sigint", "sigterm"):  # the bench stopped cleanly and still printed its result
+            assert "Serving Benchmark Result" in out and "interrupted" in out
+    finally:
+        if driver.poll() is None:
+            driver.kill()
