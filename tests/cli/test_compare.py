@@ -1,0 +1,93 @@
+"""``servelab compare``: exact output on hand-built results, Markdown, reference, errors."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
+from study_factory import make_study
+
+from servelab.cli import main
+
+EXPECTED = """\
+== workload w — random · 4 prompts · ~128 in / ~64 out tokens · max concurrency 2 · rate inf · seed 0
+metric               base [2 runs] (baseline)  capped [2 runs]  vs base
+-------------------  ------------------------  ---------------  ------------------------
+↑ total tok/s        300.0 ± 0.0               300.0 ± 0.0      1.00× +0.0% within noise
+↑ output tok/s       101.0 ± 1.0               40.5 ± 0.5       0.40× −59.9% worse
+↑ req/s              1.500 ± 0.000             1.500 ± 0.000    1.00× +0.0% within noise
+↓ mean TTFT ms       102.0 ± 2.0               1,050.0 ± 50.0   10.29× +929.4% worse
+↓ median TTFT ms     100.0 ± 0.0               100.0 ± 0.0      1.00× +0.0% within noise
+↓ P99 TTFT ms        100.0 ± 0.0               100.0 ± 0.0      1.00× +0.0% within noise
+↓ mean TPOT ms       20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ median TPOT ms     20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ P99 TPOT ms        20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ mean ITL ms        20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ median ITL ms      20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ P99 ITL ms         20.0 ± 0.0                20.0 ± 0.0       1.00× +0.0% within noise
+↓ mean E2EL ms       1,000.0 ± 0.0             1,000.0 ± 0.0    1.00× +0.0% within noise
+↓ median E2EL ms     1,000.0 ± 0.0             1,000.0 ± 0.0    1.00× +0.0% within noise
+↓ P99 E2EL ms        1,000.0 ± 0.0             1,000.0 ± 0.0    1.00× +0.0% within noise
+↓ model weights GiB  0.250*                    0.250*           1.00× +0.0% same
+↑ KV cache tokens    46,592                    46,592           1.00× +0.0% same
+↑ max concurrency ×  22.75                     22.75            1.00× +0.0% same
+  * model weights from the checkpoint files' size: the engine did not report them (vLLM's CPU build does not)
+  cells: mean ± half-range over repeats; vs: ratio to the baseline, change, verdict
+  verdict rule: better/worse = the min–max ranges over repeats do not overlap AND the means differ by more than 10% \
+(20% for P99s); otherwise within noise (needs ≥ 2 repeats per config). ↑ higher is better, ↓ lower is better.
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return make_study(tmp_path, {
+        "base": {"w": [{"output_throughput": 100.0, "mean_ttft_ms": 100.0},
+                       {"output_throughput": 102.0, "mean_ttft_ms": 104.0}]},
+        "capped": {"w": [{"output_throughput": 40.0, "mean_ttft_ms": 1000.0},
+                         {"output_throughput": 41.0, "mean_ttft_ms": 1100.0}]}})
+
+
+def test_compare_a_study_exact_output(folder, capsys):
+    assert main.main(["compare", str(folder)]) == 0
+    assert capsys.readouterr().out == EXPECTED
+
+
+def test_markdown_and_output_file(folder, tmp_path, capsys):
+    out = tmp_path / "cmp.md"
+    assert main.main(["compare", str(folder), "--format", "md", "--baseline", "capped", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("### workload w\n\nLoad: random · 4 prompts")
+    assert "| metric | capped [2 runs] (baseline) | base [2 runs] | vs capped |" in text
+    assert "| ↑ output tok/s | 40.5 ± 0.5 | 101.0 ± 1.0 | 2.49× +149.4% better |" in text
+    assert out.read_text() == text
+
+
+def test_the_noise_floor_is_a_flag(folder, capsys):
+    assert main.main(["compare", str(folder), "--noise-floor", "70"]) == 0
+    text = capsys.readouterr().out
+    assert "0.40× −59.9% within noise" in text and "more than 70% (140% for P99s)" in text
+
+
+def test_a_reference_column(folder, tmp_path, capsys):
+    ref = tmp_path / "ref.json"
+    ref.write_text('{"source": "blog", "date": "2025-05-01", "hardware": "1x A100", '
+                   '"numbers": {"output_throughput": 202.0}}')
+    assert main.main(["compare", str(folder), "--reference", str(ref)]) == 0
+    text = capsys.readouterr().out
+    assert "ref: blog (2025-05-01) [1 run]" in text and "2.00× +100.0% reference" in text
+    assert "⚠ conditions differ from the baseline's: hardware '1x A100' vs ours 'CPU only: Test CPU'" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--baseline", "nope"], "servelab: error: --baseline 'nope' is not one of the configs: base, capped\n"),
+    (["--noise-floor", "120"], "servelab: error: --noise-floor must be within 0..100 (percent)\n"),
+])
+def test_bad_input_is_one_line_and_exit_2(folder, capsys, argv, message):
+    assert main.main(["compare", str(folder), *argv]) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_a_missing_path(tmp_path, capsys):
+    assert main.main(["compare", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == f"servelab: error: {tmp_path / 'nope'} does not exist\n"

@@ -1,0 +1,53 @@
+"""The HTML report: self-contained, every string from the results escaped, plots present."""
+
+import re
+
+from study_factory import make_study
+
+from servelab.reports.report import build_report, in_flight_series, itl_gaps, write_report
+
+EVIL = '<script>alert("x")</script><img src="http://example.com/x.png">'
+
+
+def test_prompt_text_and_names_are_escaped_and_nothing_is_fetched(tmp_path):
+    folder = make_study(tmp_path, {"base": {"w": [{}, {}]}, "b<i>x</i>": {"w": [{}, {}]}}, prompts_text=EVIL)
+    html_path, md_path = write_report(folder)
+    html = html_path.read_text()
+    assert "<script" not in html.lower() and "alert(&#34;x&#34;)" in html
+    assert "&lt;script&gt;" in html and "<i>x</i>" not in html and "b&lt;i&gt;x&lt;/i&gt;" in html
+    # no resource that a browser would fetch: no src/href to anything but in-page anchors
+    assert not re.search(r'\s(?:src|href)="(?!#)', html.replace('src="http://example.com', ""))
+    assert 'src="http' not in html.replace("&lt;img src=&#34;http://example.com", "")
+    assert "default-src 'none'" in html  # and the page forbids it anyway
+    assert html.count("<svg") >= 4  # memory, throughput, TTFT, ITL, in flight
+    md = md_path.read_text()
+    assert "## Methodology and limits" in md and EVIL in md  # Markdown keeps it inside a code fence
+    assert md.split(EVIL)[0].rstrip().endswith("```")
+
+
+def test_the_methodology_names_hardware_engine_model_hash_and_limits(tmp_path):
+    folder = make_study(tmp_path, {"base": {"w": [{}, {}]}, "other": {"w": [{}, {}]}})
+    report = build_report([folder])
+    assert report.hardware.startswith("CPU Test CPU · 2 logical cores")
+    engine = dict(report.engines)["base"]
+    assert "vllm 0.32.0" in engine and "sha256 abababababababab…" in engine and "dtype torch.bfloat16" in engine
+    assert "quantization None" in engine and "knobs: --max-model-len 2048" in engine
+    workload = dict(report.workloads)["w"]
+    assert "synthetic token ids" in workload and "seed 0" in workload and "max concurrency 2" in workload
+    limits = " ".join(report.limits)
+    assert "measure generation work, not answer quality" in limits
+    assert "capped concurrency at 2" in limits and "vLLM's CPU build" in limits
+    assert "prefix cache was emptied before every run" in limits and "from 2 repeats per config" in limits
+
+
+def test_memory_budget_splits_weights_kv_and_other(tmp_path):
+    folder = make_study(tmp_path, {"base": {"w": [{}]}})
+    [m] = build_report([folder]).memory
+    assert (m["weights"], m["KV cache"], m["other"], m["estimated"]) == (0.25, 1.0, 1.75, True)
+
+
+def test_in_flight_steps_and_itl_gaps():
+    recs = [{"sent_ms": 0, "done_ms": 100}, {"sent_ms": 50, "done_ms": 150}, {"sent_ms": 100, "done_ms": 120}]
+    xs, ys = in_flight_series(recs)
+    assert list(zip(xs, ys)) == [(0.0, 0), (0.0, 1), (0.05, 2), (0.1, 1), (0.1, 2), (0.12, 1), (0.15, 0)]
+    assert itl_gaps({"token_ms": [0, 10, 30], "token_counts": [1, 1, 2]}) == [10, 10, 10]

@@ -1,0 +1,155 @@
+"""The study file: every mistake is one line naming the field, found before any engine starts."""
+
+import textwrap
+
+import pytest
+
+from servelab.cli import main
+from servelab.errors import InputError
+from servelab.study import runner
+from servelab.study.spec import load_study
+
+GOOD = """
+[study]
+name = "s"
+repeats = 2
+
+[engines.a]
+kind = "external"
+url = "http://127.0.0.1:9"
+
+[engines.b]
+embedded = true
+args = ["--max-num-seqs", 2]
+
+[workloads.w1]
+args = ["--dataset-name", "random", "--num-prompts", "4"]
+max-concurrency = 2
+
+[workloads.w2]
+dataset-name = "random"
+random-input-len = 16
+ignore-eos = true
+
+[[runs]]
+engines = ["b"]
+workloads = ["w1", "w2"]
+
+[[runs]]
+engines = ["a"]
+workloads = ["w1"]
+"""
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "study.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_of(tmp_path, text: str) -> str:
+    with pytest.raises(InputError) as info:
+        load_study(write(tmp_path, text))
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_good_file_resolves_engines_workloads_and_run_order(tmp_path):
+    study = load_study(write(tmp_path, GOOD))
+    assert (study.name, study.repeats, study.seed) == ("s", 2, 0)
+    assert study.engines["b"].embedded and study.engines["b"].args == ("--max-num-seqs", "2")
+    assert study.engines["a"].spec.url == "http://127.0.0.1:9"
+    # engines in definition order (each starts once), then workloads, then repeats
+    assert [(k.engine, k.workload, k.repeat) for k in study.runs()] == [
+        ("a", "w1", 1), ("a", "w1", 2), ("b", "w1", 1), ("b", "w1", 2), ("b", "w2", 1), ("b", "w2", 2)]
+    w1 = study.workloads["w1"].argv
+    assert w1[:4] == ("--dataset-name", "random", "--num-prompts", "4")
+    assert "--max-concurrency" in w1 and "--seed" in w1 and "--percentile-metrics" in w1
+    assert "--ignore-eos" in study.workloads["w2"].argv
+
+
+def test_without_runs_every_engine_meets_every_workload(tmp_path):
+    text = GOOD.split("[[runs]]")[0]
+    assert len(load_study(write(tmp_path, text)).pairs) == 4
+
+
+@pytest.mark.parametrize("text, expected", [
+    (GOOD.replace("repeats = 2", "repeat = 2"), "study.toml: [study]: unknown field 'repeat' (did you mean 'repeats'?)"),
+    (GOOD.replace('args = ["--max-num-seqs", 2]', 'argz = ["--max-num-seqs", 2]'),
+     "study.toml: engines.b: unknown field 'argz' (did you mean 'args'?)"),
+    (GOOD.replace("max-concurrency = 2", "max-concurency = 2"),
+     "study.toml: workloads.w1: unknown field 'max-concurency' (did you mean 'max-concurrency'?)"),
+    (GOOD.replace('"--num-prompts", "4"', '"--num-promts", "4"'),
+     "study.toml: workloads.w1.args: unknown bench flag '--num-promts' (did you mean '--num-prompts'?)"),
+    (GOOD.replace('engines = ["b"]', 'engines = ["bb"]'),
+     "study.toml: runs[0].engines: unknown engine 'bb' (defined: a, b)"),
+    (GOOD.replace('workloads = ["w1"]\n', 'workloads = ["w3"]\n'),
+     "study.toml: runs[1].workloads: unknown workload 'w3' (defined: w1, w2)"),
+    (GOOD.replace("repeats = 2", "repeats = 0"), "study.toml: study.repeats: must be >= 1, got 0"),
+    (GOOD.replace("ignore-eos = true", 'dataset-path = "/nonexistent/data.json"'),
+     "study.toml: workloads.w2: --dataset-path cannot be used with --dataset-name random"),
+    (GOOD.replace('kind = "external"', 'kind = "vlm"'),
+     "study.toml: engines.a: unknown engine kind 'vlm' (choose from vllm, llamacpp, external, command)"),
+    (GOOD.replace("embedded = true", 'embedded = true\nmodel = "x"'),
+     ("study.toml: engines.b.model: not allowed with embedded = true (the embedded engine is vLLM's CPU build "
+      "serving SmolLM2-135M-Instruct)")),
+    (GOOD.replace('"--num-prompts", "4"', '"--num-prompts", "4", "--port", "1"'),
+     "study.toml: workloads.w1.args: --port is set by the study for each run; remove it"),
+    (GOOD.replace("max-concurrency = 2", "max-concurrency = 0"),
+     "study.toml: workloads.w1: --max-concurrency must be greater than 0"),
+    (GOOD.replace("[study]", "[stdy]"), "study.toml: unknown field 'stdy' (did you mean 'study'?)"),
+    (GOOD + "\n[engines.c\n", None),
+])
+def test_mistakes_are_one_line_naming_the_field(tmp_path, text, expected):
+    message = error_of(tmp_path, text)
+    if expected is None:
+        assert message.startswith(f"{tmp_path / 'study.toml'}: not valid TOML")
+    else:
+        assert message == expected
+
+
+def test_a_missing_dataset_file_is_named(tmp_path):
+    text = GOOD.replace('dataset-name = "random"\nrandom-input-len = 16',
+                        'dataset-name = "sharegpt"\ndataset-path = "/nonexistent/sharegpt.json"')
+    assert error_of(tmp_path, text) == "study.toml: workloads.w2: dataset /nonexistent/sharegpt.json does not exist"
+
+
+def test_a_missing_model_path_is_named(tmp_path):
+    text = GOOD.replace('kind = "external"\nurl = "http://127.0.0.1:9"', 'kind = "vllm"\nmodel = "/nonexistent/model"')
+    assert error_of(tmp_path, text) == "study.toml: engines.a: model path /nonexistent/model does not exist"
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        load_study(tmp_path / "nope.toml")
+
+
+def test_cli_rejects_a_bad_study_before_starting_any_engine(tmp_path, capsys, monkeypatch):
+    """Exit 2, one line on stderr — and nothing launched: the command engine would
+    have created a file, and start_engine itself is booby-trapped."""
+    witness = tmp_path / "started"
+    text = f"""
+    [engines.e]
+    kind = "command"
+    command = ["sh", "-c", "touch {witness}; sleep 30"]
+    ready_url = "http://127.0.0.1:9/health"
+    [workloads.w]
+    dataset-name = "sharegpt"
+    dataset-path = "{tmp_path}/missing.json"
+    """
+    calls = []
+    monkeypatch.setattr(runner, "start_engine", lambda *a, **k: calls.append(a))
+    code = main.main(["study", "run", str(write(tmp_path, text))])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == f"servelab: error: study.toml: workloads.w: dataset {tmp_path}/missing.json does not exist\n"
+    assert calls == [] and not witness.exists()
+
+
+def test_check_prints_the_plan_without_starting_anything(tmp_path, capsys):
+    path = write(tmp_path, GOOD)
+    assert main.main(["study", "check", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "study s: 6 runs, 2 repeats, results in results/s"
+    assert lines[1].split() == ["a", "w1", "1", "todo"]
