@@ -1,6 +1,6 @@
 """Knee detection on synthetic curves: monotone, noisy, flat, non-monotone, failing."""
 
-from servelab.sweep.knee import find_knee, geometric_ladder
+from servelab.sweep.knee import climb, find_knee, geometric_ladder
 from servelab.sweep.points import Point, point_from_result
 
 
@@ -56,3 +56,29 @@ def test_point_from_result_reads_vllm_keys():
                               "median_e2el_ms": 5000.0, "p99.9_itl_ms": 80.0, "model_id": "x_ms"})
     assert p.throughput == 130.5 and p.errors == 1
     assert p.latency_ms == {"p99_ttft": 900.0, "median_e2el": 5000.0, "p99.9_itl": 80.0}
+
+
+def test_climb_stops_at_the_first_saturating_point():
+    truth = {1: (28, 1000), 2: (55, 1020), 4: (100, 1100), 8: (130, 1600), 16: (134, 3000), 32: (135, 6000)}
+    measured = []
+
+    def measure(load):
+        measured.append(load)
+        thr, lat = truth[load]
+        return Point(load, thr, {"median_e2el": lat})
+
+    points = climb(measure, [1, 2, 4, 8, 16, 32])
+    assert measured == [1, 2, 4, 8, 16] and [p.load for p in points] == measured  # 32 is never run
+    assert find_knee(points).operating_index == 3
+
+
+def test_climb_walks_the_whole_ladder_when_it_keeps_scaling():
+    points = climb(lambda load: Point(load, 10 * load, {"median_e2el": 100}), [1, 2, 4])
+    assert [p.load for p in points] == [1, 2, 4]
+
+
+def test_point_from_result_reads_request_rates_and_goodput():
+    p = point_from_result(4, {"output_throughput": 10.0, "request_throughput": 2.5, "request_goodput": 1.5})
+    assert (p.request_throughput, p.goodput) == (2.5, 1.5)
+    assert point_from_result(4, {"request_goodput": None}).goodput is None
+    assert point_from_result(4, {"request_goodput": float("nan")}).goodput is None

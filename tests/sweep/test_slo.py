@@ -4,7 +4,7 @@ import pytest
 
 from servelab.errors import InputError
 from servelab.sweep.points import Point
-from servelab.sweep.slo import meets, parse_slo, search
+from servelab.sweep.slo import binding, meets, parse_slo, search
 
 
 def latency_curve(f):
@@ -58,3 +58,10 @@ def test_failures_fail_the_slo_and_parse_slo_errors():
     assert parse_slo("ttft:500, tpot:50") == {"p99_ttft": 500.0, "p99_tpot": 50.0}
     with pytest.raises(InputError, match="--slo"):
         parse_slo("latency:5")
+
+
+def test_binding_names_the_limit_closest_to_or_furthest_past_its_bound():
+    limits = {"p99_ttft": 500, "p99_tpot": 50}
+    assert binding(Point(1, 1, {"p99_ttft": 100, "p99_tpot": 45}), limits) == "p99_tpot"  # 90 % of its limit
+    assert binding(Point(1, 1, {"p99_ttft": 900, "p99_tpot": 60}), limits) == "p99_ttft"  # 180 % vs 120 %
+    assert binding(Point(1, 1, {"p99_ttft": 100}), limits) == "p99_ttft"  # a missing statistic cannot bind

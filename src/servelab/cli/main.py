@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "study": ("servelab.cli.study", "run engines × workloads × repeats from one TOML file (resumable)"),
     "compare": ("servelab.cli.compare", "compare runs, folders or a study against a baseline, with noise"),
     "report": ("servelab.cli.report", "write a study's self-contained HTML (and Markdown) report"),
+    "sweep": ("servelab.cli.sweep", "a load ladder on one engine: the knee, operating point, most load under an SLO"),
+    "tune": ("servelab.cli.tune", "search engine knobs for the most throughput under an SLO; print the serve command"),
     "demo": ("servelab.cli.demo", "the whole loop on the embedded engine: study, comparison, report"),
 }
 

@@ -93,7 +93,8 @@ def _recorder(args, config: BenchConfig):
     if getattr(args, "no_telemetry", False):
         yield None
         return
-    with Recorder(metrics_url(config.base_url), getattr(args, "telemetry_interval", 0.25)) as recorder:
+    with Recorder(metrics_url(config.base_url), getattr(args, "telemetry_interval", 0.25),
+                  insecure=not config.verify_tls) as recorder:
         recorder.start()
         yield recorder
 

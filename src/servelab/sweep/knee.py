@@ -12,6 +12,7 @@ with no saturating point is "not saturated" up to its last load.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from servelab.sweep.points import Point
@@ -57,6 +58,18 @@ def find_knee(points: list[Point], min_gain: float = 0.05, max_latency_growth: f
         if why:
             return Knee(i - 1, i, why)
     return Knee(len(pts) - 1, None, f"not saturated up to load {pts[-1].load:g}")
+
+
+def climb(measure: Callable[[float], Point], ladder: list[float], min_gain: float = 0.05,
+          max_latency_growth: float = 0.20, latency_key: str = "median_e2el") -> list[Point]:
+    """Measure the ladder bottom up; stop at the first point that saturates (more load
+    past a knee only buys latency, and a run there is the slowest of the sweep)."""
+    points: list[Point] = []
+    for load in ladder:
+        points.append(measure(load))
+        if find_knee(points, min_gain, max_latency_growth, latency_key).saturated:
+            break
+    return points
 
 
 def geometric_ladder(start: float, stop: float, factor: float = 2.0, integer: bool = True) -> list[float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -14,6 +15,8 @@ class Point:
     latency_ms: dict[str, float] = field(default_factory=dict)  # e.g. {"p99_ttft": …, "median_e2el": …}
     errors: int = 0
     completed: int = 0
+    request_throughput: float = 0.0  # completed req/s
+    goodput: float | None = None  # req/s meeting every per-request SLO (bench --goodput); None: not asked
 
     def latency(self, key: str) -> float:
         return self.latency_ms.get(key, float("nan"))
@@ -21,8 +24,11 @@ class Point:
 
 def point_from_result(load: float, result: dict) -> Point:
     """From a bench result JSON (vLLM's keys: ``p99_ttft_ms`` → ``p99_ttft``)."""
+    goodput = result.get("request_goodput")
     return Point(load, float(result.get("output_throughput") or 0.0), latency_stats(result),
-                 int(result.get("failed") or 0), int(result.get("completed") or 0))
+                 int(result.get("failed") or 0), int(result.get("completed") or 0),
+                 float(result.get("request_throughput") or 0.0),
+                 float(goodput) if isinstance(goodput, (int, float)) and not math.isnan(goodput) else None)
 
 
 def latency_stats(result: dict) -> dict[str, float]:

@@ -56,6 +56,11 @@ def _headroom(p: Point, limits: dict[str, float]) -> float:
     return min(v / p.latency(k) - 1 if p.latency(k) > 0 else math.inf for k, v in limits.items())
 
 
+def binding(p: Point, limits: dict[str, float]) -> str:
+    """The limit closest to (or furthest past) its bound at ``p``: the one that decides."""
+    return min(limits, key=lambda k: limits[k] / p.latency(k) if p.latency(k) > 0 else math.inf)
+
+
 def interpolate(lo: Point, hi: Point, limits: dict[str, float]) -> float:
     a, b = _headroom(lo, limits), _headroom(hi, limits)
     if not (math.isfinite(a) and math.isfinite(b)) or a == b:

@@ -1,0 +1,185 @@
+"""What the rules look at: facts from the result, and views of the timeline.
+
+Pure: ``facts_from_result(result)`` and ``evidence(facts, timeline)`` take
+values and return values. A view is None when its source is absent, and
+``Evidence.missing`` says why, so a verdict can say what it could not check.
+
+"Loaded" samples are the ones with work in the system (engine: running +
+waiting ≥ 1; client: in flight + waiting ≥ 1): ramp-up and drain are kept, idle
+moments before and after are not.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+from servelab.telemetry.summary import increase, ratio, values
+from servelab.telemetry.timeline import Timeline
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What the result says about the run; None = it does not say."""
+
+    max_concurrency: int | None = None
+    request_rate: float = math.inf
+    duration_s: float | None = None
+    completed: int | None = None
+    output_throughput: float | None = None
+    client_cpu_fraction: float | None = None
+    schedule_lag_p99_ms: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    """Loaded engine samples during the run, aligned: running[i], waiting[i], kv[i]."""
+
+    running: tuple[float, ...]
+    waiting: tuple[float, ...]
+    kv: tuple[float, ...] | None  # None: the engine reports no KV usage (llama.cpp)
+    preemptions: float | None = None
+    tokens_per_step: float | None = None
+    generation_tok_s: float | None = None
+    names: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientView:
+    in_flight: tuple[int, ...]
+    waiting: tuple[int, ...]  # dispatched, waiting for a concurrency slot
+    cpu: tuple[float, ...]
+    lag_ms_max: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One GPU's samples while the client had requests in flight."""
+
+    index: int
+    name: str | None
+    util: tuple[float, ...]
+    mem_util: tuple[float, ...]
+    power_w: tuple[float, ...]
+    power_limit_w: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    facts: RunFacts
+    engine: EngineView | None = None
+    client: ClientView | None = None
+    gpus: tuple[GpuView, ...] = ()
+    missing: dict[str, str] = field(default_factory=dict)  # source -> why it is absent
+
+
+def facts_from_result(result: dict, max_num_seqs: int | None = None,
+                      max_num_batched_tokens: int | None = None) -> RunFacts:
+    """Read a result JSON (as a dict). Explicit engine limits win over the result's."""
+    ours = result.get("servelab") or {}
+    engine = ours.get("engine") or {}
+    args = [str(a) for a in engine.get("args") or []]
+    rate = result.get("request_rate", "inf")
+    return RunFacts(
+        max_concurrency=result.get("max_concurrency"),
+        request_rate=math.inf if rate in ("inf", None) else float(rate),
+        duration_s=result.get("duration"), completed=result.get("completed"),
+        output_throughput=result.get("output_throughput"),
+        client_cpu_fraction=ours.get("client_cpu_fraction"),
+        schedule_lag_p99_ms=(ours.get("schedule_lag_ms") or {}).get("p99"),
+        max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs"),
+        max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
+        kv_cache_tokens=(engine.get("memory_report") or {}).get("kv_cache_tokens"))
+
+
+def flag_value(args: list[str], flag: str) -> int | None:
+    """The last ``flag N`` or ``flag=N`` in an engine's argv (the engine takes the last)."""
+    found = None
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith(flag + "="):
+            found = a.split("=", 1)[1]
+    try:
+        return int(found) if found is not None else None
+    except ValueError:
+        return None
+
+
+def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
+    if timeline is None:
+        return Evidence(facts, missing={"telemetry": "no timeline (telemetry was off, or its file is gone)"})
+    missing = {src: (timeline.header.get(src) or {}).get("detail") or "no samples"
+               for src in ("engine", "gpu") if timeline.status(src) != "ok"}
+    client = client_view(timeline)
+    engine = engine_view(timeline) if "engine" not in missing else None
+    if engine is None and "engine" not in missing:
+        missing["engine"] = "no engine samples during the run"
+    gpus = gpu_views(timeline) if "gpu" not in missing else ()
+    return Evidence(facts, engine, client, gpus, missing)
+
+
+def engine_view(timeline: Timeline) -> EngineView | None:
+    loaded = [s for s in timeline.during("engine")
+              if (s.get("running") or 0) + (s.get("waiting") or 0) >= 1]
+    if not loaded:
+        return None
+    kv = values(loaded, "kv_usage")
+    duration_s = timeline.duration_ms / 1000.0
+    return EngineView(
+        running=tuple(s.get("running") or 0.0 for s in loaded),
+        waiting=tuple(s.get("waiting") or 0.0 for s in loaded),
+        kv=tuple(kv) if len(kv) == len(loaded) else None,
+        preemptions=increase(timeline, "preemptions"),
+        tokens_per_step=ratio(increase(timeline, "iteration_tokens_sum"),
+                              increase(timeline, "iteration_tokens_count")),
+        generation_tok_s=ratio(increase(timeline, "generation_tokens"), duration_s),
+        names=(timeline.header.get("engine") or {}).get("names", {}))
+
+
+def client_view(timeline: Timeline) -> ClientView | None:
+    loaded = [s for s in timeline.during("client") if s["in_flight"] + s["waiting"] >= 1]
+    if not loaded:
+        return None
+    return ClientView(in_flight=tuple(s["in_flight"] for s in loaded),
+                      waiting=tuple(s["waiting"] for s in loaded),
+                      cpu=tuple(values(timeline.during("client"), "cpu")),
+                      lag_ms_max=max(values(loaded, "lag_ms"), default=None))
+
+
+def gpu_views(timeline: Timeline) -> tuple[GpuView, ...]:
+    """GPUs the engine holds memory on (vLLM reserves most of it at start: > 10 %
+    used), or every GPU when none does; samples only while requests were in flight."""
+    devices = (timeline.header.get("gpu") or {}).get("devices", [])
+    busy = _busy(timeline)
+    rows = [r for r in timeline.during("gpu") if busy(r["t_ms"])]
+    views = [_gpu_view(d, [r["devices"][d["index"]] for r in rows]) for d in devices]
+    used = [v for v, d in zip(views, devices) if _holds_memory(d, rows)]
+    return tuple(used or views)
+
+
+def _gpu_view(d: dict, rows: list[dict]) -> GpuView:
+    return GpuView(d["index"], d.get("name"), tuple(values(rows, "util")), tuple(values(rows, "mem_util")),
+                   tuple(values(rows, "power_w")), d.get("power_limit_w"))
+
+
+def _holds_memory(d: dict, rows: list[dict]) -> bool:
+    total = d.get("memory_total_gib")
+    used = max(values([r["devices"][d["index"]] for r in rows], "mem_used_gib"), default=0.0)
+    return bool(total) and used > 0.10 * total
+
+
+def _busy(timeline: Timeline):
+    """t_ms -> did the client have requests in flight then (its latest sample at or before)?"""
+    client = timeline.during("client")
+    times = [s["t_ms"] for s in client]
+
+    def at(t_ms: float) -> bool:
+        i = bisect.bisect_right(times, t_ms) - 1
+        return i >= 0 and client[i]["in_flight"] >= 1
+
+    return at

@@ -1,0 +1,296 @@
+"""A load sweep on one engine: the knee of the throughput curve, and the most load
+that meets a latency SLO. The decisions are ``sweep.knee`` and ``sweep.slo``;
+this module measures their points, each a study run (``Session``), so a rerun of
+the same sweep keeps every point done and measures only what is missing.
+
+    <results>/<name>/<engine>/c8/1/result.json …   one study run per load point
+    <results>/<name>/sweep.json                    the summary; sweep-*.png: the curves
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.errors import InputError
+from servelab.study import layout
+from servelab.study.runner import study_record
+from servelab.study.session import Session
+from servelab.study.spec import EngineEntry, Study, Workload
+from servelab.sweep.knee import Knee, climb, find_knee, rule_text
+from servelab.sweep.points import Point, point_from_result
+from servelab.sweep.slo import SLOResult, binding, search
+from servelab.sweep.table import points_table
+
+# over -> (bench flag, what the tables call it, folder prefix, integer loads?)
+LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
+         "rate": ("--request-rate", "request rate", "r", False)}
+# What every point reports unless the workload says otherwise: p50 and p99 of E2EL too.
+DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el", "--metric-percentiles": "50,99"}
+SUMMARY_FILE = "sweep.json"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    name: str
+    engine: EngineEntry
+    argv: tuple[str, ...]  # the base workload's bench flags, without the swept one
+    ladder: tuple[float, ...]
+    over: str = "concurrency"
+    results: Path = Path("results")
+    min_gain: float = 0.05
+    max_latency_growth: float = 0.20
+    latency_key: str = "median_e2el"
+    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from sweep.slo.parse_slo
+    rel_tol: float = 0.1
+    max_bisect: int = 4
+    warmup: int = 4
+    port: int = 8200
+    plots: bool = True
+    verbose: bool = False
+
+    @property
+    def load_name(self) -> str:
+        return LOADS[self.over][1]
+
+    @property
+    def folder(self) -> Path:
+        return self.results / self.name
+
+
+@dataclass(slots=True)
+class SweepOutcome:
+    plan: SweepPlan
+    points: list[Point]  # every point measured, by load
+    knee: Knee  # over the ladder points measured
+    ladder_points: list[Point]
+    slo: SLOResult | None = None
+    plots: list[Path] = field(default_factory=list)
+    folders: dict[float, str] = field(default_factory=dict)  # load -> its run folder
+
+    @property
+    def judged(self) -> bool:
+        """Can the knee be named? Only once a step saturated or the whole ladder was measured
+        (an SLO search stops at its first failing load, possibly below the knee)."""
+        top = self.ladder_points[-1].load if self.ladder_points else None
+        return self.knee.saturated or top == self.plan.ladder[-1]
+
+    @property
+    def operating(self) -> Point | None:
+        k = self.knee
+        return self.ladder_points[k.operating_index] if self.judged and k.operating_index is not None else None
+
+    @property
+    def stopped_early(self) -> bool:
+        """The knee ended the climb before the ladder's top (an SLO search stops on its own rule)."""
+        return (self.slo is None and self.knee.saturated and bool(self.ladder_points)
+                and self.ladder_points[-1].load < self.plan.ladder[-1])
+
+
+def workload_argv(argv: tuple[str, ...], slo: dict[str, float] | None) -> tuple[str, ...]:
+    """The base workload with the sweep's defaults: p50/p99 of every latency, and the SLO
+    as bench's ``--goodput`` (requests meeting it per second) when one is given."""
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    extra = [x for flag, value in DEFAULT_FLAGS.items() if flag not in given for x in (flag, value)]
+    goodput = [f"{k.split('_', 1)[1]}:{v:g}" for k, v in (slo or {}).items() if not k.endswith("_itl")]
+    if goodput and "--goodput" not in given:
+        extra += ["--goodput", *goodput]
+    return (*argv, *extra)
+
+
+def check_plan(plan: SweepPlan) -> None:
+    flag = LOADS[plan.over][0]
+    if any(a.split("=", 1)[0] == flag for a in plan.argv):
+        raise InputError(f"{flag} is what this sweep varies: give the loads with --loads or --start/--stop")
+    if not plan.ladder or any(x <= 0 for x in plan.ladder):
+        raise InputError("the load ladder needs at least one load, each > 0")
+    if LOADS[plan.over][3] and any(x != int(x) for x in plan.ladder):
+        raise InputError("concurrency loads must be whole numbers")
+
+
+def point_workload(plan: SweepPlan, load: float) -> Workload:
+    return load_workload(plan.argv, plan.over, load, plan.slo)
+
+
+def load_workload(argv: tuple[str, ...], over: str, load: float, slo: dict[str, float] | None) -> Workload:
+    """The base workload at one load, named for its folder: ``c8`` (concurrency), ``r2.5`` (rate)."""
+    flag, name, prefix, integer = LOADS[over]
+    value = str(int(load)) if integer else f"{load:g}"
+    return Workload(f"{prefix}{value}", (*workload_argv(argv, slo), flag, value), f"{name} {value}")
+
+
+def sweep_study(plan: SweepPlan) -> Study:
+    """A study of one engine; its workloads (one per load) are added as the sweep goes."""
+    source = json.dumps({"sweep": plan.name, "over": plan.over, "argv": list(plan.argv),
+                         "ladder": list(plan.ladder)}, indent=1)
+    return Study(name=plan.name, path=plan.folder / SUMMARY_FILE, repeats=1, seed=0, warmup=plan.warmup,
+                 port=plan.port, results=plan.results, engines={plan.engine.name: plan.engine}, workloads={},
+                 pairs=(), description=f"sweep over {plan.load_name}", source=source)
+
+
+def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> SweepOutcome:
+    """Measure the ladder (stopping once saturated) or search it for the SLO; write the summary."""
+    check_plan(plan)
+    integer = LOADS[plan.over][3]
+    with Session(sweep_study(plan), plan.engine.name, say, plan.port, plan.verbose) as session:
+        measure = _Measure(plan, session, say)
+        if plan.slo:
+            slo = search(measure, list(plan.ladder), plan.slo, integer, plan.rel_tol, plan.max_bisect)
+        else:
+            slo = None
+            climb(measure, list(plan.ladder), plan.min_gain, plan.max_latency_growth, plan.latency_key)
+        study = session.study
+    outcome = _outcome(plan, measure, slo)
+    _write(plan, study, outcome)
+    return outcome
+
+
+class _Measure:
+    """load -> Point, one study run each; remembers every point and its folder."""
+
+    def __init__(self, plan: SweepPlan, session: Session, say) -> None:
+        self.plan, self.session, self.say = plan, session, say
+        self.points: dict[float, Point] = {}
+        self.folders: dict[float, str] = {}
+
+    def __call__(self, load: float) -> Point:
+        if load in self.points:
+            return self.points[load]
+        workload = point_workload(self.plan, load)
+        step = f"point {len(self.points) + 1} · {self.plan.load_name} {load:g}"
+        kept = self.session.is_done(workload)
+        if not kept:
+            self.say(f"{step}: measuring")
+        run = self.session.run(workload)
+        point = point_from_result(load, run.result) if run.result else Point(load, 0.0, {}, errors=1)
+        self.points[load], self.folders[load] = point, str(run.folder)
+        self.say(f"{step}: {'kept from an earlier run: ' if kept else ''}{point_line(point, self.plan.latency_key)}")
+        return point
+
+
+def point_line(p: Point, latency_key: str) -> str:
+    return (f"{p.throughput:.1f} out tok/s, {p.request_throughput:.2f} req/s, p99 TTFT "
+            f"{p.latency('p99_ttft'):.0f} ms, {latency_key} {p.latency(latency_key):.0f} ms, {p.errors} errors")
+
+
+def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> SweepOutcome:
+    points = sorted(measure.points.values(), key=lambda p: p.load)
+    # The knee rule compares ladder steps; bisection midpoints are too close together to judge.
+    ladder = [p for p in points if p.load in plan.ladder]
+    knee = find_knee(ladder, plan.min_gain, plan.max_latency_growth, plan.latency_key)
+    return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders)
+
+
+def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    layout.write_json_atomic(plan.folder / "study.json", study_record(study))
+    if plan.plots:
+        from servelab.study.sweep_plots import draw
+
+        outcome.plots = draw(outcome, plan.folder)
+    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
+
+
+# --- what is shown and kept ---
+
+def marks(outcome: SweepOutcome) -> dict[float, str]:
+    """Notes for the table: the operating point, the saturated one, the SLO's answer."""
+    out: dict[float, list[str]] = {}
+    k, ladder = outcome.knee, outcome.ladder_points
+    if outcome.operating is not None:
+        out.setdefault(outcome.operating.load, []).append("operating point")
+    if k.saturated_index is not None:
+        out.setdefault(ladder[k.saturated_index].load, []).append("saturated")
+    if outcome.slo and outcome.slo.best:
+        out.setdefault(outcome.slo.best.load, []).append("most load meeting SLO")
+    return {load: ", ".join(notes) for load, notes in out.items()}
+
+
+def table(outcome: SweepOutcome) -> str:
+    return points_table(outcome.points, outcome.plan.load_name, marks(outcome), goodput=bool(outcome.plan.slo))
+
+
+def verdict_lines(outcome: SweepOutcome) -> list[str]:
+    plan = outcome.plan
+    lines = [f"knee rule: {rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key)}"]
+    p = outcome.operating
+    if p is not None:
+        lines.append(f"operating point: {plan.load_name} {p.load:g} — {point_line(p, plan.latency_key)}")
+    elif outcome.judged:
+        lines.append("operating point: none — the lowest load already saturates")
+    lines.append(_saturation_line(outcome))
+    if outcome.slo is not None:
+        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {})
+    return lines
+
+
+def _saturation_line(outcome: SweepOutcome) -> str:
+    k, name = outcome.knee, outcome.plan.load_name
+    if not k.saturated and not outcome.judged:
+        return (f"knee: not reached — the SLO search stopped at {name} {outcome.ladder_points[-1].load:g} "
+                "before any step saturated (run without --slo to find it)")
+    if not k.saturated:
+        return f"not saturated: {k.reason} (raise --stop to look further)"
+    at = outcome.ladder_points[k.saturated_index].load
+    skipped = [f"{x:g}" for x in outcome.plan.ladder if x > outcome.ladder_points[-1].load]
+    tail = f"; stopped early ({', '.join(skipped)} not run)" if skipped and not outcome.slo else ""
+    return f"saturated at {name} {at:g}: {k.reason}{tail}"
+
+
+def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float]) -> list[str]:
+    loads = ", ".join(f"{p.load:g}" for p in r.evidence)
+    lines = [f"SLO: {r.rule}"]
+    if r.status == "none-meets":
+        key = binding(r.first_fail, limits)
+        lines.append(f"SLO: no load meets it — at the lowest, {load_name} {r.first_fail.load:g}: "
+                     f"{_limit_text(r.first_fail, key, limits)}")
+    elif r.status == "all-meet":
+        lines.append(f"SLO: every load meets it, up to {load_name} {r.best.load:g} "
+                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); raise --stop")
+    else:
+        key = binding(r.first_fail, limits)
+        lines.append(f"SLO: most load that meets it: {load_name} {r.best.load:g} (measured), "
+                     f"≈{r.interpolated_load:.1f} interpolated; {load_name} {r.first_fail.load:g} fails: "
+                     f"{_limit_text(r.first_fail, key, limits)}")
+    lines.append(f"SLO evidence: {len(r.evidence)} runs at {load_name} {loads}")
+    return lines
+
+
+def _limit_text(p: Point, key: str, limits: dict[str, float]) -> str:
+    sign = "≤" if p.latency(key) <= limits[key] else ">"
+    return f"{key} {p.latency(key):.0f} ms {sign} {limits[key]:g}"
+
+
+def summary(outcome: SweepOutcome) -> dict:
+    """``sweep.json``: the plan, every point, the verdicts, the plots."""
+    plan, k, slo = outcome.plan, outcome.knee, outcome.slo
+    ladder = outcome.ladder_points
+    return {
+        "name": plan.name, "engine": plan.engine.name, "over": plan.over, "load_flag": LOADS[plan.over][0],
+        "workload_argv": list(workload_argv(plan.argv, plan.slo)), "ladder": list(plan.ladder),
+        "rule": rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key),
+        "points": [_point_dict(p, outcome.folders.get(p.load)) for p in outcome.points],
+        "knee": {"operating_load": outcome.operating.load if outcome.operating else None, "judged": outcome.judged,
+                 "saturated_load": ladder[k.saturated_index].load if k.saturated else None,
+                 "reason": k.reason, "stopped_early": outcome.stopped_early},
+        "slo": None if slo is None else _slo_dict(slo, plan.slo or {}),
+        "verdict": verdict_lines(outcome), "plots": [str(p) for p in outcome.plots],
+    }
+
+
+def _point_dict(p: Point, folder: str | None) -> dict:
+    return {"load": p.load, "output_throughput": p.throughput, "request_throughput": p.request_throughput,
+            "request_goodput": p.goodput, "errors": p.errors, "completed": p.completed,
+            "latency_ms": {k: v for k, v in p.latency_ms.items() if not math.isnan(v)}, "folder": folder}
+
+
+def _slo_dict(r: SLOResult, limits: dict[str, float]) -> dict:
+    bound = r.first_fail or r.best
+    return {"limits_ms": limits, "rule": r.rule, "status": r.status,
+            "best_load": r.best.load if r.best else None,
+            "first_fail_load": r.first_fail.load if r.first_fail else None,
+            "interpolated_load": r.interpolated_load, "binding_limit": binding(bound, limits) if bound else None,
+            "evidence_loads": [p.load for p in r.evidence]}

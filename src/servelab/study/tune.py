@@ -1,0 +1,392 @@
+"""Tune engine knobs: every combination of the knobs, each started once (a
+``Session``) and measured at each load; the best few started again and repeated;
+all ranked by a conservative score (``sweep.rank``).
+
+Before a launch, a config that cannot fit is skipped (``sweep.fit``: the model's
+own limits, the KV budget an earlier start reported). A config whose engine
+fails to start (or dies) is recorded as infeasible with its last log lines, and
+the search goes on. Everything is a study run, so a rerun keeps what is done.
+
+    <results>/<name>/<config>/<load>/<repeat>/result.json …   one study run each
+    <results>/<name>/<config>/engine.log, infeasible.json      a failed start
+    <results>/<name>/tune.json, tune.md                        the ranking, the winner
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.engines import EngineSpec, embedded_engine_spec
+from servelab.engines.kinds import kind_of
+from servelab.engines.ready import last_lines
+from servelab.errors import EngineError, InputError
+from servelab.study import layout
+from servelab.study.runner import resolve_spec, study_record
+from servelab.study.session import Session, SessionRun
+from servelab.study.spec import EngineEntry, RunKey, Study, Workload
+from servelab.study.sweep import LOADS, load_workload
+from servelab.sweep.fit import Budget, Settings, misfit
+from servelab.sweep.knobs import Knob, config_name, configs, knob_flags, model_of
+from servelab.sweep.points import Point, point_from_result
+from servelab.sweep.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
+
+SUMMARY_FILE, REPORT_FILE, INFEASIBLE_FILE = "tune.json", "tune.md", "infeasible.json"
+LOG_TAIL = 15
+# Set only so the study can empty the prefix cache between runs: not part of what to serve.
+MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
+
+
+@dataclass(frozen=True, slots=True)
+class TunePlan:
+    name: str
+    engine: EngineEntry  # the base engine; each config adds its knob flags
+    argv: tuple[str, ...]  # the base workload's bench flags, without the load flag
+    knobs: tuple[Knob, ...]
+    loads: tuple[float, ...]
+    over: str = "concurrency"
+    slo: dict[str, float] | None = None
+    objective: str = "throughput"
+    top: int = 2
+    repeats: int = 2
+    results: Path = Path("results")
+    warmup: int = 4
+    port: int = 8200
+    verbose: bool = False
+
+    @property
+    def folder(self) -> Path:
+        return self.results / self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    name: str
+    choice: dict[str, str]  # knob -> value
+    entry: EngineEntry
+    spec: EngineSpec  # as it would launch
+    settings: Settings
+
+
+@dataclass(slots=True)
+class Trial:
+    """What one config gave: its runs, or why it has none."""
+
+    candidate: Candidate
+    status: str = "ran"  # "ran" | "skipped" | "infeasible"
+    note: str = ""
+    log_tail: list[str] = field(default_factory=list)
+    runs: list[tuple[Point, str]] = field(default_factory=list)  # (point, run folder)
+
+    def config_runs(self) -> ConfigRuns:
+        return ConfigRuns(self.candidate.name, tuple(p for p, _ in self.runs), self.status, self.note)
+
+
+@dataclass(slots=True)
+class TuneOutcome:
+    plan: TunePlan
+    ranked: list[Ranked]
+    trials: dict[str, Trial]
+    command: str | None  # the winner's serve command line
+    report: Path | None = None
+
+    @property
+    def winner(self) -> Ranked | None:
+        return self.ranked[0] if self.ranked and self.ranked[0].verdict == "meets" else None
+
+
+# --- the configs ---
+
+def candidates(plan: TunePlan) -> list[Candidate]:
+    if plan.engine.spec is not None and plan.engine.spec.kind == "external":
+        raise InputError("tune starts each config's engine itself: an external server cannot take knobs")
+    out = [_candidate(plan, choice) for choice in configs(list(plan.knobs))]
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise InputError("two configs share a folder name (two model paths with the same last folder?)")
+    return out
+
+
+def _candidate(plan: TunePlan, choice: dict[str, str]) -> Candidate:
+    entry = config_entry(plan.engine, choice)
+    spec = resolve_spec(entry, plan.port if entry.port is None else entry.port)
+    return Candidate(entry.name, choice, entry, spec, settings_of(spec))
+
+
+def config_entry(base: EngineEntry, choice: dict[str, str]) -> EngineEntry:
+    """The base engine plus this combination's flags (and model, for a quantized variant)."""
+    name, flags, model = config_name(choice), tuple(knob_flags(choice)), model_of(choice)
+    if base.spec is None and model is None:
+        return dataclasses.replace(base, name=name, args=(*base.args, *flags))
+    if base.spec is not None and base.spec.kind not in ("vllm", "llamacpp") and model is not None:
+        raise InputError(f"--knob model needs a vllm or llamacpp engine, not {base.spec.kind}")
+    spec = base.spec or _embedded_as_spec(base)
+    spec = dataclasses.replace(spec, name=name, model=model or spec.model, args=(*spec.args, *flags))
+    return dataclasses.replace(base, name=name, spec=spec, args=spec.args, env=spec.env, port=spec.port)
+
+
+def _embedded_as_spec(base: EngineEntry) -> EngineSpec:
+    """The embedded engine as a plain vLLM spec, so a model knob can replace its model."""
+    spec = embedded_engine_spec(port=base.port or 8200)
+    return dataclasses.replace(spec, args=(*spec.args, *base.args), env=base.env,
+                               ready_timeout_s=base.ready_timeout_s)
+
+
+def settings_of(spec: EngineSpec) -> Settings:
+    """What a fit check needs, from the flags as launched (the last of a repeated flag wins)."""
+    args = list(spec.args)
+    chunked = _switch(args, "enable-chunked-prefill")
+    return Settings(
+        max_model_len=_int(flag_value(args, "--max-model-len")), model_max_len=model_max_len(spec.model),
+        block_size=_int(flag_value(args, "--block-size")),
+        gpu_memory_utilization=_float(flag_value(args, "--gpu-memory-utilization")),
+        max_num_batched_tokens=_int(flag_value(args, "--max-num-batched-tokens")),
+        chunked_prefill=True if chunked is None else chunked, model=spec.model,
+        kv_cache_dtype=flag_value(args, "--kv-cache-dtype"))
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _switch(args: list[str], name: str) -> bool | None:
+    found = [a for a in args if a in (f"--{name}", f"--no-{name}")]
+    return None if not found else found[-1] == f"--{name}"
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def model_max_len(model: str) -> int | None:
+    """The model's ``max_position_embeddings`` from its local config.json (None: not local)."""
+    try:
+        config = json.loads((Path(model).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") or (config.get("text_config") or {}).get("max_position_embeddings")
+    return value if isinstance(value, int) else None
+
+
+# --- the study they run in ---
+
+def workloads(plan: TunePlan) -> list[Workload]:
+    return [load_workload(plan.argv, plan.over, load, plan.slo) for load in plan.loads]
+
+
+def tune_study(plan: TunePlan, cands: list[Candidate]) -> Study:
+    loads = workloads(plan)
+    source = json.dumps({"tune": plan.name, "argv": list(plan.argv), "loads": list(plan.loads),
+                         "knobs": {k.name: list(k.values) for k in plan.knobs}}, indent=1)
+    return Study(name=plan.name, path=plan.folder / SUMMARY_FILE, repeats=plan.repeats, seed=0,
+                 warmup=plan.warmup, port=plan.port, results=plan.results,
+                 engines={c.name: c.entry for c in cands}, workloads={w.name: w for w in loads},
+                 pairs=tuple((c.name, w.name) for c in cands for w in loads),
+                 description=f"tune {', '.join(k.name for k in plan.knobs)}", source=source)
+
+
+def run_tune(plan: TunePlan, say: Callable[[str], None] = print) -> TuneOutcome:
+    """Every config once at every load; the top ``plan.top`` repeated; ranked; reported."""
+    _check(plan)
+    cands = candidates(plan)
+    study = tune_study(plan, cands)
+    trials: dict[str, Trial] = {}
+    for i, cand in enumerate(cands, 1):
+        say(f"config {i}/{len(cands)} {cand.name}")
+        trials[cand.name] = _first(plan, study, cand, _budget(study, cands), say)
+    ranked = rank_configs([t.config_runs() for t in trials.values()], plan.slo, plan.objective)
+    for r in top(ranked, plan.top) if plan.repeats > 1 else []:
+        say(f"repeat {r.name} ({plan.repeats} runs per load): one of the top {plan.top}")
+        _repeat(plan, study, trials[r.name], say)
+    ranked = rank_configs([t.config_runs() for t in trials.values()], plan.slo, plan.objective)
+    outcome = TuneOutcome(plan, ranked, trials, None)
+    if outcome.winner is not None:
+        outcome.command = serve_command(trials[outcome.winner.name].candidate.spec)
+    _write(plan, study, outcome)
+    return outcome
+
+
+def _check(plan: TunePlan) -> None:
+    flag = LOADS[plan.over][0]
+    if any(a.split("=", 1)[0] == flag for a in plan.argv):
+        raise InputError(f"{flag} is the load tune sets: give it with --loads")
+    if not plan.loads or plan.top < 1 or plan.repeats < 1:
+        raise InputError("tune needs at least one load, --top >= 1 and --repeats >= 1")
+    if plan.objective == "goodput" and not plan.slo:
+        raise InputError("--objective goodput needs --slo (goodput counts requests meeting it)")
+
+
+def _first(plan: TunePlan, study: Study, cand: Candidate, budget: Budget | None, say) -> Trial:
+    """Repeat 1 at every load — unless it is known infeasible, or cannot fit."""
+    trial = Trial(cand)
+    known = _recorded_infeasible(study, cand)
+    if known is not None:
+        say(f"  infeasible (recorded earlier; delete {layout.engine_dir(study, cand.name)} to retry): "
+            f"{known['reason']}")
+        return dataclasses.replace(trial, status="infeasible", note=known["reason"], log_tail=known["log_tail"])
+    done = all(layout.is_done(study, RunKey(cand.name, w.name, 1)) for w in workloads(plan))
+    why = None if done else misfit(cand.settings, budget)
+    if why:
+        say(f"  skipped before launch: {why}")
+        return dataclasses.replace(trial, status="skipped", note=why)
+    return _measure(plan, study, trial, [1], say)
+
+
+def _repeat(plan: TunePlan, study: Study, trial: Trial, say) -> None:
+    more = _measure(plan, study, Trial(trial.candidate), list(range(2, plan.repeats + 1)), say)
+    trial.runs += more.runs
+    if more.status != "ran":  # it ran before; note why the repeats are missing
+        trial.note = f"repeats failed: {more.note}"
+
+
+def _measure(plan: TunePlan, study: Study, trial: Trial, repeats: list[int], say) -> Trial:
+    loads = dict(zip([w.name for w in workloads(plan)], plan.loads))
+    try:
+        with Session(study, trial.candidate.name, say, plan.port, plan.verbose) as session:
+            for workload in workloads(plan):
+                for repeat in repeats:
+                    run = session.run(workload, repeat)
+                    trial.runs.append(_point(run, loads[workload.name], plan, say))
+    except EngineError as exc:
+        return _infeasible(study, trial, exc, say)
+    return trial
+
+
+def _point(run: SessionRun, load: float, plan: TunePlan, say) -> tuple[Point, str]:
+    point = point_from_result(load, run.result) if run.result else Point(load, 0.0, {}, errors=1)
+    kept = "kept from an earlier run: " if run.kept else ""
+    say(f"  {LOADS[plan.over][1]} {load:g} repeat {run.key.repeat}: {kept}{point.throughput:.1f} out tok/s, "
+        f"p99 TTFT {point.latency('p99_ttft'):.0f} ms, {point.errors} errors")
+    return point, str(run.folder)
+
+
+def _infeasible(study: Study, trial: Trial, exc: EngineError, say) -> Trial:
+    """The engine failed to start (or died): record why, with its last log lines, and go on."""
+    folder = layout.engine_dir(study, trial.candidate.name)
+    tail = last_lines(folder / "engine.log", LOG_TAIL)
+    said = [line for line in tail if not line.startswith("# servelab engine")]  # not our header
+    reason = str(exc).split("\n", 1)[0].split("; last log lines", 1)[0].rstrip(":; ")
+    reason = reason.removeprefix(f"engine {trial.candidate.name!r} ")  # the row already names it
+    reason += f": {said[-1].strip()}" if said else ""
+    first = RunKey(trial.candidate.name, next(iter(study.workloads)), 1)
+    layout.write_json_atomic(folder / INFEASIBLE_FILE, {"reason": reason, "log_tail": tail,
+                                                        "config_hash": layout.config_hash(study, first)})
+    say(f"  infeasible: {reason}")
+    return dataclasses.replace(trial, status="infeasible", note=reason, log_tail=tail)
+
+
+def _recorded_infeasible(study: Study, cand: Candidate) -> dict | None:
+    path = layout.engine_dir(study, cand.name) / INFEASIBLE_FILE
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    first = RunKey(cand.name, next(iter(study.workloads)), 1)
+    return known if known.get("config_hash") == layout.config_hash(study, first) else None
+
+
+# --- the KV budget an earlier start reported ---
+
+def _budget(study: Study, cands: list[Candidate]) -> Budget | None:
+    """From the first config (in order) that started and logged its KV cache size."""
+    for cand in cands:
+        facts = _engine_facts(study, cand.name)
+        tokens = (facts.get("memory_report") or {}).get("kv_cache_tokens")
+        if tokens:
+            report = facts["memory_report"]
+            s = cand.settings
+            return Budget(int(tokens), report.get("kv_cache_gib"), s.gpu_memory_utilization, _device_gib(),
+                          s.model, s.kv_cache_dtype)
+    return None
+
+
+def _engine_facts(study: Study, name: str) -> dict:
+    try:
+        return json.loads((layout.engine_dir(study, name) / "engine.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _device_gib() -> float | None:
+    """The first GPU's memory (NVML); None on a CPU machine — then utilization changes are not estimated."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:  # no driver, no GPU: a CPU machine, nothing to estimate with
+        return None
+    try:
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total / 2**30
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+# --- the winner ---
+
+def serve_command(spec: EngineSpec) -> str:
+    """How to serve the winner: ``vllm serve MODEL <flags as measured>`` (without our host and
+    port), with the environment it ran under, less what only the measurement needed."""
+    argv = kind_of(spec).command(spec) or []
+    env = {k: v for k, v in {**kind_of(spec).environment(spec), **spec.env}.items() if k not in MEASUREMENT_ENV}
+    if spec.kind == "vllm":
+        argv = ["vllm", "serve", spec.model, *_without_where(argv[_after_model(argv):])]
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+    return prefix + shlex.join(argv)
+
+
+def _after_model(argv: list[str]) -> int:
+    """Where the flags start: after ``--model M`` (CPU build) or ``serve M`` (``vllm serve``)."""
+    for marker in ("--model", "serve"):
+        if marker in argv:
+            return argv.index(marker) + 2
+    return len(argv)
+
+
+def _without_where(flags: list[str]) -> list[str]:
+    out, skip = [], False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif flag in ("--host", "--port"):
+            skip = True
+        else:
+            out.append(flag)
+    return out
+
+
+def _write(plan: TunePlan, study: Study, outcome: TuneOutcome) -> None:
+    from servelab.study.tune_report import markdown, summary
+
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    layout.write_json_atomic(plan.folder / "study.json", study_record(study))
+    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
+    outcome.report = plan.folder / REPORT_FILE
+    outcome.report.write_text(markdown(outcome), encoding="utf-8")
+
+
+def rule(plan: TunePlan) -> str:
+    return rule_text(plan.objective, plan.slo or {})

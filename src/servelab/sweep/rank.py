@@ -1,0 +1,164 @@
+"""Ranking tuned configs by a conservative score, with the noise said out loud.
+
+Each config ran at one or more loads, each load once or more (repeats). The
+objective of one run is its output tok/s ("throughput") or its requests/s that
+met every per-request SLO ("goodput").
+
+Rules (stated in every report, see ``rule_text``):
+  - a load *qualifies* when every repeat at it meets the SLO: no failed request
+    and each limit (p99 TTFT, TPOT, E2EL as given) at or below its bound;
+  - its score = median − spread over its repeats, spread = (max − min) / 2, so
+    with 2 repeats the score is the worse run, and one run has no spread to pay;
+  - a config's score is its best qualifying load's;
+  - order: configs with a qualifying load by score; then those that ran but never
+    qualified (by their best score regardless); then those that did not run.
+Two configs are *within noise* when their ranges overlap: the runs of the one below
+reach the worst run of the one above. A config with one run has no range of its own:
+it is given the other's spread (half-range) around its value. With one run each the
+noise is unknown.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from servelab.sweep.points import Point
+from servelab.sweep.slo import meets
+
+OBJECTIVES = ("throughput", "goodput")
+# Why a config has no runs; the tune report shows each with its reason.
+NOT_RUN = ("skipped", "infeasible")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRuns:
+    """What one config produced: every run as a point (several per load with repeats)."""
+
+    name: str
+    points: tuple[Point, ...] = ()
+    status: str = "ran"  # "ran" | "skipped" (cannot fit; never launched) | "infeasible" (failed to start)
+    note: str = ""  # the reason, for skipped/infeasible; the last log lines go in the report
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    load: float
+    values: tuple[float, ...]  # the objective of each repeat, in run order
+    qualifies: bool
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def spread(self) -> float:
+        return (max(self.values) - min(self.values)) / 2
+
+    @property
+    def value(self) -> float:
+        return self.median - self.spread
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    config: ConfigRuns
+    score: Score | None  # the best qualifying load's, else the best load's; None: no runs
+    verdict: str  # "meets" | "misses SLO" | "failed requests" | "skipped" | "infeasible" | "no runs"
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def rule_text(objective: str, limits: dict[str, float]) -> str:
+    slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items()) or "no latency limit"
+    what = "output tok/s" if objective == "throughput" else "goodput (req/s meeting the SLO)"
+    return (f"score = median − spread of {what} over repeats (spread = half the range), at the best load "
+            f"where every repeat meets: no failed request, {slo}")
+
+
+def objective_of(p: Point, objective: str) -> float:
+    if objective == "goodput":
+        return p.goodput if p.goodput is not None else 0.0
+    return p.throughput
+
+
+def load_scores(points: tuple[Point, ...], limits: dict[str, float], objective: str) -> list[Score]:
+    """One score per load, repeats grouped, loads ascending."""
+    loads = sorted({p.load for p in points})
+    out = []
+    for load in loads:
+        runs = [p for p in points if p.load == load]
+        out.append(Score(load, tuple(objective_of(p, objective) for p in runs),
+                         all(meets(p, limits) for p in runs)))
+    return out
+
+
+def best_score(points: tuple[Point, ...], limits: dict[str, float], objective: str) -> Score | None:
+    """The best qualifying load's score; if none qualifies, the best load's (not qualifying)."""
+    scores = load_scores(points, limits, objective)
+    qualifying = [s for s in scores if s.qualifies]
+    pool = qualifying or scores
+    return max(pool, key=lambda s: (s.value, -s.load)) if pool else None
+
+
+def rank_configs(configs: list[ConfigRuns], limits: dict[str, float] | None = None,
+                 objective: str = "throughput") -> list[Ranked]:
+    ranked = [_judge(c, limits or {}, objective) for c in configs]
+    return sorted(ranked, key=_order)
+
+
+def _judge(config: ConfigRuns, limits: dict[str, float], objective: str) -> Ranked:
+    if config.status in NOT_RUN:
+        return Ranked(config, None, config.status)
+    score = best_score(config.points, limits, objective)
+    if score is None:
+        return Ranked(config, None, "no runs")
+    if score.qualifies:
+        return Ranked(config, score, "meets")
+    failed = any(p.errors for p in config.points if p.load == score.load)
+    return Ranked(config, score, "failed requests" if failed else "misses SLO")
+
+
+_TIER = {"meets": 0, "misses SLO": 1, "failed requests": 1, "no runs": 2, "infeasible": 3, "skipped": 4}
+
+
+def _order(r: Ranked) -> tuple:
+    return (_TIER[r.verdict], -(r.score.value if r.score else 0.0), r.name)
+
+
+def top(ranked: list[Ranked], k: int) -> list[Ranked]:
+    """The ``k`` best configs that qualify: the candidates worth repeating."""
+    return [r for r in ranked if r.verdict == "meets"][:k]
+
+
+def within_noise(above: Score, below: Score) -> bool | None:
+    """Do the two ranges overlap? None when neither has repeats (the noise is unknown)."""
+    if len(above.values) < 2 and len(below.values) < 2:
+        return None
+    return _range(below, above.spread)[1] >= _range(above, below.spread)[0]
+
+
+def _range(s: Score, borrowed: float) -> tuple[float, float]:
+    """(min, max) of the runs; one run: its value ± the other config's spread."""
+    if len(s.values) > 1:
+        return min(s.values), max(s.values)
+    return s.values[0] - borrowed, s.values[0] + borrowed
+
+
+def lead_text(ranked: list[Ranked]) -> str:
+    """How far the winner leads the runner-up, and whether that is more than the noise."""
+    ok = [r for r in ranked if r.verdict == "meets"]
+    if not ok:
+        return "no config meets the SLO"
+    if len(ok) == 1:
+        return f"{ok[0].name} is the only config that meets the SLO"
+    first, second = ok[0].score, ok[1].score
+    gain = first.value / second.value - 1 if second.value > 0 else float("inf")
+    noise = within_noise(first, second)
+    said = ("noise unknown (1 run each: repeat with --repeats)" if noise is None
+            else "within noise (their ranges overlap)" if noise else "beyond noise (their ranges do not overlap)")
+    single = [r.name for r in ok[:2] if len(r.score.values) == 1]
+    borrowed = f"; {single[0]} ran once and is given the other's spread" if single and noise is not None else ""
+    return f"lead over {ok[1].name}: {gain:+.1%} on score — {said}{borrowed}"

@@ -1,0 +1,133 @@
+"""The scraper: a separate process that samples ``/metrics`` and NVML on a timer.
+
+    python -m servelab.telemetry.scrape METRICS_URL OUT_FILE --interval 0.25 [--no-gpu] [--insecure]
+
+Why a process: an engine's ``/metrics`` is a few hundred lines of histograms, and
+parsing it in Python holds the interpreter lock for milliseconds — on the
+client's event loop (or in a thread of its process) that would delay the very
+timestamps we measure. Samples are stamped with ``perf_counter_ns``, which is
+CLOCK_MONOTONIC on Linux and macOS and so comparable with the client's clock
+across processes.
+
+It writes one JSON object per line to OUT_FILE (``src``: meta, engine-meta,
+engine, gpu), prints ``ready`` once its imports and NVML are done, and exits
+when its stdin closes: the parent closing the pipe, or dying, stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from servelab.telemetry import engine
+from servelab.telemetry.gpu import open_gpus
+
+_now = time.perf_counter_ns
+
+
+class EngineScraper:
+    """One GET per sample; a meta line whenever the set of names in use changes."""
+
+    def __init__(self, url: str, timeout_s: float, insecure: bool = False) -> None:
+        self.client = engine.MetricsClient(url, timeout_s, insecure)
+        self.used: dict[str, str] | None = None
+
+    def sample(self) -> list[dict]:
+        t1 = _now()
+        try:
+            text = self.client.get()
+        except Exception as exc:  # any failure is a data point, never the end of the scraper
+            return [{"src": "engine", "t_ns": t1, "error": engine.describe_error(exc)}]
+        t2 = _now()
+        values, used, cache = engine.sample(text)
+        # The gauges describe some instant between request and reply: stamp the midpoint.
+        lines = [{"src": "engine", "t_ns": (t1 + t2) // 2, "scrape_ms": round((t2 - t1) / 1e6, 3), **values}]
+        if used != self.used:
+            self.used = used
+            lines.insert(0, {"src": "engine-meta", "t_ns": t1, "names": used, "cache_config": cache})
+        return lines
+
+
+def run(scraper: EngineScraper, out, interval_s: float, gpus, stop: threading.Event) -> None:
+    step = int(interval_s * 1e9)
+    due = _now()
+    while not stop.is_set():
+        lines = scraper.sample()
+        if gpus is not None:
+            lines.append({"src": "gpu", "t_ns": _now(), "devices": gpus.sample()})
+        out.write("".join(json.dumps(x) + "\n" for x in lines))
+        out.flush()
+        due = max(due + step, _now())  # an absolute schedule; a slow scrape skips, never bunches
+        stop.wait(max(0.0, (due - _now()) / 1e9))
+
+
+def _wait_for_eof(stop: threading.Event) -> None:
+    try:
+        sys.stdin.buffer.read()
+    finally:
+        stop.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _leave_client_cpus()
+    _yield_cpu()
+    stop = threading.Event()
+    threading.Thread(target=_wait_for_eof, args=(stop,), daemon=True).start()
+    gpus, status = (None, "disabled (--no-gpu)") if args.no_gpu else open_gpus()
+    with open(args.out, "a", encoding="utf-8") as out:
+        meta = {"src": "meta", "t_ns": _now(), "gpu": {"status": status, "devices": gpus.devices if gpus else []}}
+        out.write(json.dumps(meta) + "\n")
+        out.flush()
+        print("ready", flush=True)
+        try:
+            scraper = EngineScraper(args.url, max(1.0, 4 * args.interval), args.insecure)
+            run(scraper, out, args.interval, gpus, stop)
+        finally:
+            if gpus is not None:
+                gpus.close()
+    return 0
+
+
+def _leave_client_cpus() -> None:
+    """A client pinned to some CPUs (``taskset``) keeps them: we inherited its
+    affinity, so move to the machine's other CPUs, if there are any we may use."""
+    try:
+        client = os.sched_getaffinity(0)
+        others = set(range(os.cpu_count() or 0)) - client
+        if others:
+            os.sched_setaffinity(0, others)
+    except (AttributeError, OSError):  # no affinity API (macOS), or a cpuset forbids the others
+        pass
+
+
+def _yield_cpu() -> None:
+    """Run only when the CPU would otherwise idle. Under SCHED_IDLE (Linux) any
+    ordinary task that wakes — the client, pinned to the same core by taskset,
+    or the engine — preempts the scraper at once; elsewhere, a nice of 10."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        if hasattr(os, "nice"):
+            os.nice(10)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m servelab.telemetry.scrape")
+    p.add_argument("url")
+    p.add_argument("out")
+    p.add_argument("--interval", type=float, default=0.25)
+    p.add_argument("--no-gpu", action="store_true")
+    p.add_argument("--insecure", action="store_true", help="skip TLS certificate checks")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""A timeline, summarized for the result's ``servelab.telemetry`` section.
+
+Statistics are over the samples taken during the run (0 ≤ t ≤ duration); the
+sampler ticks evenly, so a sample mean is a time average. Counters are reported
+as their increase during the run, from the last sample at or before t0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from itertools import pairwise
+
+from servelab.telemetry.timeline import Timeline
+
+
+def values(samples: list[dict], field: str) -> list[float]:
+    return [s[field] for s in samples if s.get(field) is not None]
+
+
+def stats(xs: list[float]) -> dict | None:
+    if not xs:
+        return None
+    return {"mean": round(statistics.fmean(xs), 4), "median": round(statistics.median(xs), 4),
+            "max": round(max(xs), 4)}
+
+
+def increase(timeline: Timeline, field: str, src: str = "engine") -> float | None:
+    """A counter's increase over the run: the sum of its positive steps (a server
+    restart resets a counter to 0; that step is skipped, not subtracted)."""
+    good = [s for s in timeline.of(src) if s.get(field) is not None]
+    before = [s for s in good if s["t_ms"] <= 0.0]
+    inside = [s for s in good if 0.0 < s["t_ms"] <= timeline.duration_ms]
+    series = before[-1:] + inside
+    if len(series) < 2:
+        return None
+    return sum(max(0.0, b[field] - a[field]) for a, b in pairwise(series))
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def summarize(timeline: Timeline) -> dict:
+    return {"interval_s": timeline.header.get("interval_s"),
+            "samples": {src: len(timeline.during(src)) for src in ("engine", "gpu", "client")},
+            "engine": engine_summary(timeline), "client": client_summary(timeline),
+            "gpu": gpu_summary(timeline)}
+
+
+def engine_summary(timeline: Timeline) -> dict:
+    head = timeline.header.get("engine") or {}
+    if head.get("status") != "ok":
+        return {"status": "absent", "detail": head.get("detail")}
+    s, duration_s = timeline.during("engine"), timeline.duration_ms / 1000.0
+    gen = increase(timeline, "generation_tokens")
+    out = {"status": "ok", "names": head.get("names", {})}
+    out.update({f: stats(values(s, f)) for f in ("running", "waiting", "kv_usage")})
+    out.update({"preemptions": increase(timeline, "preemptions"),
+                "prompt_tokens": increase(timeline, "prompt_tokens"), "generation_tokens": gen,
+                "generation_tok_s": ratio(gen, duration_s),
+                "prefix_cache_hit_rate": ratio(increase(timeline, "prefix_hits"),
+                                               increase(timeline, "prefix_queries")),
+                # mean tokens per engine step = Δ histogram sum / Δ histogram count
+                "tokens_per_step": ratio(increase(timeline, "iteration_tokens_sum"),
+                                         increase(timeline, "iteration_tokens_count"))})
+    return out
+
+
+def client_summary(timeline: Timeline) -> dict:
+    s = timeline.during("client")
+    return {"in_flight": stats(values(s, "in_flight")), "waiting": stats(values(s, "waiting")),
+            "schedule_lag_ms_max": max(values(s, "lag_ms"), default=None),
+            "cpu": stats(values(s, "cpu"))}
+
+
+def gpu_summary(timeline: Timeline) -> dict:
+    head = timeline.header.get("gpu") or {}
+    if head.get("status") != "ok":
+        return {"status": "absent", "detail": head.get("detail")}
+    s = timeline.during("gpu")
+    return {"status": "ok", "devices": [_device(d, [x["devices"][d["index"]] for x in s])
+                                        for d in head.get("devices", [])]}
+
+
+def _device(static: dict, rows: list[dict]) -> dict:
+    pstates = Counter(values(rows, "pstate")).most_common(1)
+    return {**static, "util": stats(values(rows, "util")), "mem_util": stats(values(rows, "mem_util")),
+            "power_w": stats(values(rows, "power_w")), "sm_clock_mhz": stats(values(rows, "sm_clock_mhz")),
+            "mem_used_gib_max": max(values(rows, "mem_used_gib"), default=None),
+            "pstate": pstates[0][0] if pstates else None}

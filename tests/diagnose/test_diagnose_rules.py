@@ -1,0 +1,196 @@
+"""Every verdict, on hand-built timelines; ambiguous and missing-data cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from diag_timelines import H200, client_at, engine_at, make_timeline, run, verdict_ids
+
+from servelab.diagnose.evidence import RunFacts, evidence
+from servelab.diagnose.rules import client_concurrency_cap, kv_capacity, scheduler_cap
+
+
+def test_client_concurrency_cap_when_the_engine_has_room():
+    tl = make_timeline(client=client_at(8, waiting=40), engine=engine_at(8, 0, kv=0.12))
+    d = run(tl, max_concurrency=8)
+    top = d.top
+    assert [v.id for v in d.verdicts] == ["client-concurrency-cap"]
+    assert top.confidence >= 0.75 and top.level == "high"
+    assert top.evidence["at_cap_share"] == 1.0 and top.evidence["engine_waiting_mean"] == 0.0
+    assert "--max-concurrency 8" in top.summary and "8.0 in flight" in top.summary and "12%" in top.summary
+    assert "8 → 16, 32" in top.next and "engine knobs" in top.next
+
+
+def test_scheduler_cap_at_the_known_max_num_seqs():
+    tl = make_timeline(client=client_at(32), engine=engine_at(2, 30, kv=0.02))
+    top = run(tl, max_concurrency=32, max_num_seqs=2).top
+    assert top.id == "scheduler-cap" and top.confidence == pytest.approx(0.9)
+    assert top.evidence["max_num_seqs"] == 2 and top.evidence["waiting_median"] == 30
+    assert "max_num_seqs 2" in top.summary and "30 waiting" in top.summary
+    assert "--max-num-seqs from 2" in top.next
+
+
+def test_scheduler_cap_inferred_from_a_plateau_after_a_ramp():
+    ramp = {0: (1, 0), 1: (3, 0), 2: (5, 0)}
+    engine = lambda i: {"running": ramp.get(i, (6, 10))[0], "waiting": ramp.get(i, (6, 10))[1], "kv_usage": 0.2}
+    d = run(make_timeline(client=client_at(16), engine=engine), max_concurrency=16)
+    assert d.top.id == "scheduler-cap" and d.top.confidence == pytest.approx(0.7)
+    assert d.top.evidence["plateau"] == 6 and "inferred from the plateau" in d.top.summary
+    assert "max_num_seqs not known (a cap is inferred from a plateau)" in d.not_checked
+
+
+def test_scheduler_cap_from_the_token_budget():
+    # running varies (no count cap), but each step carries ~1,800 of 2,048 budget tokens
+    engine = lambda i: {"running": 3 + i % 4, "waiting": 5, "kv_usage": 0.3,
+                        "iteration_tokens_sum": 1800.0 * i, "iteration_tokens_count": float(i)}
+    top = run(make_timeline(client=client_at(16), engine=engine), max_num_batched_tokens=2048).top
+    assert top.id == "scheduler-cap" and top.confidence == pytest.approx(0.6)
+    assert top.evidence["tokens_per_step"] == 1800.0 and "--max-num-batched-tokens from 2048" in top.next
+
+
+def test_below_the_known_max_num_seqs_a_plateau_is_not_a_scheduler_cap():
+    tl = make_timeline(client=client_at(32), engine=engine_at(5, 27, kv=0.5))
+    ev = evidence(RunFacts(max_concurrency=32, max_num_seqs=64), tl)
+    assert scheduler_cap(ev) is None
+
+
+def test_kv_capacity_from_preemptions():
+    engine = lambda i: {"running": 10 + i % 3, "waiting": 6, "kv_usage": 0.97, "preemptions": 2.0 * i}
+    d = run(make_timeline(n=40, client=client_at(32), engine=engine), max_concurrency=32)
+    assert d.top.id == "kv-capacity" and d.top.confidence == pytest.approx(0.9)
+    assert d.top.evidence["preemptions"] == 2.0 * 39 and "78 preemptions" in d.top.summary
+    assert "quantize" in d.top.next and "--gpu-memory-utilization" in d.top.next
+    assert "scheduler-cap" not in [v.id for v in d.verdicts if v.confidence >= 0.5]
+
+
+def test_full_cache_with_a_flat_running_count_ranks_scheduler_cap_first():
+    """Ambiguous: the mock's KV gauge reads running/max_open, so it shows 100% at
+    its cap. A count that never moves and no preemptions point to a count limit;
+    the KV verdict stays, ranked below."""
+    tl = make_timeline(client=client_at(16), engine=engine_at(2, 14, kv=1.0))
+    d = run(tl, max_concurrency=16)
+    assert [v.id for v in d.verdicts] == ["scheduler-cap", "kv-capacity"]
+    assert d.verdicts[0].confidence > d.verdicts[1].confidence
+
+
+def test_near_full_cache_without_a_queue_is_a_low_confidence_warning():
+    tl = make_timeline(client=client_at(4), engine=engine_at(4, 0, kv=0.96))
+    ev = evidence(RunFacts(max_concurrency=8), tl)
+    v = kv_capacity(ev)
+    assert v is not None and v.level == "low"
+
+
+@pytest.mark.parametrize("facts, needle", [
+    ({"client_cpu_fraction": 0.98}, "client CPU 98% of a core"),
+    ({"schedule_lag_p99_ms": 60.0, "request_rate": 50.0}, "schedule lag p99 60.0 ms"),
+])
+def test_client_bound(facts, needle):
+    d = run(make_timeline(client=client_at(4, cpu=0.2), engine=engine_at(4, 0)), **facts)
+    assert d.top.id == "client-bound" and needle in d.top.summary and d.top.confidence >= 0.75
+    assert "understate the server" in d.top.summary
+
+
+def test_schedule_lag_does_not_count_when_every_request_is_due_at_t0():
+    d = run(make_timeline(client=client_at(4), engine=engine_at(4, 0)),
+            schedule_lag_p99_ms=60.0, request_rate=math.inf)
+    assert "client-bound" not in [v.id for v in d.verdicts]
+
+
+def test_saturated_sampler_ticks_alone_make_the_client_bound():
+    d = run(make_timeline(client=client_at(64, cpu=0.99), engine=engine_at(64, 0)))
+    assert d.top.id == "client-bound" and d.top.evidence["cpu_saturated_share"] == 1.0
+
+
+def _gpu(util, mem_util, power):
+    return lambda i: [{"util": util, "mem_util": mem_util, "mem_used_gib": 120.0, "power_w": power,
+                       "sm_clock_mhz": 1980, "pstate": 0}]
+
+
+def test_gpu_underutilized():
+    tl = make_timeline(client=client_at(2), engine=engine_at(2, 0), gpu=_gpu(18, 5, 150.0), gpu_devices=[H200])
+    ids = verdict_ids(tl)
+    assert ids == ["gpu-underutilized"]
+    top = run(tl).top
+    assert top.evidence["gpu_util_mean"] == 18.0 and "18%" in top.summary and "2.0 requests running" in top.summary
+
+
+def test_memory_bandwidth_bound():
+    tl = make_timeline(client=client_at(64), engine=engine_at(40, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    top = run(tl, output_throughput=3100.0).top
+    assert top.id == "memory-bandwidth-bound"
+    assert top.evidence == {"gpu": 0, "util_mean": 97.0, "mem_util_mean": 72.0, "power_w_mean": 620.0,
+                            "power_limit_w": 700.0, "output_tok_s": 3100.0}
+    assert "620 W of 700 W" in top.summary and "5.00 output tok/s per W" in top.summary
+
+
+def test_gpu_samples_while_nothing_is_in_flight_do_not_count():
+    client = lambda i: {"in_flight": 2 if i >= 20 else 0, "waiting": 0, "cpu": 0.05, "lag_ms": 0.1}
+    util = lambda i: [{"util": 90 if i >= 20 else 0, "mem_util": 10, "mem_used_gib": 120.0, "power_w": 300.0}]
+    tl = make_timeline(client=client, engine=engine_at(2, 0), gpu=util, gpu_devices=[H200])
+    assert "gpu-underutilized" not in verdict_ids(tl)
+
+
+def test_no_limit_found_says_what_was_checked():
+    d = run(make_timeline(client=client_at(3), engine=engine_at(3, 0, kv=0.1, preemptions=lambda i: 0.0)),
+            client_cpu_fraction=0.1, schedule_lag_p99_ms=0.2)
+    assert d.top.id == "no-limit-found" and d.top.level == "low"  # the GPU was not seen
+    assert d.checked[0] == "client CPU 10% of a core, schedule lag p99 0.20 ms"
+    assert "engine running mean 3.0, max 3; waiting mean 0.0, median 0, max 0; KV usage mean 10%, max 10%; " \
+           "0 preemptions" in d.checked
+    assert d.not_checked == ("GPU (NVML): NVML unavailable (test)", "max_num_seqs not known (a cap is inferred from a plateau)")
+
+
+def test_without_metrics_the_client_cap_is_reported_with_lower_confidence():
+    d = run(make_timeline(client=client_at(8, waiting=20), engine_absent="HTTP 404"), max_concurrency=8)
+    assert d.top.id == "client-concurrency-cap" and d.top.confidence == pytest.approx(0.5)
+    assert "engine's state is unknown" in d.top.summary
+    assert "engine /metrics: HTTP 404" in d.not_checked
+
+
+def test_without_metrics_no_engine_rule_fires():
+    ids = verdict_ids(make_timeline(client=client_at(3), engine_absent="unreachable (refused)"), max_concurrency=8)
+    assert ids == ["no-limit-found"]
+
+
+def test_engine_idle_during_the_whole_run_counts_as_missing():
+    d = run(make_timeline(client=client_at(1), engine=engine_at(0, 0)))
+    assert "engine /metrics: no engine samples during the run" in d.not_checked
+
+
+def test_no_timeline_uses_the_result_alone():
+    d = run(None, client_cpu_fraction=0.95, max_concurrency=4)
+    assert [v.id for v in d.verdicts] == ["client-bound"]
+    assert d.not_checked == ("engine, GPU and client: no timeline (telemetry was off, or its file is gone)",)
+    assert run(None, client_cpu_fraction=0.2).top.id == "no-limit-found"
+
+
+def test_llamacpp_has_no_kv_gauge_and_still_shows_its_slot_cap():
+    """llama.cpp: requests_processing pinned at its slots while requests_deferred queue."""
+    tl = make_timeline(client=client_at(16), engine=engine_at(4, 12, kv=None),
+                       names={"running": "llamacpp:requests_processing", "waiting": "llamacpp:requests_deferred"})
+    d = run(tl, max_concurrency=16)
+    assert d.top.id == "scheduler-cap" and "KV usage not reported" in d.top.summary
+    assert "--parallel" in d.top.next and "--max-num-seqs" not in d.top.next
+    assert "slots (--parallel) not known (a cap is inferred from a plateau)" in d.not_checked
+    assert "kv-capacity" not in [v.id for v in d.verdicts]
+
+
+def test_client_cap_equal_to_the_engine_cap_is_flagged():
+    tl = make_timeline(client=client_at(8), engine=engine_at(8, 0))
+    ev = evidence(RunFacts(max_concurrency=8, max_num_seqs=8), tl)
+    v = client_concurrency_cap(ev)
+    assert v.confidence == pytest.approx(0.6) and "max_num_seqs is 8 too" in v.summary
+
+
+def test_a_queue_at_the_engine_vetoes_the_client_cap():
+    tl = make_timeline(client=client_at(32), engine=engine_at(4, 28))
+    assert client_concurrency_cap(evidence(RunFacts(max_concurrency=32), tl)) is None
+
+
+def test_ties_rank_in_the_documented_order():
+    from servelab.diagnose.verdict import Verdict, ranked
+
+    vs = ranked([Verdict("scheduler-cap", 0.7, ""), Verdict("client-bound", 0.7, ""), Verdict("kv-capacity", 0.9, "")])
+    assert [v.id for v in vs] == ["kv-capacity", "client-bound", "scheduler-cap"]

