@@ -180,3 +180,32 @@ def test_real_engine_tune_of_max_num_seqs_ranks_2_last_and_prints_a_serve_comman
     assert winner["command"].endswith(f"--max-model-len 2048 --{winner['config'].replace('=', ' ')}")
     assert f"  {winner['command']}" in out
     assert len(tune["ranking"][0]["score"]["runs"]) == 2  # the winner was repeated
+
+
+def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
+    """A repeat can reorder the ranking: its spread lowers a score, so the runner-up, never
+    repeated, may rise to the top. The search repeats that one too: the winner is a repeated config."""
+    from servelab.study import tune
+    from servelab.sweep.points import Point
+
+    second_runs = {"a": 100.0, "b": 119.0}  # a: 121.8 then 100.0 (spread 10.9); b: 117.6 then 119.0
+    trials = {name: tune.Trial(_candidate_stub(name), runs=[(Point(32, first, {}), "f")])
+              for name, first in (("a", 121.8), ("b", 117.6))}
+    repeated = []
+
+    def repeat(plan, study, trial, say):
+        repeated.append(trial.candidate.name)
+        trial.runs.append((Point(32, second_runs[trial.candidate.name], {}), "f"))
+
+    monkeypatch.setattr(tune, "_repeat", repeat)
+    plan = tune.TunePlan("t", EngineEntry("e", None), (), (), (32.0,), top=1, repeats=2)
+    ranked = tune._repeat_top(plan, None, trials, say=lambda text: None)
+    assert repeated == ["a", "b"] and [r.name for r in ranked] == ["b", "a"]
+
+
+def _candidate_stub(name: str):
+    from servelab.study.tune import Candidate
+    from servelab.sweep.fit import Settings
+
+    spec = EngineSpec(name=name, kind="external", url="http://h:1")
+    return Candidate(name, {}, EngineEntry(name, spec), spec, Settings())

@@ -85,16 +85,19 @@ def test_noise_verdicts():
     assert lead_text(ranked) == "lead over b: +6.7% on score — within noise (their ranges overlap)"
 
 
-def test_a_config_run_once_is_given_the_others_spread():
-    # the real tune: 128 ran 122.7 and 119.0 (spread 1.85); 32 ran once, 118.3 — +0.6 % is not a win
-    winner = ConfigRuns("max-num-seqs=128", runs((32, 122.7, 1), (32, 119.0, 1)))
-    once = ConfigRuns("max-num-seqs=32", runs((32, 118.3, 1)))
-    ranked = rank_configs([once, winner])
+def test_a_single_run_pays_the_largest_spread_a_repeated_config_showed():
+    # a real tune on 2 cores: 32 was repeated (121.8, 114.9: spread 3.45), 128 ran once (117.6).
+    # Unpenalized, 128 would win for not having been repeated; paying 3.45 it ranks below.
+    repeated = ConfigRuns("max-num-seqs=32", runs((32, 121.8, 1), (32, 114.9, 1)))
+    once = ConfigRuns("max-num-seqs=128", runs((32, 117.6, 1)))
+    ranked = rank_configs([once, repeated])
+    assert [r.name for r in ranked] == ["max-num-seqs=32", "max-num-seqs=128"]
+    assert ranked[1].score.spread == pytest.approx(3.45) and ranked[1].score.value == pytest.approx(114.15)
     assert within_noise(ranked[0].score, ranked[1].score) is True
-    assert lead_text(ranked) == ("lead over max-num-seqs=32: +0.6% on score — within noise (their ranges overlap); "
-                                 "max-num-seqs=32 ran once and is given the other's spread")
-    far = ConfigRuns("far", runs((32, 100.0, 1)))
-    assert within_noise(ranked[0].score, rank_configs([far])[0].score) is False
+    assert lead_text(ranked) == ("lead over max-num-seqs=128: +0.7% on score — within noise (their ranges "
+                                 "overlap); max-num-seqs=128 ran once and pays ±3.4, the largest spread seen")
+    far = rank_configs([repeated, ConfigRuns("far", runs((32, 100.0, 1)))])
+    assert within_noise(far[0].score, far[1].score) is False
 
 
 def test_lead_text_when_one_or_none_meets():

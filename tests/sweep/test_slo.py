@@ -43,6 +43,7 @@ def test_every_point_meets():
     measure, calls = latency_curve(lambda c: 1)
     r = search(measure, [1, 2, 4], {"p99_ttft": 500})
     assert r.status == "all-meet" and r.best.load == 4 and r.interpolated_load is None
+    assert calls == [1, 2, 4]  # the whole ladder, no bisection
 
 
 def test_non_monotone_latency_keeps_the_measured_pass():

@@ -214,11 +214,7 @@ def run_tune(plan: TunePlan, say: Callable[[str], None] = print) -> TuneOutcome:
     for i, cand in enumerate(cands, 1):
         say(f"config {i}/{len(cands)} {cand.name}")
         trials[cand.name] = _first(plan, study, cand, _budget(study, cands), say)
-    ranked = rank_configs([t.config_runs() for t in trials.values()], plan.slo, plan.objective)
-    for r in top(ranked, plan.top) if plan.repeats > 1 else []:
-        say(f"repeat {r.name} ({plan.repeats} runs per load): one of the top {plan.top}")
-        _repeat(plan, study, trials[r.name], say)
-    ranked = rank_configs([t.config_runs() for t in trials.values()], plan.slo, plan.objective)
+    ranked = _repeat_top(plan, study, trials, say)
     outcome = TuneOutcome(plan, ranked, trials, None)
     if outcome.winner is not None:
         outcome.command = serve_command(trials[outcome.winner.name].candidate.spec)
@@ -250,6 +246,21 @@ def _first(plan: TunePlan, study: Study, cand: Candidate, budget: Budget | None,
         say(f"  skipped before launch: {why}")
         return dataclasses.replace(trial, status="skipped", note=why)
     return _measure(plan, study, trial, [1], say)
+
+
+def _repeat_top(plan: TunePlan, study: Study, trials: dict[str, Trial], say) -> list[Ranked]:
+    """Repeat the top configs until the top ``plan.top`` are all repeated: a repeat can
+    reorder the ranking (its spread lowers a score), and the winner must be a repeated one."""
+    repeated: set[str] = set()
+    while True:
+        ranked = rank_configs([t.config_runs() for t in trials.values()], plan.slo, plan.objective)
+        todo = [r for r in top(ranked, plan.top) if r.name not in repeated] if plan.repeats > 1 else []
+        if not todo:
+            return ranked
+        for r in todo:
+            say(f"repeat {r.name} ({plan.repeats} runs per load): one of the top {plan.top}")
+            _repeat(plan, study, trials[r.name], say)
+            repeated.add(r.name)
 
 
 def _repeat(plan: TunePlan, study: Study, trial: Trial, say) -> None:

@@ -8,14 +8,15 @@ Rules (stated in every report, see ``rule_text``):
   - a load *qualifies* when every repeat at it meets the SLO: no failed request
     and each limit (p99 TTFT, TPOT, E2EL as given) at or below its bound;
   - its score = median − spread over its repeats, spread = (max − min) / 2, so
-    with 2 repeats the score is the worse run, and one run has no spread to pay;
+    with 2 repeats the score is the worse run. One run shows no spread of its own:
+    it pays the largest spread any repeated config showed — otherwise repeating a
+    config could only push it below the ones never repeated;
   - a config's score is its best qualifying load's;
   - order: configs with a qualifying load by score; then those that ran but never
     qualified (by their best score regardless); then those that did not run.
 Two configs are *within noise* when their ranges overlap: the runs of the one below
-reach the worst run of the one above. A config with one run has no range of its own:
-it is given the other's spread (half-range) around its value. With one run each the
-noise is unknown.
+reach the worst run of the one above (one run: its value ± the spread it pays).
+With no repeats anywhere the noise is unknown.
 """
 
 from __future__ import annotations
@@ -46,14 +47,27 @@ class Score:
     load: float
     values: tuple[float, ...]  # the objective of each repeat, in run order
     qualifies: bool
+    borrowed: float = 0.0  # the spread a single run pays (the largest a repeated config showed)
 
     @property
     def median(self) -> float:
         return statistics.median(self.values)
 
     @property
+    def repeated(self) -> bool:
+        return len(self.values) > 1
+
+    @property
     def spread(self) -> float:
-        return (max(self.values) - min(self.values)) / 2
+        return (max(self.values) - min(self.values)) / 2 if self.repeated else self.borrowed
+
+    @property
+    def low(self) -> float:
+        return min(self.values) if self.repeated else self.values[0] - self.borrowed
+
+    @property
+    def high(self) -> float:
+        return max(self.values) if self.repeated else self.values[0] + self.borrowed
 
     @property
     def value(self) -> float:
@@ -74,8 +88,9 @@ class Ranked:
 def rule_text(objective: str, limits: dict[str, float]) -> str:
     slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items()) or "no latency limit"
     what = "output tok/s" if objective == "throughput" else "goodput (req/s meeting the SLO)"
-    return (f"score = median − spread of {what} over repeats (spread = half the range), at the best load "
-            f"where every repeat meets: no failed request, {slo}")
+    return (f"score = median − spread of {what} over repeats (spread = half the range; one run pays the "
+            f"largest spread a repeated config showed), at the best load where every repeat meets: "
+            f"no failed request, {slo}")
 
 
 def objective_of(p: Point, objective: str) -> float:
@@ -84,20 +99,22 @@ def objective_of(p: Point, objective: str) -> float:
     return p.throughput
 
 
-def load_scores(points: tuple[Point, ...], limits: dict[str, float], objective: str) -> list[Score]:
+def load_scores(points: tuple[Point, ...], limits: dict[str, float], objective: str,
+                borrowed: float = 0.0) -> list[Score]:
     """One score per load, repeats grouped, loads ascending."""
     loads = sorted({p.load for p in points})
     out = []
     for load in loads:
         runs = [p for p in points if p.load == load]
         out.append(Score(load, tuple(objective_of(p, objective) for p in runs),
-                         all(meets(p, limits) for p in runs)))
+                         all(meets(p, limits) for p in runs), borrowed))
     return out
 
 
-def best_score(points: tuple[Point, ...], limits: dict[str, float], objective: str) -> Score | None:
+def best_score(points: tuple[Point, ...], limits: dict[str, float], objective: str,
+               borrowed: float = 0.0) -> Score | None:
     """The best qualifying load's score; if none qualifies, the best load's (not qualifying)."""
-    scores = load_scores(points, limits, objective)
+    scores = load_scores(points, limits, objective, borrowed)
     qualifying = [s for s in scores if s.qualifies]
     pool = qualifying or scores
     return max(pool, key=lambda s: (s.value, -s.load)) if pool else None
@@ -105,14 +122,22 @@ def best_score(points: tuple[Point, ...], limits: dict[str, float], objective: s
 
 def rank_configs(configs: list[ConfigRuns], limits: dict[str, float] | None = None,
                  objective: str = "throughput") -> list[Ranked]:
-    ranked = [_judge(c, limits or {}, objective) for c in configs]
+    noise = largest_spread(configs, limits or {}, objective)
+    ranked = [_judge(c, limits or {}, objective, noise) for c in configs]
     return sorted(ranked, key=_order)
 
 
-def _judge(config: ConfigRuns, limits: dict[str, float], objective: str) -> Ranked:
+def largest_spread(configs: list[ConfigRuns], limits: dict[str, float], objective: str) -> float:
+    """The largest spread at any repeated load of any config that ran: the noise a single run pays."""
+    spreads = [s.spread for c in configs if c.status not in NOT_RUN
+               for s in load_scores(c.points, limits, objective) if s.repeated]
+    return max(spreads, default=0.0)
+
+
+def _judge(config: ConfigRuns, limits: dict[str, float], objective: str, noise: float) -> Ranked:
     if config.status in NOT_RUN:
         return Ranked(config, None, config.status)
-    score = best_score(config.points, limits, objective)
+    score = best_score(config.points, limits, objective, noise)
     if score is None:
         return Ranked(config, None, "no runs")
     if score.qualifies:
@@ -134,17 +159,10 @@ def top(ranked: list[Ranked], k: int) -> list[Ranked]:
 
 
 def within_noise(above: Score, below: Score) -> bool | None:
-    """Do the two ranges overlap? None when neither has repeats (the noise is unknown)."""
-    if len(above.values) < 2 and len(below.values) < 2:
+    """Do the two ranges overlap? None when neither shows any spread (no repeats anywhere)."""
+    if not (above.repeated or below.repeated or above.borrowed):
         return None
-    return _range(below, above.spread)[1] >= _range(above, below.spread)[0]
-
-
-def _range(s: Score, borrowed: float) -> tuple[float, float]:
-    """(min, max) of the runs; one run: its value ± the other config's spread."""
-    if len(s.values) > 1:
-        return min(s.values), max(s.values)
-    return s.values[0] - borrowed, s.values[0] + borrowed
+    return below.high >= above.low
 
 
 def lead_text(ranked: list[Ranked]) -> str:
@@ -159,6 +177,7 @@ def lead_text(ranked: list[Ranked]) -> str:
     noise = within_noise(first, second)
     said = ("noise unknown (1 run each: repeat with --repeats)" if noise is None
             else "within noise (their ranges overlap)" if noise else "beyond noise (their ranges do not overlap)")
-    single = [r.name for r in ok[:2] if len(r.score.values) == 1]
-    borrowed = f"; {single[0]} ran once and is given the other's spread" if single and noise is not None else ""
-    return f"lead over {ok[1].name}: {gain:+.1%} on score — {said}{borrowed}"
+    single = [r.name for r in ok[:2] if not r.score.repeated]
+    paid = (f"; {single[0]} ran once and pays ±{first.borrowed:.1f}, the largest spread seen"
+            if single and noise is not None else "")
+    return f"lead over {ok[1].name}: {gain:+.1%} on score — {said}{paid}"
