@@ -5,7 +5,6 @@ The mock serves a request in ttft + (tokens − 1) × itl; with max_open = 4, co
 1 → 2 → 4 doubles throughput and 8 only queues: the operating point is 4, the knee 8.
 """
 
-import fcntl
 import importlib.util
 import json
 import socket
@@ -18,7 +17,6 @@ from servelab.cli import main
 from servelab.engines.vllm import vllm_build
 from servelab.study import runner
 
-ENGINE_LOCK = Path("/tmp/servelab-engine.lock")
 
 
 def free_port() -> int:
@@ -194,12 +192,6 @@ def test_bench_flags_pass_through_exactly():
 
 
 # --- the REAL embedded engine (vLLM's CPU build + SmolLM2-135M) ---
-
-@pytest.fixture
-def one_real_engine_at_a_time():
-    with open(ENGINE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.mark.engine

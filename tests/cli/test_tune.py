@@ -3,13 +3,11 @@ command line: ``--knob max-open=…`` is the mock's scheduler cap), then on the 
 embedded engine (``-m engine``)."""
 
 import dataclasses
-import fcntl
 import importlib.util
 import json
 import shlex
 import socket
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +18,6 @@ from servelab.study import session
 from servelab.study.spec import EngineEntry
 from servelab.study.tune import config_entry, serve_command, settings_of
 
-ENGINE_LOCK = Path("/tmp/servelab-engine.lock")
 
 
 def free_port() -> int:
@@ -149,12 +146,6 @@ def test_bad_tune_flags_are_one_line_errors(flags, message, capsys):
 
 
 # --- the REAL embedded engine (vLLM's CPU build + SmolLM2-135M) ---
-
-@pytest.fixture
-def one_real_engine_at_a_time():
-    with open(ENGINE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.mark.engine
