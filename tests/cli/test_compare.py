@@ -35,7 +35,7 @@ metric               base [2 runs] (baseline)  capped [2 runs]  vs base
   * model weights from the checkpoint files' size: the engine did not report them (vLLM's CPU build does not)
   cells: mean ± half-range over repeats; vs: ratio to the baseline, change, verdict
   verdict rule: better/worse = the min–max ranges over repeats do not overlap AND the means differ by more than 10% \
-(20% for P99s); otherwise within noise (needs ≥ 2 repeats per config). ↑ higher is better, ↓ lower is better.
+for throughputs, 20% for latencies; otherwise within noise (needs ≥ 2 repeats per config). ↑ higher is better, ↓ lower is better.
 """
 
 
@@ -66,7 +66,7 @@ def test_markdown_and_output_file(folder, tmp_path, capsys):
 def test_the_noise_floor_is_a_flag(folder, capsys):
     assert main.main(["compare", str(folder), "--noise-floor", "70"]) == 0
     text = capsys.readouterr().out
-    assert "0.40× −59.9% within noise" in text and "more than 70% (140% for P99s)" in text
+    assert "0.40× −59.9% within noise" in text and "more than 70% for throughputs, 140% for latencies" in text
 
 
 def test_a_reference_column(folder, tmp_path, capsys):

@@ -26,7 +26,9 @@ class Metric:
 
     @property
     def tail(self) -> bool:
-        return self.key.startswith("p99_")
+        """Latencies (TTFT, TPOT, ITL, E2EL statistics) get the wider floor: under
+        queueing they move more between engine starts than throughput does."""
+        return self.key.endswith("_ms")
 
     @property
     def arrow(self) -> str:

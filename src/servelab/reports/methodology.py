@@ -131,7 +131,7 @@ def _noise_limits(runs: list[Run], floor: float) -> list[str]:
     fewest, most = min(counts.values()), max(counts.values())
     repeats = f"{fewest}" if fewest == most else f"{fewest}–{most}"
     return [(f"Noise is estimated from {repeats} repeats per config (the min–max range); "
-             f"differences under {floor:.0%} ({2 * floor:.0%} for P99s) are called within noise whatever the ranges say. Each engine started "
+             f"differences under {floor:.0%} ({2 * floor:.0%} for latencies) are called within noise whatever the ranges say. Each engine started "
              "once, so start-to-start variation shows only between configs (compare a config with its own repeat "
              "under another name to see it).")]
 
