@@ -2,7 +2,7 @@
 
 Two engine starts (~30 s each on 2 cores) and two short runs (~35 s and ~12 s):
 
-* ``--max-num-seqs 2`` under 32 client streams: scheduler-cap, running 2, waiting ≈ 30.
+* ``--max-num-seqs 2`` under 32 client streams: scheduler-cap, running 2, waiting up to 30.
 * the default config under 2 client streams: client-concurrency-cap.
 
 Run them one engine at a time on a shared machine:
@@ -61,7 +61,11 @@ def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys):
     top = diagnosis["verdicts"][0]
     assert outcome.exit_code == 0 and diagnosis["verdict"] == "scheduler-cap" and top["level"] == "high"
     assert top["evidence"]["max_num_seqs"] == 2 and top["evidence"]["running_max"] == 2
-    assert 28 <= top["evidence"]["waiting_median"] <= 30  # 32 in flight − 2 running
+    # The queue fills to at most 32 in flight − 2 running. The median is lower than 30 and depends on the
+    # machine: ramp-up and drain are kept, and requests still in vLLM's frontend (tokenizing, on 2 busy
+    # cores) are in flight for the client but not yet "waiting" in the engine — CI saw a median of 22.
+    assert 25 <= top["evidence"]["waiting_max"] <= 30
+    assert top["evidence"]["waiting_median"] >= 5 * top["evidence"]["running_max"]  # a queue far longer than the batch
     assert "max_num_seqs 2" in top["summary"]
     assert (tmp_path / "r.timeline.jsonl").is_file()
 
