@@ -112,7 +112,7 @@ def measure(which: str, cpus: tuple[int, int], quick: bool) -> dict:
         truth = mock.truth()
     f = compare(client_view(which, out), truth, conc)
     fig.update(fidelity=f.to_dict(), peak_rss_mb=rss / 2**20,
-               startup_s=(min(r.recv_ns for r in truth.requests) - t_launch) / 1e9)
+               startup_s=(min(r.arrived_ns for r in truth.requests) - t_launch) / 1e9)
     shutil.rmtree(out, ignore_errors=True)
     return fig
 
@@ -128,6 +128,7 @@ def table(figs: list[dict]) -> str:
             ("(b) p99 ITL error (ms)", lambda f: f"{f['fidelity']['itl_p99_err_ms']:+.2f}"),
             ("(b) request delivery p99 (ms)", lambda f: _opt(f["fidelity"].get("request_delivery_p99_ms"))),
             ("(b) event delivery p99 (ms)", lambda f: _opt(f["fidelity"].get("event_delivery_p99_ms"))),
+            ("(b) mock read p99 (ms, in truth)", lambda f: _opt(f["fidelity"].get("mock_read_delay_p99_ms"))),
             ("(b) open at server (mean)", lambda f: f"{f['fidelity']['server_open_mean']:.1f} / {f['fidelity']['concurrency']}"),
             ("(c) launch → first request (s)", lambda f: f"{f['startup_s']:.2f}"),
             ("(d) peak RSS, process tree (MB)", lambda f: f"{f['peak_rss_mb']:.0f}")]

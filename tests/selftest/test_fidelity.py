@@ -6,11 +6,11 @@ from servelab.selftest.fidelity import Seen, compare, open_mean, steady_window
 MS = 1_000_000
 
 
-def req(rid, recv, events):
+def req(rid, recv, events, wire=None):
     return RequestTruth(request_id=rid, endpoint="completions", stream=True, recv_ns=recv, admit_ns=recv,
                         end_ns=events[-1], event_ns=tuple(events), event_tokens=(1,) * len(events),
                         finish="ok", finish_reason="length", prompt_tokens=1, planned_tokens=len(events),
-                        output_tokens=len(events))
+                        output_tokens=len(events), wire_ns=wire)
 
 
 def truth(reqs, open_t=(0,), open_n=(0,)):
@@ -45,3 +45,19 @@ def test_ttft_error_splits_into_request_and_event_delivery():
     f = compare(client, t, concurrency=1)
     assert f.ttft_mean_err_ms == pytest.approx(1.5)
     assert f.request_delivery_mean_ms == pytest.approx(1.0) and f.event_delivery_mean_ms == pytest.approx(0.5)
+
+
+def test_the_mocks_late_read_is_part_of_the_truth_not_the_clients_error():
+    # sent at 0, at the mock's socket at 0.1 ms, read by the busy mock at 3.1 ms, first write at 53.1 ms
+    t = truth([req("a", 3_100_000, [53_100_000, 63_100_000], wire=100_000)])
+    client = {"a": Seen(53.3, [10.0], sent_ns=0, token_ns=(53_300_000, 63_300_000))}
+    f = compare(client, t, concurrency=1)
+    assert t.requests[0].ttft_ns == 53 * MS  # from arrival, not from the read
+    assert f.ttft_mean_err_ms == pytest.approx(0.3)
+    assert f.request_delivery_mean_ms == pytest.approx(0.1) and f.event_delivery_mean_ms == pytest.approx(0.2)
+    assert f.mock_read_delay_mean_ms == pytest.approx(3.0)
+
+
+def test_steady_window_counts_arrivals_at_the_socket():
+    t = truth([req("a", 9, [20], wire=2), req("b", 10, [20], wire=4), req("c", 12, [20])])
+    assert steady_window(t, 2) == (4, 12)

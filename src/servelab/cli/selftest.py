@@ -50,6 +50,7 @@ def render(f: dict) -> str:
         f"  {'p99 ITL (ms)':<28}{fid['itl_p99_err_ms']:>+24.3f}",
         f"  {'  of which request delivery':<28}{_ms(fid.get('request_delivery_mean_ms')):>24}",
         f"  {'  of which event delivery':<28}{_ms(fid.get('event_delivery_mean_ms')):>24}",
+        f"  {'mock read delay (true wait)':<28}{_ms(fid.get('mock_read_delay_mean_ms')):>24}",
         f"  {'open at the server (mean)':<28}{fid['server_open_mean']:>17.1f} / {fid['concurrency']}",
         f"  {'client CPU (one core)':<28}{f['fidelity_client_cpu']:>24.0%}",
     ]

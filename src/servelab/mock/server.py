@@ -1,7 +1,7 @@
 """An OpenAI-compatible mock server that records the truth of what it sent.
 
-Built on ``asyncio.Protocol`` (uvloop when present) with its own tiny HTTP/1.1, because
-the point is speed: one core must keep 512 streams on schedule and push hundreds of
+Built on the event loop's readers and writers (uvloop when present; sockets read with the
+kernel's arrival stamp, see ``wire.py``) with its own tiny HTTP/1.1, because the point is speed: one core must keep 512 streams on schedule and push hundreds of
 thousands of events a second, or the mock, not the client, would be what a test measures.
 
 Flow: a connection parses a request → ``MockServer.route`` → for a generation, the
@@ -28,6 +28,7 @@ from servelab.mock.dialect import (
 from servelab.mock.plan import Plan, Planner
 from servelab.mock.schedule import Scheduler
 from servelab.mock.truth import Recorder, RequestLog, Truth
+from servelab.mock.wire import Listener, SocketTransport
 
 try:  # msgspec decodes request bodies several times faster than json; optional.
     import msgspec
@@ -72,7 +73,7 @@ class MockServer:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.success: dict[str, int] = {}
-        self._server: asyncio.AbstractServer | None = None
+        self._server: Listener | None = None
         self._ids = count()
         self._created = int(time.time())
 
@@ -83,11 +84,8 @@ class MockServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.scheduler = Scheduler(loop)
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.config.host, self.config.port,
-            backlog=4096, reuse_address=True,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = Listener(loop, self.config.host, self.config.port, lambda: Connection(self))
+        self.port = self._server.port
 
     async def stop(self) -> None:
         server = self._server
@@ -99,9 +97,9 @@ class MockServer:
         for conn in list(self.conns):
             if conn.gen is not None:
                 conn.gen.lost(now, "stopped")
-            conn.close()
+            conn.transport.abort()
         self.scheduler.close()
-        await server.wait_closed()
+        await asyncio.sleep(0)  # let connection_lost run
 
     @property
     def truth(self) -> Truth:
@@ -164,7 +162,7 @@ class MockServer:
             conn.reply(400, error_body(f"bad request body: {exc}", 400, "BadRequestError"), req.keep_alive)
             return
         rid = _request_id(req.headers.get("x-request-id") or ask.request_id) or f"mock-{next(self._ids)}"
-        log = RequestLog(rid, "chat" if chat else "completions", ask.stream, now)
+        log = RequestLog(rid, "chat" if chat else "completions", ask.stream, now, conn.wire_ns)
         log.prompt_tokens = ask.prompt_tokens
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
         log.planned_tokens = plan.n_tokens
@@ -265,16 +263,17 @@ def _request_id(rid: object) -> str | None:
     return None
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: parses requests, serves one response at a time
-    (requests pipelined behind a stream wait in the buffer)."""
+class Connection:
+    """One client connection (the protocol of a ``wire.SocketTransport``): parses requests,
+    serves one response at a time (requests pipelined behind a stream wait in the buffer)."""
 
-    __slots__ = ("server", "transport", "buf", "gen", "paused", "blocked", "closed")
+    __slots__ = ("server", "transport", "buf", "wire_ns", "gen", "paused", "blocked", "closed")
 
     def __init__(self, server: MockServer) -> None:
         self.server = server
-        self.transport: asyncio.Transport | None = None
+        self.transport: SocketTransport | None = None
         self.buf = bytearray()
+        self.wire_ns: int | None = None  # kernel arrival stamp of the last read
         self.gen: Generation | None = None  # the response in progress
         self.paused = False  # transport buffer over its high-water mark: the client lags
         self.blocked: Generation | None = None  # waits for resume_writing
@@ -284,9 +283,10 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         self.server.conns.add(self)
 
-    def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()  # the request's last bytes are here: its recv time
+    def data_received(self, data: bytes, wire_ns: int | None) -> None:
+        now = perf_counter_ns()  # the request's last bytes are read: its recv time
         self.buf += data
+        self.wire_ns = wire_ns  # ... and arrived at the socket then (kernel stamp)
         if self.gen is None:
             self.serve(now)
 
@@ -455,7 +455,9 @@ class Generation:
             return
         reason = self.log.finish_reason = self.plan.finish_reason
         self.server.success[reason] = self.server.success.get(reason, 0) + 1
-        self.server.release(self, t, "ok")
+        # It ended when its last bytes were written (stamped just before the write): a
+        # client in another thread may finish reading while ``send`` still holds us.
+        self.server.release(self, self.log.event_ns[-1] if self.log.event_ns else t, "ok")
         self.conn.done(self.keep_alive)
 
     def lost(self, now: int, why: str) -> None:

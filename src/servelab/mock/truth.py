@@ -9,7 +9,9 @@ JSON shape (``Truth.to_dict``)::
     {"clock": "perf_counter_ns", "config": {...MockConfig...},
      "start_ns": int,                       # when recording (re)started
      "requests": [{"request_id", "endpoint": "completions"|"chat", "stream": bool,
-                   "recv_ns", "admit_ns"|null, "end_ns"|null,
+                   "recv_ns",            # read by the mock
+                   "wire_ns"|null,       # arrived at its socket (kernel stamp; Linux)
+                   "admit_ns"|null, "end_ns"|null,
                    "event_ns": [int, ...], "event_tokens": [int, ...],   # per content write;
                                                 # events sent in one write share its time
                    "finish": "ok"|"http500"|"abort"|"stall"|"disconnect"|"stopped"|null,
@@ -28,15 +30,17 @@ class RequestLog:
     """Mutable per-request record, appended to on the hot path."""
 
     __slots__ = (
-        "request_id", "endpoint", "stream", "recv_ns", "admit_ns", "end_ns", "event_ns",
+        "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
         "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens",
     )
 
-    def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int) -> None:
+    def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
+                 wire_ns: int | None = None) -> None:
         self.request_id = request_id
         self.endpoint = endpoint
         self.stream = stream
         self.recv_ns = recv_ns
+        self.wire_ns = wire_ns if wire_ns is not None and wire_ns <= recv_ns else None
         self.admit_ns: int | None = None
         self.end_ns: int | None = None
         self.event_ns: list[int] = []
@@ -49,7 +53,7 @@ class RequestLog:
     def to_dict(self) -> dict:
         return {
             "request_id": self.request_id, "endpoint": self.endpoint, "stream": self.stream,
-            "recv_ns": self.recv_ns, "admit_ns": self.admit_ns, "end_ns": self.end_ns,
+            "recv_ns": self.recv_ns, "wire_ns": self.wire_ns, "admit_ns": self.admit_ns, "end_ns": self.end_ns,
             "event_ns": list(self.event_ns), "event_tokens": list(self.event_tokens),
             "finish": self.finish, "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
@@ -77,7 +81,7 @@ class Recorder:
         self.open += 1
         # Requests pipelined in one read share a recv time, possibly before the end of
         # the one served just ahead; keep the edges in time order for ``mean_open``.
-        self.open_t.append(max(log.recv_ns, self.open_t[-1]))
+        self.open_t.append(max(log.wire_ns or log.recv_ns, self.open_t[-1]))
         self.open_n.append(self.open)
 
     def end(self, log: RequestLog, t_ns: int, finish: str) -> None:
@@ -114,11 +118,18 @@ class RequestTruth:
     prompt_tokens: int
     planned_tokens: int
     output_tokens: int
+    wire_ns: int | None = None
+
+    @property
+    def arrived_ns(self) -> int:
+        """When the request reached the server: the kernel's stamp where there is one."""
+        return self.recv_ns if self.wire_ns is None else self.wire_ns
 
     @property
     def ttft_ns(self) -> int | None:
-        """First content write − recv (includes any wait for a ``max_open`` slot)."""
-        return self.event_ns[0] - self.recv_ns if self.event_ns else None
+        """First content write − arrival (includes the mock's own delay in reading the
+        request and any wait for a ``max_open`` slot: time the client really waited)."""
+        return self.event_ns[0] - self.arrived_ns if self.event_ns else None
 
     @property
     def itl_ns(self) -> tuple[int, ...]:

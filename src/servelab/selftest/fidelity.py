@@ -3,11 +3,15 @@ recorded truth (when each request arrived, when each event was written) is the
 yardstick, and report the difference.
 
 * error of a metric = the client's statistic − the same statistic of the truth
-  (truth TTFT = first content write − request received; truth ITL = gaps
-  between content writes), over the requests both sides saw;
-* where an error comes from: request delivery (mock received − client sent: the
-  kernel plus the mock's own loop delay) and event delivery (client arrival −
-  mock write: the kernel plus the client's loop delay). TTFT error = the sum.
+  (truth TTFT = first content write − request arrival at the mock's socket, the
+  kernel's stamp; truth ITL = gaps between content writes), over the requests
+  both sides saw;
+* where an error comes from: request delivery (arrival at the mock's socket −
+  client sent: the client's send path plus the kernel) and event delivery (client
+  arrival − mock write: the kernel plus the client's loop delay). TTFT error =
+  the sum. The mock's own delay in reading a request (read − arrival) is part of
+  the true TTFT — the client did wait for it — and is shown apart as
+  ``mock_read_delay``: a large one means the mock, not the client, is saturated.
 * server-side open = the time-weighted mean of requests open at the mock over
   the steady window: from the moment the C-th request arrived (the cap is first
   reachable) to the moment the last one arrived (after that the run drains). A
@@ -42,6 +46,8 @@ class Fidelity:
     request_delivery_p99_ms: float | None = None
     event_delivery_mean_ms: float | None = None
     event_delivery_p99_ms: float | None = None
+    mock_read_delay_mean_ms: float | None = None
+    mock_read_delay_p99_ms: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,11 +75,12 @@ def client_view(records: list[RequestRecord]) -> dict[str, Seen]:
 
 def _delivery(both) -> dict:
     """Split TTFT error into its two legs, where absolute times are known."""
-    req = [(r.recv_ns - c.sent_ns) / NS_PER_MS for c, r in both if c.sent_ns is not None]
+    req = [(r.arrived_ns - c.sent_ns) / NS_PER_MS for c, r in both if c.sent_ns is not None]
+    read = [(r.recv_ns - r.wire_ns) / NS_PER_MS for _, r in both if r.wire_ns is not None]
     ev = [(a - w) / NS_PER_MS for c, r in both if c.token_ns and len(c.token_ns) == len(r.event_ns)
           for a, w in zip(c.token_ns, r.event_ns)]
     out = {}
-    for name, vals in (("request_delivery", req), ("event_delivery", ev)):
+    for name, vals in (("request_delivery", req), ("event_delivery", ev), ("mock_read_delay", read)):
         if vals:
             out[f"{name}_mean_ms"] = float(np.mean(vals))
             out[f"{name}_p99_ms"] = float(np.percentile(vals, 99))
@@ -91,7 +98,7 @@ def open_mean(truth: Truth, t_a: int, t_b: int) -> float:
 
 
 def steady_window(truth: Truth, concurrency: int) -> tuple[int, int]:
-    recvs = sorted(r.recv_ns for r in truth.requests)
+    recvs = sorted(r.arrived_ns for r in truth.requests)
     if len(recvs) <= concurrency:
         return (recvs[-1], recvs[-1]) if recvs else (0, 0)
     return recvs[concurrency - 1], recvs[-1]
