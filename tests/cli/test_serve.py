@@ -9,18 +9,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from net_helpers import free_port
 
 from servelab.cli import serve
 from servelab.engines import EngineSpec, MemoryReport
 from servelab.errors import InputError
 
 FAKE_ENGINE = Path(__file__).resolve().parents[1] / "engines" / "fake_engine.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse(*argv: str) -> argparse.Namespace:

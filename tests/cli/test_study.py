@@ -11,7 +11,6 @@ import importlib.util
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from net_helpers import free_port, wait_until
 
 from servelab.cli import main
 from servelab.engines.vllm import vllm_build
@@ -36,12 +36,6 @@ def real_engine(test):
     for mark in marks:
         test = mark(test)
     return test
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- fast: the demo study file itself ---
@@ -121,15 +115,6 @@ def engines_on(port: int) -> list[int]:
     return pids
 
 
-def wait_for(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 @real_engine
 def test_real_study_killed_partway_resumes_to_exactly_the_uninterrupted_runs(tmp_path):
     """2 engines × 2 workloads × 2 repeats, SIGINT during the 3rd run, then resumed."""
@@ -140,7 +125,7 @@ def test_real_study_killed_partway_resumes_to_exactly_the_uninterrupted_runs(tmp
     argv = [sys.executable, "-m", "servelab.cli.main", "study", "run", str(path), "--no-report"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     third = folder / "baseline" / "prefix" / "1" / "console.txt"  # runs in order: random 1, 2, prefix 1…
-    assert wait_for(lambda: third.exists() or proc.poll() is not None, 300), "the third run never started"
+    assert wait_until(lambda: third.exists() or proc.poll() is not None, 300), "the third run never started"
     time.sleep(1.0)  # mid-run
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)

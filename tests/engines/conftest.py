@@ -1,5 +1,5 @@
 import pytest
-from engine_helpers import free_port
+from net_helpers import free_port
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Helpers for engine tests (imported by name; conftest.py only turns them into fixtures): free ports, the fake engine, and a /proc view of a process group.
+"""Helpers for engine tests (imported by name): the fake engine and a /proc view of a process group.
+Ports and waiting: ``net_helpers``.
 
 The /proc scan is deliberately independent of servelab's own (psutil-based)
 ``group_members``: a test that used the code under test to check itself could not fail.
@@ -6,21 +7,13 @@ The /proc scan is deliberately independent of servelab's own (psutil-based)
 
 from __future__ import annotations
 
-import socket
 import sys
-import time
 from pathlib import Path
 
 from servelab.engines import EngineSpec
 
 HERE = Path(__file__).resolve().parent
 FAKE_ENGINE = HERE / "fake_engine.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -35,23 +28,6 @@ def group_pids(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             pids.append(int(stat.parent.name))
     return pids
-
-
-def port_listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def wait_until(predicate, timeout_s: float, step_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step_s)
-    return predicate()
 
 
 def fake_spec(port: int, *flags: str, ready_timeout_s: float = 20.0, **kw) -> EngineSpec:

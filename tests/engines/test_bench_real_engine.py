@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import group_pids, port_listening
+from engine_helpers import group_pids
+from net_helpers import port_open
 
 from servelab.engines import embedded_engine_spec, start_engine
 from servelab.flags.bench import parse_bench_argv
@@ -38,4 +39,4 @@ def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port):
     assert result["mean_ttft_ms"] > 0 and result["mean_tpot_ms"] > 0
     assert result["servelab"]["provenance"]["server_models"]["data"][0]["id"] == engine.model
     assert group_pids(pgid) == []
-    assert not port_listening(port)
+    assert not port_open(port)

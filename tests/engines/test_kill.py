@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import group_pids, port_listening, wait_until
+from engine_helpers import group_pids
+from net_helpers import port_open, wait_until
 
 DRIVER = Path(__file__).resolve().parent / "kill_driver.py"
 SIGNALS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "exception": signal.SIGUSR1,
@@ -43,7 +44,7 @@ def test_killing_servelab_leaves_no_engine_process(tmp_path, port, how, phase):
         # after SIGKILL the watchdog needs a moment.
         settle_s = 15 if how == "sigkill" else 0
         assert wait_until(lambda: group_pids(pgid) == [], settle_s), f"survivors: {group_pids(pgid)}"
-        assert wait_until(lambda: not port_listening(port), settle_s + 1)
+        assert wait_until(lambda: not port_open(port), settle_s + 1)
         assert code != 0
         if how == "exception":
             assert "RuntimeError: injected failure" in driver.stderr.read()
@@ -71,7 +72,7 @@ def test_killing_servelab_mid_bench_leaves_no_engine_process(tmp_path, port, how
         out, err = driver.communicate(timeout=60)
         settle_s = 15 if how == "sigkill" else 0
         assert wait_until(lambda: group_pids(pgid) == [], settle_s), f"survivors: {group_pids(pgid)}"
-        assert wait_until(lambda: not port_listening(port), settle_s + 1)
+        assert wait_until(lambda: not port_open(port), settle_s + 1)
         assert driver.returncode != 0 or how in ("sigint", "sigterm")
         if how == "exception":
             assert "RuntimeError: injected failure mid-bench" in err

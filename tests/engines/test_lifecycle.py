@@ -6,7 +6,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from threading import Thread
 
 import pytest
-from engine_helpers import fake_spec, group_pids, port_listening, wait_until
+from engine_helpers import fake_spec, group_pids
+from net_helpers import port_open, wait_until
 
 from servelab.engines import EngineSpec, MemoryReport, guard, start_engine
 from servelab.errors import EngineError
@@ -28,7 +29,7 @@ def test_ready_then_stop_frees_everything(tmp_path, port):
         assert engine.log_path == tmp_path / "engine.log"
     assert not engine.alive()
     assert group_pids(pgid) == []
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def test_log_starts_with_what_ran(tmp_path, port):
@@ -46,7 +47,7 @@ def test_stop_kills_the_whole_group_including_a_grandchild(tmp_path, port):
     assert wait_until(lambda: len(group_pids(pgid)) == 2, 5)  # the server and its grandchild
     engine.stop()
     assert group_pids(pgid) == []
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def test_stop_escalates_to_sigkill(tmp_path, port, monkeypatch):
@@ -76,7 +77,7 @@ def test_engine_dying_while_starting_reports_its_last_log_lines(tmp_path, port):
     message = str(caught.value)
     assert message.startswith("engine 'fake' exited with code 3 while starting; last log lines:")
     assert message.endswith("  | ERROR fake engine: CUDA out of memory (simulated)")
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def test_ready_timeout_stops_the_engine(tmp_path, port):
@@ -86,7 +87,7 @@ def test_ready_timeout_stops_the_engine(tmp_path, port):
     with pytest.raises(EngineError, match=r"engine 'fake' not ready after 1 s; last log lines:"):
         start_engine(spec, tmp_path, progress=False)
     assert group_pids(int(pid_file.read_text())) == []
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def test_exception_in_the_with_block_stops_the_engine(tmp_path, port):
@@ -94,7 +95,7 @@ def test_exception_in_the_with_block_stops_the_engine(tmp_path, port):
         with start_engine(fake_spec(port, "--grandchild"), tmp_path, progress=False) as engine:
             raise RuntimeError("benchmark failed")
     assert group_pids(engine.pid) == []
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def test_atexit_guard_tracks_live_engines(tmp_path, port):
@@ -127,7 +128,7 @@ def test_external_engine_has_no_process_and_stop_does_nothing(tmp_path, port):
         with start_engine(spec, tmp_path, progress=False) as engine:
             assert (engine.pid, engine.model) == (None, "served-elsewhere")
             assert engine.alive()
-        assert port_listening(port)  # not ours to stop
+        assert port_open(port)  # not ours to stop
     finally:
         server.shutdown()
 

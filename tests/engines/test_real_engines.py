@@ -17,7 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from engine_helpers import group_pids, port_listening, wait_until
+from engine_helpers import group_pids
+from net_helpers import port_open, wait_until
 
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.engines.embedded import GGUF_FILE
@@ -70,7 +71,7 @@ def test_embedded_vllm_cpu_serves_reports_memory_and_stops_clean(tmp_path, port)
         assert completion["usage"]["completion_tokens"] >= 1
         assert len(group_pids(pgid)) >= 3  # API server, EngineCore, worker: all in one group
     assert group_pids(pgid) == []
-    assert not port_listening(port)
+    assert not port_open(port)
 
 
 def serve(tmp_path, port) -> subprocess.Popen:
@@ -97,11 +98,11 @@ def test_ctrl_c_while_the_real_engine_starts(tmp_path, port):
         pgid = engine_leader(servelab)
         # Mid-start: vLLM has spawned its EngineCore (>= 2 processes in the group), not yet ready.
         assert wait_until(lambda: len(group_pids(pgid)) >= 2, 60, 0.2)
-        assert not port_listening(port)
+        assert not port_open(port)
         servelab.send_signal(signal.SIGINT)
         assert servelab.wait(timeout=60) == 130
         assert group_pids(pgid) == []
-        assert not port_listening(port)
+        assert not port_open(port)
         assert "interrupted while starting; engine stopped" in servelab.stdout.read()
     finally:
         servelab.kill()
@@ -123,7 +124,7 @@ def test_sigterm_while_the_real_engine_serves(tmp_path, port):
         servelab.send_signal(signal.SIGTERM)
         assert servelab.wait(timeout=60) == 0
         assert group_pids(pgid) == []
-        assert not port_listening(port)
+        assert not port_open(port)
     finally:
         servelab.kill()
 
@@ -141,4 +142,4 @@ def test_llamacpp_serves_the_gguf_and_stops_clean(tmp_path, port):
         assert reply["usage"]["completion_tokens"] >= 1
         pgid = engine.pid
     assert group_pids(pgid) == []
-    assert not port_listening(port)
+    assert not port_open(port)

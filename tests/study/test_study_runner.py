@@ -2,30 +2,16 @@
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from net_helpers import free_port, port_open, wait_until
 
 from servelab.study import layout, runner
 from servelab.study.spec import RunKey, load_study
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
 
 
 def mock_engine(name: str, port: int, *flags: str) -> str:
@@ -131,15 +117,6 @@ def test_the_marker_is_written_atomically(tmp_path):
     assert target.stat().st_mode & 0o777 == 0o644
 
 
-def wait_for(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.parametrize("sig, codes", [(signal.SIGINT, {130}), (signal.SIGTERM, {130, 143})])
 def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3_path, sig, codes):
     """Kill ``servelab study run`` during its 2nd run: no engine left, the 1st run kept,
@@ -151,7 +128,7 @@ def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3
     argv = [sys.executable, "-m", "servelab.cli.main", "study", "run", str(path), "--no-report"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     second = layout.run_dir(study, RunKey("fast", "w1", 2))
-    assert wait_for(lambda: (second / "console.txt").exists(), 60), "the second run never started"
+    assert wait_until(lambda: (second / "console.txt").exists(), 60), "the second run never started"
     time.sleep(0.3)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
