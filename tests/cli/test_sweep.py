@@ -15,7 +15,7 @@ from net_helpers import free_port, port_open
 
 from servelab.cli import main
 from servelab.engines.vllm import vllm_build
-from servelab.study import runner
+from servelab.study import session
 
 
 def mock_engine_argv(port: int, **config) -> list[str]:
@@ -71,7 +71,7 @@ def test_sweep_finds_the_knee_stops_early_and_writes_everything(tmp_path, qwen3_
 def interrupt_at_run(monkeypatch, n: int) -> None:
     """Cut the ``n``-th measured run (a warm-up does not count), as Ctrl-C would: after its
     result is written, before its marker."""
-    real, seen = runner.execute, [0]
+    real, seen = session.execute, [0]
 
     def execute(args, **kwargs):
         outcome = real(args, **kwargs)
@@ -81,7 +81,7 @@ def interrupt_at_run(monkeypatch, n: int) -> None:
                 raise KeyboardInterrupt
         return outcome
 
-    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(session, "execute", execute)
 
 
 def test_an_interrupted_sweep_resumes_keeping_the_points_done(tmp_path, qwen3_path, monkeypatch, capsys):
@@ -107,7 +107,6 @@ def test_an_interrupted_sweep_resumes_keeping_the_points_done(tmp_path, qwen3_pa
 
 
 def test_a_fully_done_sweep_starts_no_engine(tmp_path, qwen3_path, monkeypatch, capsys):
-    from servelab.study import session
 
     argv = sweep(tmp_path, qwen3_path, free_port(), "--loads", "1,4")
     assert main.main(argv) == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from net_helpers import free_port, port_open, wait_until
 
-from servelab.study import layout, runner
+from servelab.study import layout, runner, session
 from servelab.study.spec import RunKey, load_study
 
 
@@ -42,13 +42,13 @@ def markers(study) -> list[tuple[str, str, int]]:
 
 def counting_starts(monkeypatch) -> list[str]:
     started = []
-    real = runner.start_engine
+    real = session.start_engine
 
     def start(spec, *args, **kwargs):
         started.append(spec.name)
         return real(spec, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "start_engine", start)
+    monkeypatch.setattr(session, "start_engine", start)
     return started
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from servelab.cli import main
 from servelab.errors import InputError
-from servelab.study import runner
+from servelab.study import session
 from servelab.study.spec import load_study
 
 GOOD = """
@@ -139,7 +139,7 @@ def test_cli_rejects_a_bad_study_before_starting_any_engine(tmp_path, capsys, mo
     dataset-path = "{tmp_path}/missing.json"
     """
     calls = []
-    monkeypatch.setattr(runner, "start_engine", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(session, "start_engine", lambda *a, **k: calls.append(a))
     code = main.main(["study", "run", str(write(tmp_path, text))])
     err = capsys.readouterr().err
     assert code == 2

@@ -26,8 +26,8 @@ from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
 from servelab.errors import EngineError, InputError
 from servelab.study import layout
-from servelab.study.runner import resolve_spec, study_record
-from servelab.study.session import Session, SessionRun
+from servelab.study.runner import study_record
+from servelab.study.session import Session, SessionRun, resolve_spec
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
 from servelab.study.sweep import LOADS, load_workload
 from servelab.sweep.fit import Budget, Settings, misfit
