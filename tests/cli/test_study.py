@@ -38,6 +38,29 @@ def real_engine(test):
     return test
 
 
+# --- fast: an interrupted study or demo names the command that resumes it ---
+
+def interrupted(monkeypatch):
+    from servelab.study import runner
+
+    def run_study(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, "run_study", run_study)
+
+
+def test_an_interrupted_demo_says_how_to_resume_that_folder(monkeypatch, tmp_path, capsys):
+    interrupted(monkeypatch)
+    assert main.main(["demo", "--out", str(tmp_path / "d"), "--port", "8123"]) == 130
+    assert f"Completed runs are kept: `servelab demo --out {tmp_path / 'd'} --port 8123` resumes." in \
+        capsys.readouterr().err
+
+
+def test_an_interrupted_study_keeps_its_results_folder_in_the_resume_command(monkeypatch, tmp_path, capsys):
+    interrupted(monkeypatch)
+    assert main.main(["study", "run", str(DEMO_FILE), "--results", str(tmp_path), "--no-report"]) == 130
+    assert f"`servelab study run {DEMO_FILE} --results {tmp_path}` resumes." in capsys.readouterr().err
+
+
 # --- fast: the demo study file itself ---
 
 def test_the_packaged_demo_study_is_valid_and_tells_the_whole_story():
@@ -126,10 +149,11 @@ def test_real_study_killed_partway_resumes_to_exactly_the_uninterrupted_runs(tmp
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     third = folder / "baseline" / "prefix" / "1" / "console.txt"  # runs in order: random 1, 2, prefix 1…
     assert wait_until(lambda: third.exists() or proc.poll() is not None, 300), "the third run never started"
-    time.sleep(1.0)  # mid-run
+    time.sleep(0.2)  # the run has begun (its console is open); 8 requests take seconds on this engine
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
+    assert f"Completed runs are kept: `servelab study run {path}` resumes." in out
     assert engines_on(port) == [], "an engine outlived the study"
     assert markers(folder) == ALL_RUNS[:2]
     kept = {k: (folder / k[0] / k[1] / str(k[2]) / "result.json").read_bytes() for k in ALL_RUNS[:2]}

@@ -77,3 +77,13 @@ def test_metrics_complete_but_never_override_the_log():
 
 def test_no_cache_info_metric_gives_nothing():
     assert parse_cache_config_info("vllm:num_requests_running 0.0\n") == {}
+
+
+def test_the_one_line_report_says_what_fits_and_what_it_costs():
+    from servelab.engines import MemoryReport
+
+    report = MemoryReport(kv_cache_tokens=46592, kv_cache_gib=1.0, max_concurrency=22.75,
+                          max_concurrency_tokens=2048, weights_gib=None)
+    assert report.line() == "KV cache 46,592 tokens (1.00 GiB) · 22.75 requests of 2,048 tokens fit"
+    assert MemoryReport(weights_gib=12.66).line() == "weights 12.66 GiB"
+    assert MemoryReport().line() == "no memory report in its log"

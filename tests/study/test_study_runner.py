@@ -133,7 +133,7 @@ def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode in codes, out
-    assert "rerun `servelab study run" in out
+    assert f"Completed runs are kept: `servelab study run {path}` resumes." in out
     assert not port_open(port)  # the engine is gone
     assert markers(study) == [("fast", "w1", 1)]
     first = (layout.run_dir(study, RunKey("fast", "w1", 1)) / "result.json").read_bytes()

@@ -24,5 +24,9 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats is not None and args.repeats < 1:
         raise InputError("--repeats must be >= 1")
     study = demo_study(args.out, args.port, args.repeats)
-    print(f"servelab demo: the study {DEMO_FILE.name} → {study.results / study.name}", flush=True)
-    return run_and_report(study, verbose=args.verbose)
+    folder = study.results / study.name
+    print(f"servelab demo: the study {DEMO_FILE.name} → {folder}", flush=True)
+    resume = ["servelab", "demo", "--out", str(folder)]
+    resume += ["--port", str(args.port)] if args.port is not None else []
+    resume += ["--repeats", str(args.repeats)] if args.repeats is not None else []
+    return run_and_report(study, verbose=args.verbose, resume=resume)

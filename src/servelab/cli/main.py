@@ -29,10 +29,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line naming it (not a screen of usage), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _top_parser() -> argparse.ArgumentParser:
     from servelab import __version__
 
-    parser = argparse.ArgumentParser(prog="servelab", description="Measure, explain and tune LLM serving.")
+    parser = Parser(prog="servelab", description="Measure, explain and tune LLM serving.")
     parser.add_argument("--version", action="version", version=f"servelab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
@@ -47,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(prog=f"servelab {name}", description=COMMANDS[name][1])
+    parser = Parser(prog=f"servelab {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     return _run(module, args)

@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
         import dataclasses
 
         study = dataclasses.replace(study, results=args.results)
-    return run_and_report(study, args.port, args.verbose, not args.no_report, args.baseline)
+    resume = ["servelab", "study", "run", str(args.file)]
+    resume += ["--results", str(args.results)] if args.results is not None else []
+    resume += ["--port", str(args.port)] if args.port is not None else []
+    return run_and_report(study, args.port, args.verbose, not args.no_report, args.baseline, resume)
 
 
 def plan_text(study) -> str:
@@ -51,8 +54,12 @@ def plan_text(study) -> str:
     return "\n".join(lines)
 
 
-def run_and_report(study, port=None, verbose=False, report=True, baseline=None) -> int:
-    """Run the study (SIGTERM counts as Ctrl-C, so engines stop), then compare and report."""
+def run_and_report(study, port=None, verbose=False, report=True, baseline=None,
+                   resume: list[str] | None = None) -> int:
+    """Run the study (SIGTERM counts as Ctrl-C, so engines stop), then compare and report.
+    ``resume`` is the command line that picks an interrupted study up again."""
+    import shlex
+
     from servelab.engines import Terminated, sigterm_as_interrupt
     from servelab.study import layout
     from servelab.study.runner import run_study
@@ -63,8 +70,9 @@ def run_and_report(study, port=None, verbose=False, report=True, baseline=None) 
             outcome = run_study(study, port=port, verbose=verbose)
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"servelab: {what}; engine stopped. Completed runs are kept: rerun "
-                  f"`servelab study run {study.path}` to resume.", file=sys.stderr)
+            again = shlex.join(resume or ["servelab", "study", "run", str(study.path)])
+            print(f"servelab: {what}; engine stopped. Completed runs are kept: `{again}` resumes.",
+                  file=sys.stderr)
             return 143 if isinstance(exc, Terminated) else 130
     if report and outcome.done:
         print(closing(layout.study_dir(study), baseline, time.monotonic() - t0))

@@ -35,6 +35,19 @@ class MemoryReport:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def line(self) -> str:
+        """One line for progress output: what fits, then what it costs."""
+        parts = []
+        if self.kv_cache_tokens is not None:
+            kv = f"KV cache {self.kv_cache_tokens:,} tokens"
+            parts.append(kv + (f" ({self.kv_cache_gib:.2f} GiB)" if self.kv_cache_gib is not None else ""))
+        if self.max_concurrency is not None:
+            per = f" of {self.max_concurrency_tokens:,} tokens" if self.max_concurrency_tokens else ""
+            parts.append(f"{self.max_concurrency:.2f} requests{per} fit")
+        if self.weights_gib is not None:
+            parts.append(f"weights {self.weights_gib:.2f} GiB")
+        return " · ".join(parts) or "no memory report in its log"
+
 
 # (field -> value group) per pattern; GB/MB units are converted below.
 LOG_PATTERNS: list[tuple[re.Pattern[str], dict[str, int]]] = [

@@ -118,6 +118,8 @@ class Session:
         folder = layout.engine_dir(self.study, self.name)
         self.show.say(self.starting)
         engine = start_engine(spec, folder)
+        ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
+        self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
         try:
             self.facts = {**engine_context(engine), **engine_facts(engine),
                           "log_ready_bytes": _size(engine.log_path)}
