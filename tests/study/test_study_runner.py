@@ -145,3 +145,35 @@ def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3
     for key in study.runs():
         result = json.loads((layout.run_dir(study, key) / "result.json").read_text())
         assert result["completed"] == 8 and not result["servelab"]["interrupted"]
+
+
+def test_an_engine_that_dies_during_a_run_is_reported_and_the_run_not_marked_done(tmp_path, qwen3_path,
+                                                                                   monkeypatch, capsys):
+    """Requests completed before it died: the run's result is kept but it is not a done run,
+    and the study stops with the engine's last log lines (a dead engine cannot serve the rest)."""
+    import psutil
+
+    from servelab.errors import EngineError
+
+    study = load_study(study_file(tmp_path, qwen3_path))
+    port = study.engines["fast"].spec.port
+    real, seen = session.execute, [0]
+
+    def execute(args, **kwargs):
+        outcome = real(args, **kwargs)
+        if "context" in kwargs:  # a measured run, not the warm-up
+            seen[0] += 1
+            if seen[0] == 2:  # the engine dies as the 2nd run ends, after all its requests completed
+                for proc in psutil.process_iter(["cmdline"]):
+                    if str(port) in (proc.info["cmdline"] or []) and "mock" in proc.info["cmdline"]:
+                        proc.kill()
+                        proc.wait(10)
+        return outcome
+    monkeypatch.setattr(session, "execute", execute)
+    with pytest.raises(EngineError, match="engine 'fast' died during the study"):
+        runner.run_study(study)
+    out = capsys.readouterr().out
+    assert "the engine died during this run (8 requests had completed); the run is not marked done" in out
+    assert markers(study) == [("fast", "w1", 1)]
+    assert (layout.run_dir(study, RunKey("fast", "w1", 2)) / "result.json").is_file()  # measured, kept
+    assert not port_open(port)

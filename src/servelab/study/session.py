@@ -209,6 +209,10 @@ def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry,
     if outcome.run.outcome.interrupted:
         raise KeyboardInterrupt  # the run was cut: no marker; the engine stops on the way out
     show.say("  " + run_line(outcome, time.monotonic() - started, folder))
+    if not engine.alive():  # it died during the run: what was measured is kept, but not as a done run
+        show.say(f"  the engine died during this run ({outcome.summary.completed} requests had completed); "
+                 "the run is not marked done")
+        return False
     if outcome.exit_code != 0:
         return False
     layout.mark_done(study, key, {"wall_s": round(time.monotonic() - started, 2), "prefix_cache": reset,
