@@ -63,6 +63,12 @@ def test_command_engine_takes_its_command_line_after_the_separator():
         "command", ("srv", "--port", "9001"), (), {"A": "1"}, 9001)
 
 
+def test_a_command_engine_listens_where_its_ready_url_says_unless_told():
+    spec = serve.build_spec(parse("--engine", "command", "--ready-url", "http://127.0.0.1:9000/health",
+                                  "--", "./srv", "--port", "9000"))
+    assert (spec.port, spec.base_url) == (9000, "http://127.0.0.1:9000")
+
+
 def test_vllm_engine_passes_extra_flags_through():
     spec = serve.build_spec(parse("--engine", "vllm", "--model", "org/m", "--", "--max-num-seqs", "2"))
     assert (spec.kind, spec.model, spec.args) == ("vllm", "org/m", ("--max-num-seqs", "2"))

@@ -40,6 +40,8 @@ def test_external_base_url_is_the_url():
     (dict(kind="external"), "kind external needs url="),
     (dict(kind="command", ready_url="http://x/health"), "kind command needs a command line"),
     (dict(kind="command", command=["srv"]), "kind command needs ready_url="),
+    (dict(kind="command", command=["srv"], port=8000, ready_url="http://127.0.0.1:9000/health"),
+     "ready_url http://127.0.0.1:9000/health is on port 9000 but the engine's port is 8000"),
     (dict(kind="vllm", model="m", args=["--port", "9"]), "set host/port on the spec, not in args (--port)"),
     (dict(kind="vllm", model="m", args=["--host=0.0.0.0"]), "not in args (--host=0.0.0.0)"),
 ])

@@ -153,3 +153,17 @@ def test_check_prints_the_plan_without_starting_anything(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "study s: 6 runs, 2 repeats, results in results/s"
     assert lines[1].split() == ["a", "w1", "1", "todo"]
+
+
+def test_a_command_engine_without_a_port_listens_where_its_ready_url_says(tmp_path):
+    study = load_study(write(tmp_path, """
+    [study]
+    port = 8200
+    [engines.e]
+    kind = "command"
+    command = ["./srv", "--port", "9000"]
+    ready_url = "http://127.0.0.1:9000/health"
+    [workloads.w]
+    dataset-name = "random"
+    """))
+    assert study.engines["e"].port == 9000 and study.engines["e"].spec.base_url == "http://127.0.0.1:9000"

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=KINDS, help="engine kind (default: the embedded vLLM CPU engine)")
     parser.add_argument("--model", help="model path or id (vllm), GGUF file (llamacpp), label otherwise")
     parser.add_argument("--host", default="127.0.0.1", help="address the engine binds (default %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port the engine listens on (default %(default)s)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port the engine listens on (default 8000; for --engine command, --ready-url's)")
     parser.add_argument("--url", help="external: the server's base URL")
     parser.add_argument("--ready-url", help="command: URL that answers 2xx once the server is ready")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -57,16 +58,19 @@ def build_spec(args: argparse.Namespace):
     from servelab.engines import EngineSpec, embedded_engine_spec
     from servelab.errors import InputError
 
+    from servelab.engines.spec import url_port
+
     extra = _strip_separator(args.engine_args)
     env = dict(_parse_env(item) for item in args.env)
+    port = args.port or (args.engine == "command" and url_port(args.ready_url)) or 8000
     if args.engine is None:
         if args.model or args.url or args.ready_url:
             raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")
-        base = embedded_engine_spec(port=args.port, host=args.host)
+        base = embedded_engine_spec(port=port, host=args.host)
         return dataclasses.replace(base, args=(*base.args, *extra), env=env, ready_timeout_s=args.ready_timeout)
     command = extra if args.engine == "command" else ()
     return EngineSpec(
-        name=args.engine, kind=args.engine, model=args.model or "", host=args.host, port=args.port,
+        name=args.engine, kind=args.engine, model=args.model or "", host=args.host, port=port,
         args=() if args.engine == "command" else extra, env=env, ready_timeout_s=args.ready_timeout,
         url=args.url, command=command, ready_url=args.ready_url,
     )

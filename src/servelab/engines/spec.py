@@ -81,6 +81,21 @@ def _validate_kind_fields(spec: EngineSpec) -> None:
         raise InputError(f"engine {spec.name!r}: kind command needs a command line")
     if spec.kind == "command" and not (spec.ready_url or "").startswith(("http://", "https://")):
         raise InputError(f"engine {spec.name!r}: kind command needs ready_url=http(s)://…")
+    if spec.kind == "command" and url_port(spec.ready_url) != spec.port:
+        # The bench, /metrics and the stop check (port free again) all go to ``port``.
+        raise InputError(f"engine {spec.name!r}: ready_url {spec.ready_url} is on port {url_port(spec.ready_url)} "
+                         f"but the engine's port is {spec.port}; set the port the command listens on")
+
+
+def url_port(url: str | None) -> int | None:
+    """The port of an http(s) URL, its scheme's default when it names none; None if malformed."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url or "")
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
 
 
 def _url_host(host: str) -> str:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.engines import EngineSpec
+from servelab.engines.spec import url_port
 from servelab.engines.vllm import check_model
 from servelab.errors import InputError
 from servelab.flags.bench import check_load, parse_bench_argv, parse_goodput, parse_percentiles
@@ -189,7 +190,10 @@ def _engine(name: str, table, where: str) -> EngineEntry:
         _embedded_only(table, where)
         _check_spec(lambda: EngineSpec(name=name, kind="vllm", model="embedded", args=tuple(args), env=env), where)
         return EngineEntry(spec=None, **common)
-    return EngineEntry(spec=_spec(name, table, args, env, timeout, where), **common)
+    spec = _spec(name, table, args, env, timeout, where)
+    if spec.kind == "command" and port is None:
+        common["port"] = spec.port  # where its ready_url says it listens, not the study's port
+    return EngineEntry(spec=spec, **common)
 
 
 def _embedded_only(table: dict, where: str) -> None:
@@ -205,13 +209,20 @@ def _spec(name: str, table: dict, args, env, timeout: float, where: str) -> Engi
     spec = _check_spec(lambda: EngineSpec(
         name=name, kind=_str(table["kind"], f"{where}.kind"), model=_str(table.get("model", ""), f"{where}.model"),
         args=tuple(args), env=env, host=_str(table.get("host", "127.0.0.1"), f"{where}.host"),
-        port=_int(table.get("port", 8000), f"{where}.port", 1), ready_timeout_s=timeout,
+        port=_int(table.get("port", _default_port(table)), f"{where}.port", 1), ready_timeout_s=timeout,
         url=_opt_str(table.get("url"), f"{where}.url"),
         command=tuple(_str_list(table.get("command", []), f"{where}.command")),
         ready_url=_opt_str(table.get("ready_url"), f"{where}.ready_url")), where)
     if spec.kind in ("vllm", "llamacpp"):
         _check_spec(lambda: check_model(spec.model), where)
     return spec
+
+
+def _default_port(table: dict) -> int:
+    """8000, or for a command engine the port of its ready_url (the one it listens on)."""
+    ready = table.get("ready_url")
+    port = url_port(ready) if table.get("kind") == "command" and isinstance(ready, str) else None
+    return port or 8000
 
 
 def _check_spec(build, where: str):
