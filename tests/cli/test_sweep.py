@@ -155,6 +155,9 @@ def test_a_rate_sweep_on_an_external_server(tmp_path, qwen3_path, mock_server, c
     (["--start", "8", "--stop", "4"], "--start must be > 0 and <= --stop"),
     (["--slo", "latency:5"], "--slo: expected ttft:MS"),
     (["--model", "x"], "--model/--ready-url need --engine"),
+    (["--metric-percentiles", "90", "--slo", "ttft:500"],
+     "--slo: the runs do not report p99_ttft (they report mean/median/std/p90 of ttft, tpot, itl, e2el)"),
+    (["--latency-key", "p95_e2el"], "--latency-key: the runs do not report p95_e2el"),
 ])
 def test_bad_flags_are_one_line_errors(flags, message, capsys):
     assert main.main(["sweep", *flags]) == 2

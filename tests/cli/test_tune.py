@@ -132,6 +132,8 @@ def test_the_winner_serve_command_is_vllm_serve_with_the_flags_as_measured(tmp_p
     (["--knob", "max-num-seqs=8", "--max-concurrency", "4", "--base-url", "http://h:1"],
      "an external server cannot take knobs"),
     (["--knob", "max-num-seqs=8", "--max-concurrency", "4", "--objective", "goodput"], "--objective goodput needs --slo"),
+    (["--knob", "max-num-seqs=8", "--max-concurrency", "4", "--percentile-metrics", "ttft", "--slo", "e2el:900"],
+     "--slo: the runs do not report p99_e2el (they report mean/median/std/p50/p99 of ttft)"),
 ])
 def test_bad_tune_flags_are_one_line_errors(flags, message, capsys):
     assert main.main(["tune", *flags]) == 2

@@ -54,6 +54,28 @@ def test_non_monotone_latency_keeps_the_measured_pass():
     assert r.best.load == 10 and r.first_fail.load == 11
 
 
+def test_noisy_latency_answers_a_load_measured_to_meet_and_stays_near_the_true_crossing():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    noise = {}  # one draw per load: a rerun of a load sees the same noise, as a kept run would
+
+    def noisy(c):
+        return 100 + 20 * c + noise.setdefault(c, rng.normal(0, 30))  # the noise-free curve crosses 500 at c = 20
+    measure, calls = latency_curve(noisy)
+    r = search(measure, [1, 2, 4, 8, 16, 32, 64], {"p99_ttft": 500}, integer=True, rel_tol=0.0, max_bisect=10)
+    assert r.status == "met" and noisy(r.best.load) <= 500 < noisy(r.first_fail.load)
+    assert r.first_fail.load == r.best.load + 1 and 16 <= r.best.load <= 24  # within the noise of c = 20
+    assert len(calls) <= 6 + 5
+
+
+def test_a_flat_curve_that_meets_everywhere_or_nowhere_needs_no_bisection():
+    for level, status in ((499, "all-meet"), (501, "none-meets")):
+        measure, calls = latency_curve(lambda c, level=level: level)
+        r = search(measure, [1, 2, 4, 8], {"p99_ttft": 500})
+        assert r.status == status and calls == ([1, 2, 4, 8] if status == "all-meet" else [1])
+
+
 def test_failures_fail_the_slo_and_parse_slo_errors():
     assert not meets(Point(1, 1, {"p99_ttft": 1}, errors=1), {"p99_ttft": 5})
     assert parse_slo("ttft:500, tpot:50") == {"p99_ttft": 500.0, "p99_tpot": 50.0}

@@ -101,7 +101,28 @@ def workload_argv(argv: tuple[str, ...], slo: dict[str, float] | None) -> tuple[
     return (*argv, *extra)
 
 
+def measured_latencies(argv: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """What a run of this workload reports: (statistics, latencies) — mean/median/std and
+    each of --metric-percentiles ("p99"), of each of --percentile-metrics ("ttft")."""
+    from servelab.flags.bench import parse_bench_argv, parse_percentiles
+
+    args = parse_bench_argv(list(workload_argv(argv, None)), prog="workload")
+    names, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
+    return ["mean", "median", "std", *(f"p{int(p) if int(p) == p else p}" for p in pcts)], names
+
+
+def check_latencies(argv: tuple[str, ...], keys: dict[str, str]) -> None:
+    """Each latency the plan decides on ({key: the flag that named it}) must be one the
+    runs report, or every comparison with it would be NaN and silently false."""
+    stats, names = measured_latencies(argv)
+    for key, flag in keys.items():
+        if key not in {f"{stat}_{name}" for stat in stats for name in names}:
+            raise InputError(f"{flag}: the runs do not report {key} (they report {'/'.join(stats)} of "
+                             f"{', '.join(names)}); widen --percentile-metrics or --metric-percentiles")
+
+
 def check_plan(plan: SweepPlan) -> None:
+    check_latencies(plan.argv, {plan.latency_key: "--latency-key", **{k: "--slo" for k in plan.slo or {}}})
     flag = LOADS[plan.over][0]
     if any(a.split("=", 1)[0] == flag for a in plan.argv):
         raise InputError(f"{flag} is what this sweep varies: give the loads with --loads or --start/--stop")

@@ -29,7 +29,7 @@ from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session, SessionRun, resolve_spec
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
-from servelab.study.sweep import LOADS, load_workload
+from servelab.study.sweep import LOADS, check_latencies, load_workload
 from servelab.sweep.fit import Budget, Settings, misfit
 from servelab.sweep.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.sweep.points import Point, point_from_result
@@ -230,6 +230,7 @@ def _check(plan: TunePlan) -> None:
         raise InputError("tune needs at least one load, --top >= 1 and --repeats >= 1")
     if plan.objective == "goodput" and not plan.slo:
         raise InputError("--objective goodput needs --slo (goodput counts requests meeting it)")
+    check_latencies(plan.argv, {k: "--slo" for k in plan.slo or {}})
 
 
 def _first(plan: TunePlan, study: Study, cand: Candidate, budget: Budget | None, say) -> Trial:
