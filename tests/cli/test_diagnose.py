@@ -97,6 +97,15 @@ def test_plot(tmp_path, capsys):
         str(tmp_path / "plots" / n) for n in ("queue.png", "kv_usage.png", "tokens_per_s.png"))
 
 
+def test_plot_into_a_file_is_one_line_exit_2(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "taken").write_text("a file, not a folder")
+    assert main(["diagnose", str(save_run(tmp_path)), "--plot", str(tmp_path / "taken")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"servelab: error: --plot {tmp_path / 'taken'}: cannot write plots there") and \
+        err.count("\n") == 1
+
+
 @pytest.mark.parametrize("setup, needle", [
     (lambda d: None, "no result JSON"),
     (lambda d: [save_run(d, "a.json"), save_run(d, "b.json")], "2 results (a.json, b.json)"),

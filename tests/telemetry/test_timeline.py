@@ -70,6 +70,27 @@ def test_summary():
     assert s["samples"] == {"engine": 2, "gpu": 0, "client": 2}
 
 
+def engine_only(names: dict, samples: list[dict]) -> tl.Timeline:
+    header = {"servelab_timeline": 1, "duration_s": 2.0, "engine": {"status": "ok", "names": names}}
+    return tl.Timeline(header, [{"src": "engine", **x} for x in samples])
+
+
+def test_prefix_hit_rate_from_llamacpp_cached_prompt_tokens():
+    t = engine_only({"prompt_tokens_cached": "llamacpp:prompt_tokens_cached_total",
+                     "prompt_tokens": "llamacpp:prompt_tokens_total"},
+                    [{"t_ms": 0.0, "prompt_tokens": 10.0, "prompt_tokens_cached": 0.0},
+                     {"t_ms": 2000.0, "prompt_tokens": 40.0, "prompt_tokens_cached": 90.0}])
+    assert summarize(t)["engine"]["prefix_cache_hit_rate"] == 0.75  # 90 cached of 90 + 30 prompt tokens
+
+
+def test_prefix_hit_rate_from_vllm_v0s_gauge_is_its_last_value_in_the_run():
+    t = engine_only({"prefix_hit_rate_gauge": "vllm:gpu_prefix_cache_hit_rate"},
+                    [{"t_ms": 500.0, "prefix_hit_rate_gauge": 0.2}, {"t_ms": 1500.0, "prefix_hit_rate_gauge": 0.4},
+                     {"t_ms": 2500.0, "prefix_hit_rate_gauge": 0.9}])  # after the run: not counted
+    assert summarize(t)["engine"]["prefix_cache_hit_rate"] == 0.4
+    assert summarize(engine_only({}, [{"t_ms": 500.0, "running": 1.0}]))["engine"]["prefix_cache_hit_rate"] is None
+
+
 def test_write_read_roundtrip_and_paths(tmp_path):
     t = tl.build(raw_run(), T0, T0 + 2_000_000_000, 0.25, "http://x/metrics")
     path = tl.timeline_path(tmp_path / "run.json", "20250101-000000", append=False)
@@ -87,3 +108,6 @@ def test_reading_something_else_is_an_input_error(tmp_path):
         tl.read(bad)
     with pytest.raises(InputError, match="cannot read"):
         tl.read(tmp_path / "missing.jsonl")
+    bad.write_text('{"servelab_timeline": 1}\n{"t_ms": 1, "src": "engine"}\n{"t_ms": 2}\n')
+    with pytest.raises(InputError, match='line 3: a sample needs "src" and a numeric "t_ms"'):
+        tl.read(bad)

@@ -44,7 +44,10 @@ def _plot(saved, out_dir: Path, quiet: bool) -> None:
 
     if saved.timeline is None:
         raise InputError(f"{saved.result_path}: no timeline beside it to plot (was telemetry off?)")
-    paths = plot_timeline(saved.timeline, out_dir)
+    try:
+        paths = plot_timeline(saved.timeline, out_dir)
+    except OSError as exc:  # DIR is a file, or not writable
+        raise InputError(f"--plot {out_dir}: cannot write plots there ({exc.strerror or exc})") from None
     if not quiet:
         print("plots: " + ", ".join(str(p) for p in paths))
 

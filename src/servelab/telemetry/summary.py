@@ -59,12 +59,28 @@ def engine_summary(timeline: Timeline) -> dict:
     out.update({"preemptions": increase(timeline, "preemptions"),
                 "prompt_tokens": increase(timeline, "prompt_tokens"), "generation_tokens": gen,
                 "generation_tok_s": ratio(gen, duration_s),
-                "prefix_cache_hit_rate": ratio(increase(timeline, "prefix_hits"),
-                                               increase(timeline, "prefix_queries")),
+                "prefix_cache_hit_rate": prefix_hit_rate(timeline, s),
                 # mean tokens per engine step = Δ histogram sum / Δ histogram count
                 "tokens_per_step": ratio(increase(timeline, "iteration_tokens_sum"),
                                          increase(timeline, "iteration_tokens_count"))})
     return out
+
+
+def prefix_hit_rate(timeline: Timeline, during: list[dict]) -> float | None:
+    """Share of prompt tokens served from the prefix cache during the run, from what the
+    engine exposes: vLLM V1's hit/query token counters; else llama.cpp's cached prompt
+    tokens (its prompt_tokens leaves them out, so cached / (prompt + cached)); else V0's
+    hit-rate gauge, last value in the run (a rate since the engine started, not this run's)."""
+    hits, queries = increase(timeline, "prefix_hits"), increase(timeline, "prefix_queries")
+    if queries:
+        return ratio(hits, queries)
+    names = (timeline.header.get("engine") or {}).get("names") or {}
+    if str(names.get("prompt_tokens_cached", "")).startswith("llamacpp:"):
+        cached, prompt = increase(timeline, "prompt_tokens_cached"), increase(timeline, "prompt_tokens")
+        if cached is not None and prompt is not None:
+            return ratio(cached, cached + prompt)
+    gauge = values(during, "prefix_hit_rate_gauge")
+    return gauge[-1] if gauge else None
 
 
 def client_summary(timeline: Timeline) -> dict:

@@ -100,6 +100,10 @@ def read(path: Path) -> Timeline:
             lines = [json.loads(x) for x in f if x.strip()]
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read timeline {path}: {exc}") from None
-    if not lines or "servelab_timeline" not in lines[0]:
+    if not lines or not isinstance(lines[0], dict) or "servelab_timeline" not in lines[0]:
         raise InputError(f"{path}: not a servelab timeline (no header line)")
+    for number, sample in enumerate(lines[1:], start=2):
+        if not (isinstance(sample, dict) and isinstance(sample.get("src"), str)
+                and isinstance(sample.get("t_ms"), (int, float))):
+            raise InputError(f"{path}: line {number}: a sample needs \"src\" and a numeric \"t_ms\"")
     return Timeline(lines[0], lines[1:])
