@@ -1,4 +1,5 @@
-"""Is the client the bottleneck? servelab bench vs vllm bench serve, one run.
+"""Is the client the bottleneck? servelab bench (telemetry on, as users run it, and off)
+vs vllm bench serve, one run.
 
 The mock server (which records when it received each request and wrote each
 event) runs on one core; each client runs as its own process pinned to the
@@ -45,8 +46,10 @@ def client_cmd(which: str, url: str, n: int, conc: int, out_len: int, out_dir: P
               "--max-concurrency", str(conc), "--ignore-eos", "--tokenizer", str(bundled_qwen3_tokenizer_path()),
               "--request-id-prefix", f"{which}-", "--save-result", "--save-detailed",
               "--result-dir", str(out_dir), "--result-filename", f"{which}.json", "--disable-tqdm"]
-    if which == "servelab":
+    if which == "servelab":  # as users run it: telemetry on (scraping the mock's /metrics)
         return [str(VENV_BIN / "servelab"), "bench", *common]
+    if which == "servelab-no-telemetry":
+        return [str(VENV_BIN / "servelab"), "bench", *common, "--no-telemetry"]
     return [str(VENV_BIN / "vllm"), "bench", "serve", *common]
 
 
@@ -83,9 +86,9 @@ def run_client(cmd: list[str], cpu: int) -> tuple[int, int, str]:
 
 def client_view(which: str, out_dir: Path) -> dict[str, Seen]:
     """request id -> what the tool saw, from each tool's own saved result."""
-    if which == "servelab":
+    if which.startswith("servelab"):
         view = {}
-        result = json.loads((out_dir / "servelab.json").read_text())
+        result = json.loads((out_dir / f"{which}.json").read_text())
         t0 = result["servelab"]["t0_perf_ns"]
         for line in open(result["servelab"]["records_file"]):
             r = json.loads(line)
@@ -132,11 +135,12 @@ def table(figs: list[dict]) -> str:
             ("(b) open at server (mean)", lambda f: f"{f['fidelity']['server_open_mean']:.1f} / {f['fidelity']['concurrency']}"),
             ("(c) launch → first request (s)", lambda f: f"{f['startup_s']:.2f}"),
             ("(d) peak RSS, process tree (MB)", lambda f: f"{f['peak_rss_mb']:.0f}")]
-    head = f"| {'figure':<32} | " + " | ".join(f"{f['client']:>16}" for f in figs) + " |"
-    lines = [head, "|" + "-" * 34 + "|" + "|".join("-" * 18 for _ in figs) + "|"]
-    lines += [f"| {name:<32} | " + " | ".join(f"{get(f):>16}" for f in figs) + " |" for name, get in rows]
-    if len(figs) == 2 and figs[1]["ceiling_tok_s"]:
-        lines.append(f"ceiling ratio servelab / vllm: {figs[0]['ceiling_tok_s'] / figs[1]['ceiling_tok_s']:.2f}×")
+    head = f"| {'figure':<32} | " + " | ".join(f"{f['client']:>21}" for f in figs) + " |"
+    lines = [head, "|" + "-" * 34 + "|" + "|".join("-" * 23 for _ in figs) + "|"]
+    lines += [f"| {name:<32} | " + " | ".join(f"{get(f):>21}" for f in figs) + " |" for name, get in rows]
+    by = {f["client"]: f for f in figs}
+    if "vllm" in by and by["vllm"]["ceiling_tok_s"]:
+        lines.append(f"ceiling ratio servelab / vllm: {by['servelab']['ceiling_tok_s'] / by['vllm']['ceiling_tok_s']:.2f}×")
     return "\n".join(lines)
 
 
@@ -147,7 +151,8 @@ def main() -> None:
     args = ap.parse_args()
     allowed = sorted(os.sched_getaffinity(0))
     cpus = (allowed[0], allowed[-1])
-    clients = ["servelab"] + ([] if args.no_vllm or not (VENV_BIN / "vllm").exists() else ["vllm"])
+    clients = ["servelab", "servelab-no-telemetry"]
+    clients += [] if args.no_vllm or not (VENV_BIN / "vllm").exists() else ["vllm"]
     figs = [measure(c, cpus, args.quick) for c in clients]
     print(table(figs))
     print(json.dumps(figs, indent=1))

@@ -51,3 +51,23 @@ def test_in_flight_steps_and_itl_gaps():
     xs, ys = in_flight_series(recs)
     assert list(zip(xs, ys)) == [(0.0, 0), (0.0, 1), (0.05, 2), (0.1, 1), (0.1, 2), (0.12, 1), (0.15, 0)]
     assert itl_gaps({"token_ms": [0, 10, 30], "token_counts": [1, 1, 2]}) == [10, 10, 10]
+
+
+def test_engine_telemetry_adds_kv_usage_and_tokens_per_second_over_time(tmp_path):
+    import json
+
+    from servelab.reports.report import token_rate
+
+    folder = make_study(tmp_path, {"base": {"w": [{}, {}]}, "other": {"w": [{}, {}]}})
+    before = build_report([folder]).figures["timeline"]
+    assert len(before) == 1  # no telemetry: requests in flight only
+    samples = [{"t_ms": 250.0 * i, "src": "engine", "running": 2.0, "kv_usage": 0.01 * i,
+                "generation_tokens": 40.0 * i} for i in range(8)]
+    lines = [{"servelab_timeline": 1}, *samples]
+    (folder / "base" / "w" / "1" / "result.timeline.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    after = build_report([folder]).figures["timeline"]
+    assert len(after) == 2 and after[1][0].startswith("engine KV cache usage (%, solid) and generated tokens/s")
+    assert after[1][1].count("<svg") == 1
+    assert token_rate(samples) == [(0.25 * i, 160.0) for i in range(1, 8)]  # 40 tokens per 0.25 s
+    restarted = [*samples, {"t_ms": 2000.0, "src": "engine", "generation_tokens": 5.0}]
+    assert token_rate(restarted)[-1] == (1.75, 160.0)  # the reset gives no point

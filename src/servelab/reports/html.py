@@ -41,7 +41,7 @@ table.text td, table.text th { text-align: left; white-space: normal; }
 <h1>{{ r.title }}</h1>
 <p class="meta">generated {{ r.generated }} by servelab {{ r.version }}{% if r.description %} · {{ r.description }}{% endif %}</p>
 <nav><a href="#comparison">comparison</a><a href="#memory">memory</a><a href="#throughput">throughput</a>
-<a href="#latency">latency</a><a href="#timeline">in flight</a>{% if r.diagnoses %}<a href="#diagnosis">diagnosis</a>{% endif %}
+<a href="#latency">latency</a><a href="#timeline">timelines</a>{% if r.diagnoses %}<a href="#diagnosis">diagnosis</a>{% endif %}
 <a href="#prompts">prompts</a><a href="#methodology">methodology and limits</a></nav>
 {% if r.plot_note %}<p class="warn">{{ r.plot_note }}</p>{% endif %}
 
@@ -73,7 +73,7 @@ table.text td, table.text th { text-align: left; white-space: normal; }
 {{ figures("throughput") }}
 <h2 id="latency">Latency distributions</h2>
 {{ figures("latency") }}
-<h2 id="timeline">Requests in flight</h2>
+<h2 id="timeline">Requests in flight, KV cache, tokens/s</h2>
 {{ figures("timeline") }}
 
 {% if r.diagnoses %}

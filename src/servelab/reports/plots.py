@@ -135,3 +135,27 @@ def in_flight(panels: list[dict], colors: dict[str, str]) -> str:
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("seconds from the first send")
     return _svg(fig)
+
+
+def engine_rates(panels: list[dict], colors: dict[str, str]) -> str:
+    """A panel per config: KV cache usage in % (solid, left axis) and generated tokens/s
+    (dashed, right axis) over time: ``{"config", "kv": [(s, %)], "tok_s": [(s, tok/s)]}``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.5 * len(panels) + 0.6), sharex=True, squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels):
+        color = colors[panel["config"]]
+        if panel["kv"]:
+            ax.plot(*zip(*panel["kv"]), color=color, linewidth=1.4, label="KV usage %")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(panel["config"], rotation=0, ha="right", va="center")
+        rate = ax.twinx()
+        if panel["tok_s"]:
+            rate.plot(*zip(*panel["tok_s"]), color=color, linestyle="--", linewidth=1.0, alpha=0.8, label="tok/s")
+        rate.set_ylim(bottom=0)
+        rate.tick_params(labelsize=7)
+        handles = ax.get_legend_handles_labels()[0] + rate.get_legend_handles_labels()[0]
+        ax.legend(handles, [h.get_label() for h in handles], frameon=False, fontsize=7, loc="upper left",
+                  bbox_to_anchor=(1.08, 1.0))
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds from the first send")
+    return _svg(fig)

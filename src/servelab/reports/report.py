@@ -125,6 +125,9 @@ def _add_figures(report: Report, runs: list[Run], tables: list[Table]) -> None:
         report.figures.setdefault("throughput", []).append(_throughput(table, colors))
         report.figures.setdefault("latency", []).extend(_latency(table, mine, colors))
         report.figures.setdefault("timeline", []).append(_timeline(table, mine, colors))
+        engine = _engine_rates(table, mine, colors)
+        if engine is not None:
+            report.figures["timeline"].append(engine)
 
 
 def _caption(table: Table, what: str) -> str:
@@ -186,7 +189,8 @@ def _timeline(table: Table, runs: list[Run], colors) -> tuple[str, str]:
     return _caption(table, caption), plots.in_flight(panels, colors)
 
 
-def _engine_lines(run: Run) -> list[tuple[str, list[float], list[float]]]:
+def _engine_samples(run: Run) -> list[dict]:
+    """The run's good engine samples from its telemetry timeline, t ≥ 0; [] without one."""
     path = run.timeline_path()
     if path is None:
         return []
@@ -194,7 +198,32 @@ def _engine_lines(run: Run) -> list[tuple[str, list[float], list[float]]]:
         samples = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:] if x.strip()]
     except (OSError, ValueError):
         return []
-    engine = [s for s in samples if s.get("src") == "engine" and "error" not in s and s.get("t_ms", -1) >= 0]
+    return [s for s in samples if isinstance(s, dict) and s.get("src") == "engine" and "error" not in s
+            and isinstance(s.get("t_ms"), (int, float)) and s["t_ms"] >= 0]
+
+
+def _engine_rates(table: Table, runs: list[Run], colors) -> tuple[str, str] | None:
+    """KV cache usage and generated tokens/s over each config's first repeat (engine telemetry)."""
+    panels = []
+    for config in table.configs:
+        engine = _engine_samples(next(r for r in runs if r.config == config))
+        kv = [(s["t_ms"] / 1000.0, 100.0 * s["kv_usage"]) for s in engine if s.get("kv_usage") is not None]
+        panels.append({"config": config, "kv": kv, "tok_s": token_rate(engine)})
+    if not any(p["kv"] or p["tok_s"] for p in panels):
+        return None
+    caption = "engine KV cache usage (%, solid) and generated tokens/s (dashed), first repeat, from telemetry"
+    return _caption(table, caption), plots.engine_rates(panels, colors)
+
+
+def token_rate(engine: list[dict]) -> list[tuple[float, float]]:
+    """Generated tokens/s between consecutive scrapes, from the generation-token counter;
+    a counter that went down (engine restart) gives no point."""
+    pts = [(s["t_ms"] / 1000.0, s["generation_tokens"]) for s in engine if s.get("generation_tokens") is not None]
+    return [(t1, (g1 - g0) / (t1 - t0)) for (t0, g0), (t1, g1) in zip(pts, pts[1:]) if t1 > t0 and g1 >= g0]
+
+
+def _engine_lines(run: Run) -> list[tuple[str, list[float], list[float]]]:
+    engine = _engine_samples(run)
     out = []
     for name in ("running", "waiting"):
         pts = [(s["t_ms"] / 1000.0, s[name]) for s in engine if s.get(name) is not None]
