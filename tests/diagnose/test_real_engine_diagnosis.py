@@ -5,8 +5,8 @@ Two engine starts (~30 s each on 2 cores) and two short runs (~35 s and ~12 s):
 * ``--max-num-seqs 2`` under 32 client streams: scheduler-cap, running 2, waiting up to 30.
 * the default config under 2 client streams: client-concurrency-cap.
 
-Run them one engine at a time on a shared machine:
-``flock /tmp/servelab-engine.lock pytest -m engine tests/diagnose``.
+Each takes the shared engine lock (``one_real_engine_at_a_time``): on 2 cores, two
+engines starting at once take minutes and skew what is measured.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
 
 
 @needs_engine
-def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys):
+def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys, one_real_engine_at_a_time):
     outcome = bench_on_engine(tmp_path, ("--max-num-seqs", "2"),
                               ["--random-input-len", "32", "--random-output-len", "16", "--num-prompts", "96",
                                "--max-concurrency", "32"])
@@ -60,7 +60,7 @@ def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys):
 
 
 @needs_engine
-def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys):
+def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys, one_real_engine_at_a_time):
     outcome = bench_on_engine(tmp_path, (), ["--random-input-len", "32", "--random-output-len", "32",
                                              "--num-prompts", "16", "--max-concurrency", "2"])
     print(capsys.readouterr().out)
