@@ -246,6 +246,11 @@ def test_the_demo_report_opens_in_headless_chromium_and_its_plots_render(demo_ra
     assert dom.returncode == 0, dom.stderr[-2000:]
     problems = [line for line in dom.stderr.splitlines() if any(p in line for p in CONSOLE_PROBLEMS)]
     assert problems == []
+    # the control: the same page with a script its policy forbids shows up as a console problem
+    bad = tmp_path / "bad.html"
+    bad.write_text(html.read_text().replace("</body>", '<script>document.title = "x"</script></body>'))
+    caught = run_chromium(bad, tmp_path, "--dump-dom")
+    assert any(p in line for line in caught.stderr.splitlines() for p in CONSOLE_PROBLEMS), caught.stderr[-2000:]
     assert dom.stdout.count("<svg") >= 5 and "Methodology and limits" in dom.stdout
     shot = tmp_path / "report.png"
     taken = run_chromium(html, tmp_path, f"--screenshot={shot}", "--window-size=1280,3600")
