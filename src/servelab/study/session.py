@@ -34,7 +34,7 @@ from pathlib import Path
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.errors import EngineError
 from servelab.flags.bench import parse_bench_argv
-from servelab.study import layout
+from servelab.study import gpu_memory, layout
 from servelab.study.bench import BenchOutcome, execute
 from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
@@ -67,6 +67,7 @@ class Session:
         self.starting = starting or f"engine {engine}: starting"  # the line said when it starts
         self.engine = None
         self.facts: dict = {}
+        self.gpu_before: list[float] | None = None  # used GiB per GPU before the engine started
 
     def __enter__(self) -> Session:
         return self
@@ -78,6 +79,8 @@ class Session:
         if self.engine is not None:
             self.engine.stop()
             self.engine = None
+            for line in gpu_memory.not_returned(self.gpu_before):
+                self.show.say(f"engine {self.name}: {line}")
 
     def add(self, workload: Workload) -> None:
         """Make ``workload`` part of the study (its flags go into the run's config hash)."""
@@ -117,6 +120,7 @@ class Session:
         spec = resolve_spec(entry, self.port or entry.port or self.study.port)
         folder = layout.engine_dir(self.study, self.name)
         self.show.say(self.starting)
+        self.gpu_before = gpu_memory.used_gib()
         engine = start_engine(spec, folder)
         ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
         self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
