@@ -146,7 +146,10 @@ def test_interrupt_writes_what_was_measured(sig, qwen3_path, tmp_path):
                "--num-prompts", "400", "--max-concurrency", "4", "--random-output-len", "10",
                "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)
+        # mid-run: once some requests have finished (a fixed sleep could land during start-up on a busy machine)
+        deadline = time.monotonic() + 60
+        while sum(r.finish == "ok" for r in mock.truth().requests) < 8 and time.monotonic() < deadline:
+            time.sleep(0.1)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

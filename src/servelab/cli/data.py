@@ -32,12 +32,14 @@ def run(args: argparse.Namespace) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     from servelab.datasets import load_tokenizer, sample_requests
     from servelab.datasets.inspect import inspect_requests, render_report
+    from servelab.loadgen.progress import elapsed
 
     if args.plot:
         _require_matplotlib()  # fail before the (possibly long) sampling
     spec = dataset_spec_from_args(args)
-    tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-    requests = sample_requests(spec, tokenizer)
+    with elapsed(f"sampling {args.num_prompts} requests ({spec.name})"):
+        tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
+        requests = sample_requests(spec, tokenizer)
     dataset = spec.name if spec.path is None else f"{spec.name} ({spec.path})"
     print(render_report(inspect_requests(requests), requests, dataset, tokenizer.name, args.num_samples_to_show),
           end="")

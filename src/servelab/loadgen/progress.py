@@ -7,7 +7,9 @@ line every ten seconds. It only reads ``Counters``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 import time
 
 from servelab.loadgen.runner import Counters
@@ -48,3 +50,33 @@ class Progress:
             self._task.cancel()
             self._task = None
             self._draw("\n" if self.tty else "")
+
+
+@contextlib.contextmanager
+def elapsed(label: str, stream=None, after_s: float = 2.0):
+    """Show that a slow step (loading a dataset, tokenizing) is alive: on a terminal,
+    once it has taken ``after_s``, "[label] 3.5 s" redrawn twice a second by a
+    thread, erased when the step ends. In a log, nothing: the step's result says it."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield
+        return
+    done, t0 = threading.Event(), time.monotonic()
+
+    def draw() -> None:
+        if done.wait(after_s):
+            return
+        while not done.is_set():
+            stream.write(f"\r\x1b[2K[{label}] {time.monotonic() - t0:.1f} s")
+            stream.flush()
+            done.wait(0.5)
+        stream.write("\r\x1b[2K")
+        stream.flush()
+
+    painter = threading.Thread(target=draw, name="servelab-elapsed", daemon=True)
+    painter.start()
+    try:
+        yield
+    finally:
+        done.set()
+        painter.join()

@@ -29,7 +29,7 @@ from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import InputError, ServerError
 from servelab.loadgen.bench import BenchConfig, BenchRun, fetch_models, run_bench
-from servelab.loadgen.progress import Progress
+from servelab.loadgen.progress import Progress, elapsed
 from servelab.loadgen.runner import Counters
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
@@ -67,8 +67,10 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
     """
     config, selected, pcts, slo, metadata = _config(args)
     with _recorder(args, config) as recorder:  # started early: its start-up overlaps the dataset's
-        tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-        samples = sample_requests(dataset_spec_from_args(args), tokenizer)
+        with elapsed(f"preparing {args.num_prompts} requests ({args.dataset_name})") if not args.disable_tqdm \
+                else contextlib.nullcontext():
+            tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
+            samples = sample_requests(dataset_spec_from_args(args), tokenizer)
         _preamble(config)
         run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
                    on_start=_with_telemetry(recorder, on_start))
