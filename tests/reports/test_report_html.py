@@ -71,3 +71,19 @@ def test_engine_telemetry_adds_kv_usage_and_tokens_per_second_over_time(tmp_path
     assert token_rate(samples) == [(0.25 * i, 160.0) for i in range(1, 8)]  # 40 tokens per 0.25 s
     restarted = [*samples, {"t_ms": 2000.0, "src": "engine", "generation_tokens": 5.0}]
     assert token_rate(restarted)[-1] == (1.75, 160.0)  # the reset gives no point
+
+
+def test_the_noise_limit_says_whether_ranges_include_engine_restarts(tmp_path):
+    import json
+
+    folder = make_study(tmp_path, {"base": {"w": [{}, {}]}, "other": {"w": [{}, {}]}})
+    once = " ".join(build_report([folder]).limits)
+    assert "Each engine started once, so start-to-start variation shows only between configs" in once
+    for config in ("base", "other"):
+        path = folder / config / "w" / "2" / "result.json"
+        result = json.loads(path.read_text())
+        result["servelab"]["study"].update(start=2, starts=2)
+        path.write_text(json.dumps(result))
+    twice = " ".join(build_report([folder]).limits)
+    assert "Each engine was started 2 or more times with repeats on every start, so the ranges include " \
+           "start-to-start variation." in twice

@@ -177,3 +177,24 @@ def test_an_engine_that_dies_during_a_run_is_reported_and_the_run_not_marked_don
     assert markers(study) == [("fast", "w1", 1)]
     assert (layout.run_dir(study, RunKey("fast", "w1", 2)) / "result.json").is_file()  # measured, kept
     assert not port_open(port)
+
+
+def test_starts_restart_each_engine_and_number_repeats_across_starts(tmp_path, qwen3_path, monkeypatch, capsys):
+    path = study_file(tmp_path, qwen3_path)
+    path.write_text(path.read_text().replace('repeats = 2\n', 'repeats = 1\nstarts = 2\n'))
+    study = load_study(path)
+    assert (study.repeats, study.starts, study.total_repeats) == (1, 2, 2)
+    assert [(k.engine, k.repeat, study.start_of(k)) for k in study.runs()] == [
+        ("fast", 1, 1), ("fast", 2, 2), ("slow", 1, 1), ("slow", 2, 2)]
+    started = counting_starts(monkeypatch)
+    outcome = runner.run_study(study)
+    assert outcome.exit_code == 0 and started == ["fast", "fast", "slow", "slow"]  # each engine twice
+    out = capsys.readouterr().out
+    assert "[study t] 4 runs (2 engines × their workloads × 1 repeats on each of 2 engine starts)" in out
+    assert "[study t] engine 1/2 fast: starting (start 2/2) (1 runs to do)" in out
+    assert "[study t] engine 1/2 fast · start 2/2 · workload w1 · repeat 2/2 · 1 of 4 runs done" in out
+    second = json.loads((layout.run_dir(study, RunKey("fast", "w1", 2)) / "result.json").read_text())
+    assert (second["servelab"]["study"]["start"], second["servelab"]["study"]["starts"]) == (2, 2)
+    # a rerun resumes; nothing starts when every start's runs are done
+    started.clear()
+    assert runner.run_study(study).ran == 0 and started == []

@@ -130,10 +130,15 @@ def _noise_limits(runs: list[Run], floor: float) -> list[str]:
         counts[(r.workload, r.config)] = counts.get((r.workload, r.config), 0) + 1
     fewest, most = min(counts.values()), max(counts.values())
     repeats = f"{fewest}" if fewest == most else f"{fewest}–{most}"
+    starts = {(r.workload, r.config, (r.servelab.get("study") or {}).get("start") or 1) for r in runs}
+    fewest_starts = min(sum(1 for w, c, _ in starts if (w, c) == pair) for pair in counts)
+    where = ("Each engine started once, so start-to-start variation shows only between configs (compare a "
+             "config with its own repeat under another name to see it)." if fewest_starts == 1 else
+             f"Each engine was started {fewest_starts} or more times with repeats on every start, so the ranges "
+             "include start-to-start variation.")
     return [(f"Noise is estimated from {repeats} repeats per config (the min–max range); "
-             f"differences under {floor:.0%} ({2 * floor:.0%} for latencies) are called within noise whatever the ranges say. Each engine started "
-             "once, so start-to-start variation shows only between configs (compare a config with its own repeat "
-             "under another name to see it).")]
+             f"differences under {floor:.0%} ({2 * floor:.0%} for latencies) are called within noise whatever "
+             f"the ranges say. {where}")]
 
 
 def _client_limits(runs: list[Run]) -> list[str]:

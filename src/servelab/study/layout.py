@@ -100,5 +100,6 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 def mark_done(study: Study, key: RunKey, info: dict) -> None:
     marker = {"study": study.name, "engine": key.engine, "workload": key.workload, "repeat": key.repeat,
-              "repeats": study.repeats, "config_hash": config_hash(study, key), "result": RESULT_FILE, **info}
+              "repeats": study.total_repeats, "start": study.start_of(key), "config_hash": config_hash(study, key),
+              "result": RESULT_FILE, **info}
     write_json_atomic(run_dir(study, key) / RUN_MARKER, marker)

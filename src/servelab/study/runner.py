@@ -45,8 +45,9 @@ class Display:
 
     def where(self, key: RunKey, done: int, total: int) -> str:
         engines = self.study.engine_order()
-        return (f"engine {engines.index(key.engine) + 1}/{len(engines)} {key.engine} · workload {key.workload}"
-                f" · repeat {key.repeat}/{self.study.repeats} · {done} of {total} runs done")
+        start = f" · start {self.study.start_of(key)}/{self.study.starts}" if self.study.starts > 1 else ""
+        return (f"engine {engines.index(key.engine) + 1}/{len(engines)} {key.engine}{start} · workload {key.workload}"
+                f" · repeat {key.repeat}/{self.study.total_repeats} · {done} of {total} runs done")
 
 
 def run_study(study: Study, *, port: int | None = None, verbose: bool = False, stream=None) -> StudyOutcome:
@@ -56,8 +57,9 @@ def run_study(study: Study, *, port: int | None = None, verbose: bool = False, s
     outcome = StudyOutcome(total=len(keys), done=sum(layout.is_done(study, k) for k in keys), ran=0,
                            folder=layout.study_dir(study))
     _write_study_files(study)
+    starts = f" on each of {study.starts} engine starts" if study.starts > 1 else ""
     show.say(f"{outcome.total} runs ({len(study.engine_order())} engines × their workloads × "
-             f"{study.repeats} repeats); {outcome.done} done before; results in {outcome.folder}")
+             f"{study.repeats} repeats{starts}); {outcome.done} done before; results in {outcome.folder}")
     for name in study.engine_order():
         pending = [k for k in study.runs(name) if not layout.is_done(study, k)]
         if not pending:
@@ -83,14 +85,23 @@ def study_record(study: Study) -> dict:
                    "description": e.description} for n, e in study.engines.items()}
     workloads = {n: {"argv": list(w.argv), "description": w.description} for n, w in study.workloads.items()}
     return {"name": study.name, "file": str(study.path), "sha256": study.source_sha256,
-            "description": study.description, "repeats": study.repeats, "seed": study.seed,
+            "description": study.description, "repeats": study.repeats, "starts": study.starts,
+            "seed": study.seed,
             "warmup": study.warmup, "engines": engines, "workloads": workloads,
             "pairs": [list(p) for p in study.pairs], "hardware": hardware()}
 
 
 def _run_engine(study: Study, name: str, pending: list[RunKey], port, verbose, show, outcome) -> None:
+    """One engine start per start that has runs left (a study of ``starts`` 1: one)."""
+    for start in sorted({study.start_of(k) for k in pending}):
+        _run_start(study, name, start, [k for k in pending if study.start_of(k) == start], port, verbose, show,
+                   outcome)
+
+
+def _run_start(study: Study, name: str, start: int, pending: list[RunKey], port, verbose, show, outcome) -> None:
     order = study.engine_order()
-    starting = f"engine {order.index(name) + 1}/{len(order)} {name}: starting ({len(pending)} runs to do)"
+    which = f" (start {start}/{study.starts})" if study.starts > 1 else ""
+    starting = f"engine {order.index(name) + 1}/{len(order)} {name}: starting{which} ({len(pending)} runs to do)"
     with Session(study, name, say=show.say, port=port, verbose=verbose, starting=starting) as session:
         session.started(pending[0])  # start and warm up before the first run's line
         for key in pending:

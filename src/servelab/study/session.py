@@ -233,7 +233,8 @@ def _bench_args(study: Study, key: RunKey, engine, folder: Path):
 
 def _study_context(study: Study, key: RunKey, reset: str) -> dict:
     return {"name": study.name, "file": str(study.path), "sha256": study.source_sha256, "engine": key.engine,
-            "workload": key.workload, "repeat": key.repeat, "repeats": study.repeats,
+            "workload": key.workload, "repeat": key.repeat, "repeats": study.total_repeats,
+            "start": study.start_of(key), "starts": study.starts,
             "config_hash": layout.config_hash(study, key), "prefix_cache": reset, "hardware": hardware()}
 
 

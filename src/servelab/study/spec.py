@@ -2,7 +2,9 @@
 
     [study]
     name = "demo"            # results go to <results>/<name>/<engine>/<workload>/<repeat>/
-    repeats = 2              # every engine × workload pair runs this many times
+    repeats = 2              # every engine × workload pair runs this many times per engine start
+    starts = 1               # start each engine this many times (repeats on each): the noise
+                             # between starts, often larger than between repeats, then counts too
     seed = 0                 # --seed of workloads that do not set one
     warmup = 4               # warm-up requests after each engine start (not measured)
     port = 8200              # engines listen here unless they set their own port
@@ -46,7 +48,7 @@ from servelab.engines.vllm import check_model
 from servelab.errors import InputError
 from servelab.flags.bench import check_load, parse_bench_argv, parse_goodput, parse_percentiles
 
-STUDY_FIELDS = ("name", "description", "repeats", "seed", "warmup", "port", "results")
+STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
                  "url", "command", "ready_url", "description", "reset_prefix_cache")
 WORKLOAD_FIELDS = ("args", "description")
@@ -109,6 +111,16 @@ class Study:
     pairs: tuple[tuple[str, str], ...]  # (engine, workload), in run order
     description: str = ""
     source: str = ""  # the file's text, kept with the results
+    starts: int = 1  # engine starts per engine; ``repeats`` runs of each pair on each start
+
+    @property
+    def total_repeats(self) -> int:
+        """Runs of each engine × workload pair: numbered 1.. across starts (start s holds
+        repeats (s−1)·repeats+1 … s·repeats)."""
+        return self.repeats * self.starts
+
+    def start_of(self, key: RunKey) -> int:
+        return (key.repeat - 1) // self.repeats + 1
 
     @property
     def source_sha256(self) -> str:
@@ -120,10 +132,10 @@ class Study:
         return [name for name in self.engines if name in used]
 
     def runs(self, engine: str | None = None) -> list[RunKey]:
-        """Every run, grouped by engine (each engine starts once), then workload, then repeat."""
+        """Every run, grouped by engine, then engine start, then workload, then repeat."""
         names = [engine] if engine else self.engine_order()
-        return [RunKey(e, w, r) for e in names for (pe, w) in self.pairs if pe == e
-                for r in range(1, self.repeats + 1)]
+        return [RunKey(e, w, (s - 1) * self.repeats + r) for e in names for s in range(1, self.starts + 1)
+                for (pe, w) in self.pairs if pe == e for r in range(1, self.repeats + 1)]
 
 
 def load_study(path: str | Path) -> Study:
@@ -160,6 +172,7 @@ def _study(path: Path, data: dict, source: str) -> Study:
     pairs = _pairs(data.get("runs"), engines, workloads, where)
     return Study(
         name=name, path=path, repeats=repeats, seed=seed,
+        starts=_int(head.get("starts", 1), f"{where}: study.starts", 1),
         warmup=_int(head.get("warmup", 4), f"{where}: study.warmup", 0),
         port=_int(head.get("port", 8200), f"{where}: study.port", 1),
         results=Path(_str(head.get("results", "results"), f"{where}: study.results")),
