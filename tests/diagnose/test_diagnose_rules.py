@@ -121,8 +121,26 @@ def test_memory_bandwidth_bound():
     top = run(tl, output_throughput=3100.0).top
     assert top.id == "memory-bandwidth-bound"
     assert top.evidence == {"gpu": 0, "util_mean": 97.0, "mem_util_mean": 72.0, "power_w_mean": 620.0,
-                            "power_limit_w": 700.0, "output_tok_s": 3100.0}
+                            "power_limit_w": 700.0, "output_tok_s": 3100.0, "weight_read_share": None}
     assert "620 W of 700 W" in top.summary and "5.00 output tok/s per W" in top.summary
+    assert top.confidence == 0.5 and "inferred from power and memory activity alone" in top.summary
+
+
+def test_memory_bandwidth_bound_is_checked_against_the_gpus_peak_when_the_weights_are_known():
+    # 16 GiB of weights, 16 running, 3100 tok/s: 193.75 steps/s x 17.2 GB = 3.33 TB/s of the H200's 4.8
+    tl = make_timeline(client=client_at(64), engine=engine_at(16, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    top = run(tl, output_throughput=3100.0, weights_gib=16.0).top
+    assert top.id == "memory-bandwidth-bound" and top.confidence == 0.75
+    assert top.evidence["weight_read_share"] == 0.693  # 193.75 × 16 GiB ÷ 4.8 TB/s
+    assert "Reading the weights once per decode step takes at least 69% of its 4.8 TB/s." in top.summary
+
+
+def test_a_hot_gpu_whose_throughput_reads_little_memory_is_not_called_bandwidth_bound():
+    # the same GPU readings, 64 running: 48 steps/s x 17.2 GB = 0.83 TB/s, 17% of peak
+    tl = make_timeline(client=client_at(64), engine=engine_at(64, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    assert "memory-bandwidth-bound" not in verdict_ids(tl, output_throughput=3100.0, weights_gib=16.0)
 
 
 def test_gpu_samples_while_nothing_is_in_flight_do_not_count():

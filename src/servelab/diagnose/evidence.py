@@ -33,6 +33,7 @@ class RunFacts:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     kv_cache_tokens: int | None = None
+    weights_gib: float | None = None  # the engine's memory report (or the checkpoint's size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,9 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         schedule_lag_p99_ms=(ours.get("schedule_lag_ms") or {}).get("p99"),
         max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs"),
         max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
-        kv_cache_tokens=(engine.get("memory_report") or {}).get("kv_cache_tokens"))
+        kv_cache_tokens=(engine.get("memory_report") or {}).get("kv_cache_tokens"),
+        weights_gib=(engine.get("memory_report") or {}).get("weights_gib")
+        or (engine.get("model_files") or {}).get("weights_gib"))
 
 
 def flag_value(args: list[str], flag: str) -> int | None:

@@ -223,20 +223,50 @@ def gpu_underutilized(ev: Evidence) -> Verdict | None:
                    "--max-num-seqs; a model this small for the GPU may serve better as several replicas.")
 
 
+# Peak memory bandwidth (TB/s) by NVML device name, most specific first: datasheet figures.
+PEAK_TBS = (("H200", 4.8), ("H100 NVL", 3.9), ("H100 PCIe", 2.0), ("H100", 3.35), ("H20", 4.0),
+            ("B200", 8.0), ("GH200", 4.0), ("A100-SXM4-80GB", 2.039), ("A100 80GB PCIe", 1.935),
+            ("A100", 1.555), ("L40S", 0.864), ("L40", 0.864), ("A10G", 0.6), ("A10", 0.6), ("L4", 0.3),
+            ("RTX 4090", 1.008), ("T4", 0.32))
+BANDWIDTH_SHARE = 0.4  # weights re-read at ≥ 40 % of peak: decode is bound by memory
+
+
+def peak_tbs(name: str | None) -> float | None:
+    return next((tbs for key, tbs in PEAK_TBS if name and key in name), None)
+
+
+def weight_read_share(ev: Evidence, g) -> float | None:
+    """Weights read per second ÷ the GPU's peak bandwidth. Each decode step reads every
+    weight once: steps/s = output tok/s ÷ mean running requests; bytes/s ≥ steps/s ×
+    weight bytes (a lower bound: KV reads come on top). None where a part is unknown."""
+    peak, f = peak_tbs(g.name), ev.facts
+    running = mean(ev.engine.running) if ev.engine and ev.engine.running else None
+    if not (peak and f.weights_gib and f.output_throughput and running and running >= 1):
+        return None
+    return f.output_throughput / running * f.weights_gib * 2**30 / (peak * 1e12)
+
+
 def memory_bandwidth_bound(ev: Evidence) -> Verdict | None:
     hot = [g for g in ev.gpus if g.util and g.power_w and _hot(g)]
     if not hot:
         return None
     g = hot[0]
     power, tok_s = mean(g.power_w), ev.facts.output_throughput
+    share = weight_read_share(ev, g)
+    if share is not None and share < BANDWIDTH_SHARE:
+        return None  # hot, but its throughput reads memory well below peak: not the bandwidth
     per_w = f", {tok_s / power:.2f} output tok/s per W" if tok_s else ""
+    reads = (f" Reading the weights once per decode step takes at least {share:.0%} of its "
+             f"{peak_tbs(g.name):g} TB/s." if share is not None else
+             " NVML sees neither bytes/s nor FLOPs, and the weights' size or this GPU's peak bandwidth is not "
+             "known here: this is inferred from power and memory activity alone.")
     return Verdict(
-        "memory-bandwidth-bound", 0.55,
+        "memory-bandwidth-bound", 0.75 if share is not None else 0.5,
         f"GPU {g.index} is busy and hot: utilization {mean(g.util):.0f}%, memory controller busy "
-        f"{mean(g.mem_util):.0f}%, power {power:.0f} W of {g.power_limit_w:.0f} W{per_w}. NVML sees neither "
-        "bytes/s nor FLOPs: this is inferred from power and memory activity.",
+        f"{mean(g.mem_util):.0f}%, power {power:.0f} W of {g.power_limit_w:.0f} W{per_w}.{reads}",
         {"gpu": g.index, "util_mean": _r(mean(g.util), 1), "mem_util_mean": _r(mean(g.mem_util), 1),
-         "power_w_mean": _r(power, 1), "power_limit_w": g.power_limit_w, "output_tok_s": _r(tok_s, 1)},
+         "power_w_mean": _r(power, 1), "power_limit_w": g.power_limit_w, "output_tok_s": _r(tok_s, 1),
+         "weight_read_share": _r(share, 3) if share is not None else None},
         "Cut the bytes read per token: quantize the weights (AWQ/FP8) or the KV cache (fp8); a larger batch "
         "spreads each weight read over more tokens, if latency allows.")
 
