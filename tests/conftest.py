@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import fcntl
+import signal
 from pathlib import Path
 
 import pytest
+
+# Tests send SIGINT to servelab as Ctrl-C at a terminal would. A shell that starts the suite in
+# the background (``.ci/run &``) hands every child SIGINT *ignored*, and an ignored signal stays
+# ignored across exec: servelab would never see the Ctrl-C. A handled one is reset to the
+# default in children, so handle it here as Python does by default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
 
