@@ -223,3 +223,15 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
             "(run without --slo to find it)") in lines
     assert "SLO: most load that meets it: concurrency 4 (measured), ≈5.2 interpolated; concurrency 6 fails: " \
            "p99_ttft 600 ms > 500" in lines
+
+
+def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():
+    import argparse
+
+    from servelab.cli.sweep import DEFAULT_PORT, engine_port
+
+    def args(**kw):
+        return argparse.Namespace(**{"port": None, "engine": None, "ready_url": None, **kw})
+    assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health")) == 9000
+    assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health", port=9001)) == 9001
+    assert engine_port(args()) == DEFAULT_PORT

@@ -212,3 +212,15 @@ def test_ties_rank_in_the_documented_order():
 
     vs = ranked([Verdict("scheduler-cap", 0.7, ""), Verdict("client-bound", 0.7, ""), Verdict("kv-capacity", 0.9, "")])
     assert [v.id for v in vs] == ["kv-capacity", "client-bound", "scheduler-cap"]
+
+
+def test_bandwidth_share_counts_each_gpus_shard_and_names_resolve_most_specific_first():
+    from servelab.diagnose.rules import peak_tbs
+
+    assert [peak_tbs(n) for n in ("NVIDIA GH200 480GB", "NVIDIA H200", "NVIDIA H20", "NVIDIA A100-SXM4-80GB",
+                                  "NVIDIA A10G", "Tesla T4", "Some GPU")] == [4.0, 4.8, 4.0, 2.039, 0.6, 0.32, None]
+    tl = make_timeline(client=client_at(64), engine=engine_at(16, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    # the 69 % of the one-GPU case, split over 2 GPUs: 35 %, below the 40 % bar
+    assert "memory-bandwidth-bound" not in verdict_ids(tl, output_throughput=3100.0, weights_gib=16.0,
+                                                       tensor_parallel=2)

@@ -66,3 +66,21 @@ def test_http_client_decodes_stream_and_reuses_connection(start_mock):
     assert json.loads(conn.getresponse().read())["data"][0]["id"] == "mock"
     assert conn.sock is sock  # one connection throughout
     conn.close()
+
+
+def test_a_client_that_shuts_its_side_is_gone_and_nothing_after_is_recorded_as_sent(start_mock):
+    """As vLLM's server (uvicorn) takes it: EOF from the client ends its request as a disconnect."""
+    import socket
+
+    mock = start_mock(ttft_ms=50, itl_ms=20)
+    body = json.dumps({"model": "mock", "prompt": "hi", "max_tokens": 50, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", mock.port), timeout=10) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"X-Request-Id: half\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        s.shutdown(socket.SHUT_WR)
+        got = bytearray()
+        while chunk := s.recv(1 << 16):
+            got += chunk
+    req = mock.truth().by_id()["half"]
+    assert req.finish == "disconnect" and b"[DONE]" not in got
+    assert got.count(b'"text"') == req.output_tokens < 50  # what the truth says was sent, was received

@@ -27,12 +27,18 @@ class Recorder:
         self.reads: list[tuple[bytes, int | None, int]] = []
         self.events: list[str] = []
         self.lost: list[object] = []
+        self.close_on_eof = True
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes, wire_ns: int | None) -> None:
         self.reads.append((data, wire_ns, perf_counter_ns()))
+
+    def eof_received(self) -> None:
+        self.events.append("eof")
+        if self.close_on_eof:
+            self.transport.close()
 
     def pause_writing(self) -> None:
         self.events.append("pause")
@@ -133,3 +139,36 @@ def test_a_reset_connection_is_lost_with_its_error(served):
     client.close()  # linger 0: RST
     run_until(loop, lambda: proto.lost)
     assert isinstance(proto.lost[0], ConnectionResetError)
+
+
+def test_a_client_that_shuts_its_sending_side_still_gets_what_is_written_after(served):
+    loop, proto, client = served
+    proto.close_on_eof = False  # like the mock: finish the response in progress, then close
+    client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    client.shutdown(socket.SHUT_WR)
+    run_until(loop, lambda: "eof" in proto.events)
+    assert not proto.transport.is_closing()
+    proto.transport.write(b"late answer")
+    proto.transport.close()
+    run_until(loop, lambda: proto.lost)
+    client.settimeout(5)
+    got = bytearray()
+    while chunk := client.recv(1 << 16):
+        got += chunk
+    assert got == b"late answer"
+
+
+def test_a_protocol_that_raises_aborts_its_connection_and_reports_it(served):
+    loop, proto, client = served
+    reported = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    def broken(data, wire_ns):
+        raise ValueError("bug")
+    proto.data_received = broken
+    client.sendall(b"x")
+    run_until(loop, lambda: proto.lost)
+    assert isinstance(proto.lost[0], ValueError) and proto.transport.is_closing()
+    assert reported[0]["message"] == "mock connection: broken failed"
+    client.settimeout(5)
+    assert client.recv(10) == b""  # the client sees the connection end, not a hang

@@ -35,4 +35,9 @@ def test_used_memory_per_gpu_from_nvml(monkeypatch):
         def close(self):
             Fake.closed = True
     monkeypatch.setattr(gpu_memory, "open_gpus", lambda: (Fake(), "ok"))
-    assert gpu_memory.used_gib() == [127.0, 0.0] and Fake.closed
+    assert gpu_memory.used_gib() == [127.0, None] and Fake.closed  # a GPU that did not answer: unknown
+
+
+def test_a_gpu_that_did_not_answer_is_not_called_full():
+    assert gpu_memory.not_returned([None, 1.0], readings([80.0, 1.0]), wait_s=0.01, step_s=0.001) == []
+    assert gpu_memory.not_returned([1.0, 1.0], readings([None, 1.0]), wait_s=0.01, step_s=0.001) == []

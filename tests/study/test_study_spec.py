@@ -167,3 +167,44 @@ def test_a_command_engine_without_a_port_listens_where_its_ready_url_says(tmp_pa
     dataset-name = "random"
     """))
     assert study.engines["e"].port == 9000 and study.engines["e"].spec.base_url == "http://127.0.0.1:9000"
+
+
+def test_repeats_are_numbered_across_engine_starts(tmp_path):
+    study = load_study(write(tmp_path, """
+    [study]
+    repeats = 2
+    starts = 3
+    [engines.e]
+    embedded = true
+    [workloads.a]
+    dataset-name = "random"
+    [workloads.b]
+    dataset-name = "random"
+    """))
+    assert study.total_repeats == 6
+    assert [(k.workload, k.repeat, study.start_of(k)) for k in study.runs()] == [
+        ("a", 1, 1), ("a", 2, 1), ("b", 1, 1), ("b", 2, 1),
+        ("a", 3, 2), ("a", 4, 2), ("b", 3, 2), ("b", 4, 2),
+        ("a", 5, 3), ("a", 6, 3), ("b", 5, 3), ("b", 6, 3)]
+
+
+def test_a_run_done_on_another_engine_start_is_stale_after_starts_change(tmp_path):
+    from servelab.study import layout
+    from servelab.study.spec import RunKey
+
+    text = """
+    [study]
+    results = "{results}"
+    repeats = 2
+    [engines.e]
+    embedded = true
+    [workloads.a]
+    dataset-name = "random"
+    """.format(results=tmp_path / "results")
+    before = load_study(write(tmp_path, text))
+    key = RunKey("e", "a", 2)
+    layout.run_dir(before, key).mkdir(parents=True)
+    layout.mark_done(before, key, {})
+    assert layout.status(before, key) == "done"
+    after = load_study(write(tmp_path, text.replace("repeats = 2", "repeats = 1\n    starts = 2")))
+    assert after.start_of(key) == 2 and layout.status(after, key) == "stale"  # measured on start 1

@@ -62,7 +62,7 @@ def build_spec(args: argparse.Namespace):
 
     extra = _strip_separator(args.engine_args)
     env = dict(_parse_env(item) for item in args.env)
-    port = args.port or (args.engine == "command" and url_port(args.ready_url)) or 8000
+    port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or 8000
     if args.engine is None:
         if args.model or args.url or args.ready_url:
             raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")

@@ -77,7 +77,16 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for the engine (default %(default)s)")
     g.add_argument("engine_args", nargs=argparse.REMAINDER,
                    help="after --: extra engine flags (command: the command line itself)")
-    p.set_defaults(port=DEFAULT_PORT)
+    p.set_defaults(port=None)  # see engine_port
+
+
+def engine_port(args: argparse.Namespace) -> int:
+    """--port; else a command engine's --ready-url port (where it listens); else DEFAULT_PORT."""
+    from servelab.engines.spec import url_port
+
+    if args.port is not None:
+        return args.port
+    return (args.engine == "command" and url_port(args.ready_url)) or DEFAULT_PORT
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +129,7 @@ def sweep_plan(args: argparse.Namespace):
         over=args.over, results=args.results, min_gain=args.min_gain / 100,
         max_latency_growth=args.max_latency_growth / 100, latency_key=args.latency_key,
         slo=parse_slo(args.slo) if args.slo else None, rel_tol=args.tolerance / 100,
-        max_bisect=args.max_bisect, warmup=args.warmup, port=args.port, plots=not args.no_plot,
+        max_bisect=args.max_bisect, warmup=args.warmup, port=engine_port(args), plots=not args.no_plot,
         verbose=args.verbose)
 
 
@@ -182,7 +191,7 @@ def engine_entry(args: argparse.Namespace, name: str | None = None):
         if args.model or args.ready_url:
             raise InputError("--model/--ready-url need --engine (the embedded engine has its own model)")
         return EngineEntry(name=name or "embedded", spec=None, args=tuple(extra), env=env,
-                           port=args.port, ready_timeout_s=args.ready_timeout)
+                           port=engine_port(args), ready_timeout_s=args.ready_timeout)
     spec = _spec(args, extra, env, name or args.engine)
     return EngineEntry(name=spec.name, spec=spec, args=spec.args, env=env, port=spec.port,
                        ready_timeout_s=args.ready_timeout)
@@ -207,7 +216,7 @@ def _spec(args, extra: list[str], env: dict, name: str):
     from servelab.engines import EngineSpec
 
     command = tuple(extra) if args.engine == "command" else ()
-    return EngineSpec(name=name, kind=args.engine, model=args.model or "", host=args.host, port=args.port,
+    return EngineSpec(name=name, kind=args.engine, model=args.model or "", host=args.host, port=engine_port(args),
                       args=() if args.engine == "command" else tuple(extra), env=env,
                       ready_timeout_s=args.ready_timeout, command=command, ready_url=args.ready_url)
 

@@ -24,6 +24,7 @@ from servelab.cli.sweep import (
     add_study_arguments,
     bench_argv,
     engine_entry,
+    engine_port,
     interruptible,
     parse_loads,
     sayer,
@@ -75,7 +76,7 @@ def tune_plan(args: argparse.Namespace):
         name=args.name, engine=engine_entry(args), argv=tuple(bench_argv(args)),
         knobs=tuple(parse_knob(k) for k in args.knob), loads=loads, over=args.over,
         slo=parse_slo(args.slo) if args.slo else None, objective=args.objective, top=args.top,
-        repeats=args.repeats, results=args.results, warmup=args.warmup, port=args.port, verbose=args.verbose)
+        repeats=args.repeats, results=args.results, warmup=args.warmup, port=engine_port(args), verbose=args.verbose)
 
 
 def _own_load(args: argparse.Namespace) -> float:

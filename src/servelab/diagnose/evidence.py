@@ -34,6 +34,7 @@ class RunFacts:
     max_num_batched_tokens: int | None = None
     kv_cache_tokens: int | None = None
     weights_gib: float | None = None  # the engine's memory report (or the checkpoint's size)
+    tensor_parallel: int | None = None  # the engine's --tensor-parallel-size
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,7 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs"),
         max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
         kv_cache_tokens=(engine.get("memory_report") or {}).get("kv_cache_tokens"),
+        tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
         weights_gib=(engine.get("memory_report") or {}).get("weights_gib")
         or (engine.get("model_files") or {}).get("weights_gib"))
 

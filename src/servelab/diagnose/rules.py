@@ -224,8 +224,9 @@ def gpu_underutilized(ev: Evidence) -> Verdict | None:
 
 
 # Peak memory bandwidth (TB/s) by NVML device name, most specific first: datasheet figures.
-PEAK_TBS = (("H200", 4.8), ("H100 NVL", 3.9), ("H100 PCIe", 2.0), ("H100", 3.35), ("H20", 4.0),
-            ("B200", 8.0), ("GH200", 4.0), ("A100-SXM4-80GB", 2.039), ("A100 80GB PCIe", 1.935),
+# First match wins: a name that contains another's ("GH200" ⊃ "H200" ⊃ "H20") comes before it.
+PEAK_TBS = (("GH200", 4.0), ("H200", 4.8), ("H100 NVL", 3.9), ("H100 PCIe", 2.0), ("H100", 3.35), ("H20", 4.0),
+            ("B200", 8.0), ("A100-SXM4-80GB", 2.039), ("A100 80GB PCIe", 1.935),
             ("A100", 1.555), ("L40S", 0.864), ("L40", 0.864), ("A10G", 0.6), ("A10", 0.6), ("L4", 0.3),
             ("RTX 4090", 1.008), ("T4", 0.32))
 BANDWIDTH_SHARE = 0.4  # weights re-read at ≥ 40 % of peak: decode is bound by memory
@@ -243,7 +244,8 @@ def weight_read_share(ev: Evidence, g) -> float | None:
     running = mean(ev.engine.running) if ev.engine and ev.engine.running else None
     if not (peak and f.weights_gib and f.output_throughput and running and running >= 1):
         return None
-    return f.output_throughput / running * f.weights_gib * 2**30 / (peak * 1e12)
+    per_gpu = f.weights_gib / (f.tensor_parallel or 1)  # tensor parallel: each GPU holds its shard
+    return f.output_throughput / running * per_gpu * 2**30 / (peak * 1e12)
 
 
 def memory_bandwidth_bound(ev: Evidence) -> Verdict | None:

@@ -81,6 +81,8 @@ def _validate_kind_fields(spec: EngineSpec) -> None:
         raise InputError(f"engine {spec.name!r}: kind command needs a command line")
     if spec.kind == "command" and not (spec.ready_url or "").startswith(("http://", "https://")):
         raise InputError(f"engine {spec.name!r}: kind command needs ready_url=http(s)://…")
+    if spec.kind == "command" and not 0 < (url_port(spec.ready_url) or 0) < 65536:
+        raise InputError(f"engine {spec.name!r}: ready_url {spec.ready_url} has no valid port")
     if spec.kind == "command" and url_port(spec.ready_url) != spec.port:
         # The bench, /metrics and the stop check (port free again) all go to ``port``.
         raise InputError(f"engine {spec.name!r}: ready_url {spec.ready_url} is on port {url_port(spec.ready_url)} "
@@ -93,7 +95,7 @@ def url_port(url: str | None) -> int | None:
 
     try:
         parts = urlsplit(url or "")
-        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        return parts.port if parts.port is not None else {"http": 80, "https": 443}.get(parts.scheme)
     except ValueError:
         return None
 

@@ -321,6 +321,12 @@ class Connection:
         elif self.buf:
             self.serve(perf_counter_ns())
 
+    def eof_received(self) -> None:
+        """The client shut its side: gone, as vLLM's server (uvicorn) takes it — the
+        response in progress ends as a disconnect. Closing here, not in the transport,
+        marks the connection closed at once, so no later write is recorded as sent."""
+        self.close()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True

@@ -9,17 +9,21 @@ loop's transports read with ``recv`` and drop it, so the mock drives its sockets
 through ``add_reader``/``add_writer`` (which uvloop and asyncio both offer).
 
 A stamp is on CLOCK_REALTIME; it is moved to ``perf_counter_ns`` (CLOCK_MONOTONIC) by the
-offset between the two clocks read at that moment, so a clock step cannot skew it.
+offset between the two clocks read when the bytes are read (microseconds to milliseconds
+later): only a clock step inside that gap could skew it.
 
 ``Listener`` accepts; ``SocketTransport`` is the small part of ``asyncio.Transport`` the
 mock uses (write with flow control, close) and calls its protocol's ``connection_made``,
-``data_received(data, wire_ns)``, ``pause_writing``/``resume_writing`` and
-``connection_lost``. ``wire_ns`` is None where the kernel gave no stamp.
+``data_received(data, wire_ns)``, ``eof_received`` (the client will send nothing more; it
+may still read), ``pause_writing``/``resume_writing`` and ``connection_lost``. ``wire_ns``
+is None where the kernel gave no stamp. An exception from the protocol aborts the
+connection (as asyncio's transports do), never leaves it hanging.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import struct
 import sys
@@ -31,8 +35,12 @@ _STAMP = struct.Struct("@qq")  # struct timespec
 _ANC_SIZE = socket.CMSG_SPACE(_STAMP.size) if hasattr(socket, "CMSG_SPACE") else 0
 READ_SIZE = 256 * 1024
 HIGH_WATER = 64 * 1024  # bytes queued for a client before the protocol is told to pause
-LOW_WATER = HIGH_WATER // 4
+LOW_WATER = HIGH_WATER // 4  # ... and drained to before it is told to resume
 ACCEPTS_PER_WAKE = 64
+# Out of descriptors or memory: the connection stays in the backlog; stop listening a moment
+# rather than spin on a readable listener (what asyncio does too).
+ACCEPT_BACKOFF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+ACCEPT_PAUSE_S = 1.0
 
 
 def enable_stamps(sock: socket.socket) -> bool:
@@ -91,7 +99,7 @@ class SocketTransport:
         self._buf += data
         if not self._paused and len(self._buf) > HIGH_WATER:
             self._paused = True
-            self._protocol.pause_writing()
+            self._call(self._protocol.pause_writing)
 
     def close(self) -> None:
         """Stop reading; close once what was written has gone out."""
@@ -110,10 +118,19 @@ class SocketTransport:
         except OSError as exc:
             self._abort(exc)
             return
-        if not data:  # the client closed its side: nothing more will come
-            self.close()
+        if not data:  # the client shut its sending side: nothing more will come; it may still read
+            self._loop.remove_reader(self._fd)
+            self._call(self._protocol.eof_received)
             return
-        self._protocol.data_received(data, stamp_to_perf_ns(anc) if anc else None)
+        self._call(self._protocol.data_received, data, stamp_to_perf_ns(anc) if anc else None)
+
+    def _call(self, method, *args) -> None:
+        try:
+            method(*args)
+        except Exception as exc:  # a protocol bug must not leave the client hanging
+            self._abort(exc)
+            self._loop.call_exception_handler({"message": f"mock connection: {method.__name__} failed",
+                                               "exception": exc})
 
     def _write_ready(self) -> None:
         try:
@@ -124,14 +141,14 @@ class SocketTransport:
             self._abort(exc)
             return
         del self._buf[:sent]
+        if self._paused and len(self._buf) <= LOW_WATER and not self._closing:
+            self._paused = False
+            self._call(self._protocol.resume_writing)
         if self._buf:
             return
         self._loop.remove_writer(self._fd)
         if self._closing:
             self._finish(None)
-        elif self._paused:
-            self._paused = False
-            self._protocol.resume_writing()
 
     def abort(self) -> None:
         """Close now, dropping what was not sent."""
@@ -158,7 +175,7 @@ class Listener:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int, factory, backlog: int = 4096):
         family, kind, proto, _name, addr = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]  # "": every interface
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -179,12 +196,20 @@ class Listener:
                 conn, _addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # e.g. too many open files: leave it in the backlog for now
-                return
+            except OSError as exc:
+                if exc.errno in ACCEPT_BACKOFF:
+                    fd = self._sock.fileno()
+                    self._loop.remove_reader(fd)
+                    self._loop.call_later(ACCEPT_PAUSE_S, self._listen_again, fd)
+                return  # anything else (a connection reset before accept): it is gone; go on
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             SocketTransport(self._loop, conn, self._factory())
+
+    def _listen_again(self, fd: int) -> None:
+        if self._sock.fileno() == fd:  # not closed meanwhile
+            self._loop.add_reader(fd, self._accept)
 
     def close(self) -> None:
         if self._sock.fileno() >= 0:

@@ -63,7 +63,13 @@ def read_marker(folder: Path) -> dict | None:
 
 def is_done(study: Study, key: RunKey) -> bool:
     marker = read_marker(run_dir(study, key))
-    return marker is not None and marker.get("config_hash") == config_hash(study, key)
+    return marker is not None and _same(study, key, marker)
+
+
+def _same(study: Study, key: RunKey, marker: dict) -> bool:
+    """Made under this definition, and on the engine start this repeat now belongs to
+    (changing ``repeats`` or ``starts`` renumbers repeats across starts)."""
+    return marker.get("config_hash") == config_hash(study, key) and marker.get("start", 1) == study.start_of(key)
 
 
 def status(study: Study, key: RunKey) -> str:
@@ -71,7 +77,7 @@ def status(study: Study, key: RunKey) -> str:
     folder = run_dir(study, key)
     marker = read_marker(folder)
     if marker is not None:
-        return "done" if marker.get("config_hash") == config_hash(study, key) else "stale"
+        return "done" if _same(study, key, marker) else "stale"
     return "partial" if folder.exists() else "todo"
 
 

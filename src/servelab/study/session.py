@@ -67,19 +67,20 @@ class Session:
         self.starting = starting or f"engine {engine}: starting"  # the line said when it starts
         self.engine = None
         self.facts: dict = {}
-        self.gpu_before: list[float] | None = None  # used GiB per GPU before the engine started
+        self.gpu_before: list[float | None] | None = None  # used GiB per GPU before the engine started
 
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+    def __exit__(self, exc_type, *_) -> None:
+        self.close(check_gpu=exc_type is None)  # leaving on Ctrl-C or an error: stop, don't wait
 
-    def close(self) -> None:
+    def close(self, check_gpu: bool = True) -> None:
         if self.engine is not None:
+            ours = self.engine.pid is not None  # an external server is not ours to stop or to watch
             self.engine.stop()
             self.engine = None
-            for line in gpu_memory.not_returned(self.gpu_before):
+            for line in gpu_memory.not_returned(self.gpu_before) if check_gpu and ours else ():
                 self.show.say(f"engine {self.name}: {line}")
 
     def add(self, workload: Workload) -> None:
@@ -120,11 +121,11 @@ class Session:
         spec = resolve_spec(entry, self.port or entry.port or self.study.port)
         folder = layout.engine_dir(self.study, self.name)
         self.show.say(self.starting)
-        self.gpu_before = gpu_memory.used_gib()
+        self.gpu_before = gpu_memory.used_gib() if spec.kind != "external" else None
         engine = start_engine(spec, folder)
-        ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
-        self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
         try:
+            ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
+            self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
             self.facts = {**engine_context(engine), **engine_facts(engine),
                           "log_ready_bytes": _size(engine.log_path)}
             _warm_up(self.study, engine, first, folder, self.show)
