@@ -6,7 +6,7 @@ Linux, so comparable across processes on one machine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
