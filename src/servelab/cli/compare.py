@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", type=Path, default=None,
                    help="a dated public reference (TOML/JSON: source, date, hardware, workload, numbers)")
     p.add_argument("--noise-floor", type=float, default=10.0, metavar="PCT",
-                   help="differences smaller than this %% are within noise (default %(default)s)")
+                   help="throughput differences smaller than this %%, latency differences smaller than twice it, "
+                        "are within noise (default %(default)s)")
     p.add_argument("--output", "-o", type=Path, default=None, help="also write the tables to this file")
 
 

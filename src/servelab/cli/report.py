@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=Path, help="a study's results folder (results/<study>)")
     p.add_argument("--baseline", default=None, help="config the others are compared to (default: the first)")
     p.add_argument("--noise-floor", type=float, default=10.0, metavar="PCT",
-                   help="differences smaller than this %% are within noise (default %(default)s)")
+                   help="throughput differences smaller than this %%, latency differences smaller than twice it, "
+                        "are within noise (default %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
