@@ -15,6 +15,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
+from servelab.engines.spec import flag_value as engine_flag
 from servelab.telemetry.summary import increase, ratio, values
 from servelab.telemetry.timeline import Timeline
 
@@ -102,13 +103,8 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
 
 
 def flag_value(args: list[str], flag: str) -> int | None:
-    """The last ``flag N`` or ``flag=N`` in an engine's argv (the engine takes the last)."""
-    found = None
-    for i, a in enumerate(args):
-        if a == flag and i + 1 < len(args):
-            found = args[i + 1]
-        elif a.startswith(flag + "="):
-            found = a.split("=", 1)[1]
+    """The engine's ``flag`` as a whole number (the last one given); None if absent or not one."""
+    found = engine_flag(args, flag)
     try:
         return int(found) if found is not None else None
     except ValueError:

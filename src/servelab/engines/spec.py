@@ -105,3 +105,14 @@ def _url_host(host: str) -> str:
     if host in ("0.0.0.0", "", "::"):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
+
+
+def flag_value(args: list[str] | tuple[str, ...], flag: str) -> str | None:
+    """The value of the last ``flag V`` or ``flag=V`` in an engine's argv (the engine takes the last)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value

@@ -24,6 +24,7 @@ from pathlib import Path
 from servelab.engines import EngineSpec, embedded_engine_spec
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
+from servelab.engines.spec import flag_value
 from servelab.errors import EngineError, InputError
 from servelab.study import layout
 from servelab.study.runner import study_record
@@ -147,16 +148,6 @@ def settings_of(spec: EngineSpec) -> Settings:
         max_num_batched_tokens=_int(flag_value(args, "--max-num-batched-tokens")),
         chunked_prefill=True if chunked is None else chunked, model=spec.model,
         kv_cache_dtype=flag_value(args, "--kv-cache-dtype"))
-
-
-def flag_value(args: list[str], flag: str) -> str | None:
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
 
 
 def _switch(args: list[str], name: str) -> bool | None:
