@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from net_helpers import free_port
+from net_helpers import free_port, port_open
 
 from servelab.cli import serve
 from servelab.engines import EngineSpec, MemoryReport
@@ -93,14 +93,6 @@ def run_serve(tmp_path, port, *engine_flags) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def wait_serving(proc: subprocess.Popen) -> list[str]:
     err = []
     for line in proc.stderr:
@@ -135,7 +127,7 @@ def test_serve_prints_the_report_and_stops_cleanly_on_a_signal(tmp_path, sig):
         "  max concurrency  22.75x at 2,048 tokens per request",
         "  KV blocks        2,912 x 16 tokens",
     ]
-    assert not listening(port)
+    assert not port_open(port)
 
 
 def test_port_taken_is_one_line_and_exit_2(tmp_path):
