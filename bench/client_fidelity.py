@@ -34,7 +34,7 @@ import psutil
 
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
 from servelab.mock.config import MockConfig
-from servelab.mock.runner import run_in_subprocess
+from servelab.mock.launch import run_in_subprocess
 from servelab.selftest.fidelity import Seen, compare
 
 VENV_BIN = Path(sys.executable).parent

@@ -41,7 +41,7 @@ def one_real_engine_at_a_time():
 def mock_server():
     """Start a mock in a thread; ``mock_server(**MockConfig fields)`` -> handle."""
     from servelab.mock.config import MockConfig
-    from servelab.mock.runner import run_in_thread
+    from servelab.mock.launch import run_in_thread
 
     handles = []
 

@@ -12,7 +12,7 @@ LAYERS = {
     "__init__": 0, "records": 0, "errors": 0, "config": 0,
     "datasets": 1, "client": 1, "metrics": 1, "mock": 1, "sim": 1,
     "loadgen": 2, "engines": 2, "flags": 2, "telemetry": 2, "results": 2,
-    "sweep": 3, "diagnose": 3, "planner": 3,
+    "search": 3, "diagnose": 3, "planner": 3,
     "study": 4, "reports": 4, "selftest": 4, "demo": 4,
     "cli": 5,
 }

@@ -139,7 +139,7 @@ def test_unknown_tokenizer_exit_2(capsys):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_writes_what_was_measured(sig, qwen3_path, tmp_path):
     from servelab.mock.config import MockConfig
-    from servelab.mock.runner import run_in_subprocess
+    from servelab.mock.launch import run_in_subprocess
 
     with run_in_subprocess(MockConfig(port=0, ttft_ms=5, itl_ms=20)) as mock:
         cmd = [sys.executable, "-m", "servelab.cli.main", *bench_args(mock.url, qwen3_path),

@@ -206,9 +206,9 @@ def test_real_engine_sweep_over_concurrency_reports_its_saturation_point(
 def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     from servelab.study.spec import EngineEntry
     from servelab.study.sweep import SweepOutcome, SweepPlan, verdict_lines
-    from servelab.sweep.knee import find_knee
-    from servelab.sweep.points import Point
-    from servelab.sweep.slo import search
+    from servelab.search.knee import find_knee
+    from servelab.search.points import Point
+    from servelab.search.slo import search
 
     def measure(c):  # still scaling, but TTFT crosses 500 ms between 4 and 8
         return Point(c, 20.0 * c, {"p99_ttft": 100.0 * c, "median_e2el": 1000.0 + c})

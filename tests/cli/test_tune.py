@@ -172,7 +172,7 @@ def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
     """A repeat can reorder the ranking: its spread lowers a score, so the runner-up, never
     repeated, may rise to the top. The search repeats that one too: the winner is a repeated config."""
     from servelab.study import tune
-    from servelab.sweep.points import Point
+    from servelab.search.points import Point
 
     second_runs = {"a": 100.0, "b": 119.0}  # a: 121.8 then 100.0 (spread 10.9); b: 117.6 then 119.0
     trials = {name: tune.Trial(_candidate_stub(name), runs=[(Point(32, first, {}), "f")])
@@ -191,7 +191,7 @@ def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
 
 def _candidate_stub(name: str):
     from servelab.study.tune import Candidate
-    from servelab.sweep.fit import Settings
+    from servelab.search.fit import Settings
 
     spec = EngineSpec(name=name, kind="external", url="http://h:1")
     return Candidate(name, {}, EngineEntry(name, spec), spec, Settings())

@@ -26,8 +26,8 @@ needs_engine = pytest.mark.skipif(
 
 def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
     from servelab.engines import embedded_engine_spec, start_engine
-    from servelab.flags.bench import parse_bench_argv
-    from servelab.study.bench import execute
+    from servelab.flags.bench_serve import parse_bench_argv
+    from servelab.study.measure import execute
     from servelab.study.facts import engine_context
 
     base = embedded_engine_spec(port=free_port())

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from servelab.engines import EngineSpec, sigterm_as_interrupt, start_engine
-from servelab.flags.bench import parse_bench_argv
-from servelab.loadgen import runner
-from servelab.study.bench import execute
+from servelab.flags.bench_serve import parse_bench_argv
+from servelab.loadgen import pacer as runner
+from servelab.study.measure import execute
 
 
 def mock_engine(port: int) -> EngineSpec:

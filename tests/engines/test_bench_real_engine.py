@@ -19,8 +19,8 @@ from net_helpers import port_open
 
 from servelab.datasets.tokenizer import bundled_sharegpt_path
 from servelab.engines import embedded_engine_spec, start_engine
-from servelab.flags.bench import parse_bench_argv
-from servelab.study.bench import execute
+from servelab.flags.bench_serve import parse_bench_argv
+from servelab.study.measure import execute
 
 pytestmark = pytest.mark.engine
 

@@ -10,7 +10,7 @@ from mock_rawhttp import request
 from servelab.cli import mock as cli
 from servelab.cli.main import main
 from servelab.mock import MockConfig, run_in_subprocess
-from servelab.mock.runner import LISTENING, _src_path
+from servelab.mock.launch import LISTENING, _src_path
 
 
 def _args(*argv):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from servelab.loadgen.runner import Counters
+from servelab.loadgen.pacer import Counters
 from servelab.telemetry.client import ClientSampler
 
 

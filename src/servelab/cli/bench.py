@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from servelab.flags.bench import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,6 +13,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from servelab.study.bench import run_bench_command  # heavy imports only now
+    from servelab.study.measure import run_bench_command  # heavy imports only now
 
     return run_bench_command(args)

@@ -48,6 +48,6 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from servelab.mock.runner import serve_until_signal
+    from servelab.mock.launch import serve_until_signal
 
     return serve_until_signal(config_from_args(args), args.truth_file)

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from servelab.flags.bench import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments
 
 ENGINE_KINDS = ("vllm", "llamacpp", "external", "command")
 # Bench flags the study machinery sets for every run; the user's go elsewhere.
@@ -121,7 +121,7 @@ def interruptible(work, what: str):
 
 def sweep_plan(args: argparse.Namespace):
     from servelab.study.sweep import SweepPlan
-    from servelab.sweep.slo import parse_slo
+    from servelab.search.slo import parse_slo
 
     check_percent(args, ("min_gain", "max_latency_growth", "tolerance"))
     return SweepPlan(
@@ -143,7 +143,7 @@ def check_percent(args, names) -> None:
 
 def ladder(args: argparse.Namespace) -> list[float]:
     from servelab.errors import InputError
-    from servelab.sweep.knee import geometric_ladder
+    from servelab.search.knee import geometric_ladder
 
     integer = args.over == "concurrency"
     if args.loads:
@@ -234,7 +234,7 @@ def bench_argv(args: argparse.Namespace) -> list[str]:
     """The base workload as bench flags: every bench flag given a non-default value,
     except where the engine is. Checked by parsing it back: what runs is what was asked."""
     from servelab.errors import InputError
-    from servelab.flags.bench import parse_bench_argv
+    from servelab.flags.bench_serve import parse_bench_argv
 
     defaults, argv = vars(parse_bench_argv([])), []
     for action in _bench_actions():

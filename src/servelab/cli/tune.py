@@ -29,7 +29,7 @@ from servelab.cli.sweep import (
     parse_loads,
     sayer,
 )
-from servelab.flags.bench import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
 def tune_plan(args: argparse.Namespace):
     from servelab.errors import InputError
     from servelab.study.tune import TunePlan
-    from servelab.sweep.knobs import parse_knob
-    from servelab.sweep.slo import parse_slo
+    from servelab.search.knobs import parse_knob
+    from servelab.search.slo import parse_slo
 
     if not args.knob:
         raise InputError("give at least one --knob NAME=V1,V2 (e.g. max-num-seqs=8,32)")

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from servelab.loadgen.runner import Counters
+from servelab.loadgen.pacer import Counters
 
 
 class Progress:

@@ -9,7 +9,7 @@ the recorded truth into the numbers a client's results are checked against.
 """
 
 from servelab.mock.config import FAILURE_KINDS, MockConfig
-from servelab.mock.runner import ProcessHandle, ThreadHandle, run_in_subprocess, run_in_thread
+from servelab.mock.launch import ProcessHandle, ThreadHandle, run_in_subprocess, run_in_thread
 from servelab.mock.server import MockServer
 from servelab.mock.truth import RequestTruth, Truth, TruthSummary, lateness_ns, mean_open, summarize
 

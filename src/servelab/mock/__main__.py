@@ -5,7 +5,7 @@ import json
 import sys
 
 from servelab.mock.config import MockConfig
-from servelab.mock.runner import serve_until_signal
+from servelab.mock.launch import serve_until_signal
 
 if __name__ == "__main__":
     config = MockConfig.from_dict(json.loads(sys.argv[1]))

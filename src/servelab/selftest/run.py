@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from servelab.loadgen.bench import BenchConfig, run_bench
+from servelab.loadgen.drive import BenchConfig, run_bench
 from servelab.mock.config import MockConfig
-from servelab.mock.runner import run_in_subprocess
+from servelab.mock.launch import run_in_subprocess
 from servelab.selftest.fidelity import client_view, compare, pin_to_cpus, synthetic_requests
 
 

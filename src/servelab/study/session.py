@@ -33,9 +33,9 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.errors import EngineError
-from servelab.flags.bench import parse_bench_argv
+from servelab.flags.bench_serve import parse_bench_argv
 from servelab.study import gpu_memory, layout
-from servelab.study.bench import BenchOutcome, execute
+from servelab.study.measure import BenchOutcome, execute
 from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
 

@@ -46,7 +46,7 @@ from servelab.engines import EngineSpec
 from servelab.engines.spec import url_port
 from servelab.engines.vllm import check_model
 from servelab.errors import InputError
-from servelab.flags.bench import check_load, parse_bench_argv, parse_goodput, parse_percentiles
+from servelab.flags.bench_serve import check_load, parse_bench_argv, parse_goodput, parse_percentiles
 
 STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
@@ -288,7 +288,7 @@ def bench_flags() -> set[str]:
     """Every long option ``servelab bench`` knows."""
     import argparse
 
-    from servelab.flags.bench import add_bench_arguments
+    from servelab.flags.bench_serve import add_bench_arguments
 
     parser = argparse.ArgumentParser(add_help=False)
     add_bench_arguments(parser)

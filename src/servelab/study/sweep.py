@@ -20,10 +20,10 @@ from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session
 from servelab.study.spec import EngineEntry, Study, Workload
-from servelab.sweep.knee import Knee, climb, find_knee, rule_text
-from servelab.sweep.points import Point, point_from_result
-from servelab.sweep.slo import SLOResult, binding, search
-from servelab.sweep.table import points_table
+from servelab.search.knee import Knee, climb, find_knee, rule_text
+from servelab.search.points import Point, point_from_result
+from servelab.search.slo import SLOResult, binding, search
+from servelab.search.table import points_table
 
 # over -> (bench flag, what the tables call it, folder prefix, integer loads?)
 LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
@@ -104,7 +104,7 @@ def workload_argv(argv: tuple[str, ...], slo: dict[str, float] | None) -> tuple[
 def measured_latencies(argv: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """What a run of this workload reports: (statistics, latencies) — mean/median/std and
     each of --metric-percentiles ("p99"), of each of --percentile-metrics ("ttft")."""
-    from servelab.flags.bench import parse_bench_argv, parse_percentiles
+    from servelab.flags.bench_serve import parse_bench_argv, parse_percentiles
 
     args = parse_bench_argv(list(workload_argv(argv, None)), prog="workload")
     names, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)

@@ -31,10 +31,10 @@ from servelab.study.runner import study_record
 from servelab.study.session import Session, SessionRun, resolve_spec
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
 from servelab.study.sweep import LOADS, check_latencies, load_workload
-from servelab.sweep.fit import Budget, Settings, misfit
-from servelab.sweep.knobs import Knob, config_name, configs, knob_flags, model_of
-from servelab.sweep.points import Point, point_from_result
-from servelab.sweep.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
+from servelab.search.fit import Budget, Settings, misfit
+from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
+from servelab.search.points import Point, point_from_result
+from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
 
 SUMMARY_FILE, REPORT_FILE, INFEASIBLE_FILE = "tune.json", "tune.md", "infeasible.json"
 LOG_TAIL = 15

@@ -8,9 +8,9 @@ import math
 import statistics
 
 from servelab.study.sweep import LOADS
-from servelab.sweep.rank import Ranked, lead_text, rule_text
-from servelab.sweep.table import markdown as md_table
-from servelab.sweep.table import num
+from servelab.search.rank import Ranked, lead_text, rule_text
+from servelab.search.table import markdown as md_table
+from servelab.search.table import num
 
 
 def _unit(objective: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 from servelab import __version__
-from servelab.flags.bench import check_load, key_values, parse_goodput, parse_percentiles
+from servelab.flags.bench_serve import check_load, key_values, parse_goodput, parse_percentiles
 from servelab.flags.dataset import dataset_spec_from_args, tokenizer_spec_from_args
 from servelab.client import openai
 from servelab.client.http import Pool
@@ -28,9 +28,9 @@ from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import InputError, ServerError
-from servelab.loadgen.bench import BenchConfig, BenchRun, fetch_models, run_bench
+from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
 from servelab.loadgen.progress import Progress, elapsed
-from servelab.loadgen.runner import Counters
+from servelab.loadgen.pacer import Counters
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
 from servelab.results import store

@@ -1,7 +1,7 @@
 """The table people paste: exact text."""
 
-from servelab.sweep.points import Point
-from servelab.sweep.table import points_table
+from servelab.search.points import Point
+from servelab.search.table import points_table
 
 EXPECTED = """\
 | concurrency | out tok/s | req/s | p50 TTFT ms | p99 TTFT ms | p50 TPOT ms | p99 TPOT ms | p50 E2EL ms | p99 E2EL ms | errors | note            |

@@ -2,7 +2,7 @@
 
 import pytest
 
-from servelab.sweep.fit import Budget, Settings, kv_tokens, misfit
+from servelab.search.fit import Budget, Settings, kv_tokens, misfit
 
 CPU = Budget(kv_cache_tokens=46_592, kv_cache_gib=1.0, model="m")
 

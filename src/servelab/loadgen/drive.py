@@ -20,7 +20,7 @@ from servelab.client.http import Pool
 from servelab.client.sse import parse_events
 from servelab.errors import ServerError
 from servelab.loadgen.arrivals import arrival_offsets_ns
-from servelab.loadgen.runner import Attempt, Counters, RunOutcome, run_schedule
+from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
 from servelab.records import RequestRecord, SampleRequest
 
 

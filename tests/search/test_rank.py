@@ -2,8 +2,8 @@
 
 import pytest
 
-from servelab.sweep.points import Point
-from servelab.sweep.rank import (
+from servelab.search.points import Point
+from servelab.search.rank import (
     ConfigRuns,
     best_score,
     lead_text,

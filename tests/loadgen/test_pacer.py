@@ -4,7 +4,7 @@ import asyncio
 import time
 
 from servelab.client.http import Response
-from servelab.loadgen.runner import Counters, run_schedule
+from servelab.loadgen.pacer import Counters, run_schedule
 
 MS = 1_000_000
 

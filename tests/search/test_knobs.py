@@ -3,7 +3,7 @@
 import pytest
 
 from servelab.errors import InputError
-from servelab.sweep.knobs import (
+from servelab.search.knobs import (
     Knob,
     config_name,
     configs,

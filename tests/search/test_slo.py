@@ -3,8 +3,8 @@
 import pytest
 
 from servelab.errors import InputError
-from servelab.sweep.points import Point
-from servelab.sweep.slo import binding, meets, parse_slo, search
+from servelab.search.points import Point
+from servelab.search.slo import binding, meets, parse_slo, search
 
 
 def latency_curve(f):

@@ -24,8 +24,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from servelab.sweep.points import Point
-from servelab.sweep.slo import meets
+from servelab.search.points import Point
+from servelab.search.slo import meets
 
 OBJECTIVES = ("throughput", "goodput")
 # Why a config has no runs; the tune report shows each with its reason.

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from servelab.sweep.points import Point
+from servelab.search.points import Point
 
 
 @dataclass(frozen=True, slots=True)

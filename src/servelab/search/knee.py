@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from servelab.sweep.points import Point
+from servelab.search.points import Point
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from servelab.sweep.points import Point
+from servelab.search.points import Point
 
 # (header, latency key) of the sweep table; p50 is the median.
 LATENCY_COLUMNS = (("p50 TTFT ms", "median_ttft"), ("p99 TTFT ms", "p99_ttft"),

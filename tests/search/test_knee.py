@@ -1,7 +1,7 @@
 """Knee detection on synthetic curves: monotone, noisy, flat, non-monotone, failing."""
 
-from servelab.sweep.knee import climb, find_knee, geometric_ladder
-from servelab.sweep.points import Point, point_from_result
+from servelab.search.knee import climb, find_knee, geometric_ladder
+from servelab.search.points import Point, point_from_result
 
 
 def curve(pairs, errors=None):
