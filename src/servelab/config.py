@@ -18,7 +18,7 @@ class DatasetSpec:
     path: str | None = None
     num_prompts: int = 1000
     seed: int = 0
-    request_id_prefix: str = "bench-"
+    request_id_prefix: str | None = "bench-"  # None: bench-<8 random hex>- drawn per sample, as vLLM
     shuffle: bool = True
     oversample: bool = True
     # sharegpt
@@ -49,3 +49,75 @@ class TokenizerSpec:
 
     name_or_path: str
     trust_remote_code: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """When requests go out — the one source of the rate and the concurrency cap."""
+
+    request_rate: float = float("inf")  # inf: every request at t0
+    burstiness: float = 1.0  # gamma shape of the gaps; 1 = Poisson
+    max_concurrency: int | None = None  # requests in flight at most (the client's cap)
+    num_warmups: int = 0
+    ready_check_timeout_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """Where the requests go and how they are addressed."""
+
+    base_url: str = "http://127.0.0.1:8000"
+    backend: str = "openai"  # vllm | openai | openai-chat
+    endpoint: str | None = None  # None: the backend's default path
+    model: str | None = None  # None: the server's first model (asked at run time)
+    served_model_name: str | None = None  # the name sent in requests (default: model)
+    headers: tuple[tuple[str, str], ...] = ()
+    verify_tls: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What every request body carries besides its prompt."""
+
+    ignore_eos: bool = False
+    sampling: tuple[tuple[str, float], ...] = ()  # temperature, top_p, top_k, min_p when given
+    extra_body: tuple[tuple[str, object], ...] = ()  # --extra-body's JSON object, as pairs
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """What the run prints and writes."""
+
+    label: str | None = None
+    save_result: bool = False
+    append_result: bool = False
+    save_detailed: bool = False
+    result_dir: str | None = None
+    result_filename: str | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    metric_percentiles: tuple[float, ...] = (99.0,)
+    goodput: tuple[tuple[str, float], ...] = ()  # SLO in ms per metric
+    progress: bool = True
+    telemetry: bool = True
+    telemetry_interval_s: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSpec:
+    """One bench run's settings, parsed once where they enter (flags, a study file, a
+    sweep) and varied with ``dataclasses.replace``. ``argv`` is identity only: what is
+    shown and hashed into a run's marker, never parsed again."""
+
+    server: ServerSpec = ServerSpec()
+    load: LoadSpec = LoadSpec()
+    request: RequestSpec = RequestSpec()
+    output: OutputSpec = OutputSpec()
+    dataset: DatasetSpec = DatasetSpec()
+    tokenizer: str | None = None  # --tokenizer; None: the model's own if found locally, else bundled Qwen3
+    trust_remote_code: bool = False
+    argv: tuple[str, ...] = ()
+
+    @property
+    def seed(self) -> int:
+        return self.dataset.seed

@@ -167,15 +167,23 @@ def test_bad_flags_are_one_line_errors(flags, message, capsys):
 def test_bench_flags_pass_through_exactly():
     import argparse
 
-    from servelab.cli.sweep import add_arguments, bench_argv
+    from servelab.cli.sweep import add_arguments, workload_spec
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--dataset-name", "random", "--random-range-ratio", '{"input": 0.1, "output": 0.2}',
                               "--goodput", "ttft:5", "tpot:2", "--ignore-eos", "--request-rate", "4",
                               "--temperature", "0.5", "--model", "m", "--port", "9"])
-    assert bench_argv(args) == ["--dataset-name", "random", "--random-range-ratio", '{"input": 0.1, "output": 0.2}', "--request-rate", "4.0",
-                                "--ignore-eos", "--goodput", "ttft:5", "tpot:2", "--temperature", "0.5"]
+    spec = workload_spec(args)
+    # the identity: every flag given, except where the engine is
+    assert list(spec.argv) == ["--dataset-name", "random", "--random-range-ratio", '{"input": 0.1, "output": 0.2}',
+                               "--request-rate", "4.0", "--ignore-eos", "--temperature", "0.5",
+                               "--goodput", "ttft:5", "tpot:2"]
+    # the values each run uses, parsed once from the same flags
+    assert (spec.dataset.random_range_ratio, spec.dataset.random_output_range_ratio) == (0.1, 0.2)
+    assert spec.load.request_rate == 4.0 and spec.request.ignore_eos
+    assert dict(spec.output.goodput) == {"ttft": 5.0, "tpot": 2.0}
+    assert dict(spec.request.sampling) == {"temperature": 0.5}
 
 
 # --- the REAL embedded engine (vLLM's CPU build + SmolLM2-135M) ---
@@ -204,6 +212,7 @@ def test_real_engine_sweep_over_concurrency_reports_its_saturation_point(
 
 
 def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
+    from servelab.config import BenchSpec
     from servelab.study.spec import EngineEntry
     from servelab.study.sweep import SweepOutcome, SweepPlan, verdict_lines
     from servelab.search.knee import find_knee
@@ -213,7 +222,7 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     def measure(c):  # still scaling, but TTFT crosses 500 ms between 4 and 8
         return Point(c, 20.0 * c, {"p99_ttft": 100.0 * c, "median_e2el": 1000.0 + c})
 
-    plan = SweepPlan("s", EngineEntry("e", None), (), (1, 2, 4, 8, 16, 32), slo={"p99_ttft": 500})
+    plan = SweepPlan("s", EngineEntry("e", None), BenchSpec(), (1, 2, 4, 8, 16, 32), slo={"p99_ttft": 500})
     slo = search(measure, list(plan.ladder), plan.slo, max_bisect=1)
     ladder = [p for p in slo.evidence if p.load in plan.ladder]
     outcome = SweepOutcome(plan, sorted(slo.evidence, key=lambda p: p.load), find_knee(ladder), ladder, slo)
@@ -228,10 +237,11 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
 def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():
     import argparse
 
-    from servelab.cli.sweep import DEFAULT_PORT, engine_port
+    from servelab.cli.sweep import engine_port
+    from servelab.engines.spec import DEFAULT_PORT
 
     def args(**kw):
         return argparse.Namespace(**{"port": None, "engine": None, "ready_url": None, **kw})
     assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health")) == 9000
     assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health", port=9001)) == 9001
-    assert engine_port(args()) == DEFAULT_PORT
+    assert engine_port(args()) == DEFAULT_PORT == 8000  # as serve, bench and the demo

@@ -12,6 +12,7 @@ import pytest
 from net_helpers import free_port
 
 from servelab.cli import main
+from servelab.config import BenchSpec
 from servelab.engines import EngineSpec
 from servelab.engines.vllm import vllm_build
 from servelab.study import session
@@ -184,7 +185,7 @@ def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
         trial.runs.append((Point(32, second_runs[trial.candidate.name], {}), "f"))
 
     monkeypatch.setattr(tune, "_repeat", repeat)
-    plan = tune.TunePlan("t", EngineEntry("e", None), (), (), (32.0,), top=1, repeats=2)
+    plan = tune.TunePlan("t", EngineEntry("e", None), BenchSpec(), (), (32.0,), top=1, repeats=2)
     ranked = tune._repeat_top(plan, None, trials, say=lambda text: None)
     assert repeated == ["a", "b"] and [r.name for r in ranked] == ["b", "a"]
 

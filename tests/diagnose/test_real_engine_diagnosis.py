@@ -26,14 +26,14 @@ needs_engine = pytest.mark.skipif(
 
 def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
     from servelab.engines import embedded_engine_spec, start_engine
-    from servelab.flags.bench_serve import parse_bench_argv
+    from servelab.flags.bench_serve import parse_bench_spec
     from servelab.study.measure import execute
     from servelab.study.facts import engine_context
 
     base = embedded_engine_spec(port=free_port())
     spec = dataclasses.replace(base, args=(*base.args, *engine_args))
     with start_engine(spec, tmp_path / "engine", progress=False) as engine:
-        args = parse_bench_argv(["--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
+        args = parse_bench_spec(["--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
                                  "--tokenizer", engine.model, "--dataset-name", "random", "--seed", "1",
                                  "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path),
                                  "--result-filename", "r.json", *argv])

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from servelab.engines import EngineSpec, sigterm_as_interrupt, start_engine
-from servelab.flags.bench_serve import parse_bench_argv
+from servelab.flags.bench_serve import parse_bench_spec
 from servelab.loadgen import pacer as runner
 from servelab.study.measure import execute
 
@@ -50,7 +50,7 @@ def main() -> None:
     if a.raise_at is not None:
         fail_at(a.raise_at)
     with sigterm_as_interrupt(), start_engine(mock_engine(a.port), a.log_dir, progress=False) as engine:
-        args = parse_bench_argv(["--base-url", engine.base_url, "--model", "mock", "--tokenizer", a.tokenizer,
+        args = parse_bench_spec(["--base-url", engine.base_url, "--model", "mock", "--tokenizer", a.tokenizer,
                                  "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", "40",
                                  "--num-prompts", "200", "--max-concurrency", "4", "--request-rate", "20",
                                  "--disable-tqdm"])

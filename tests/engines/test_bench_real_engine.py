@@ -19,7 +19,7 @@ from net_helpers import port_open
 
 from servelab.datasets.tokenizer import bundled_sharegpt_path
 from servelab.engines import embedded_engine_spec, start_engine
-from servelab.flags.bench_serve import parse_bench_argv
+from servelab.flags.bench_serve import parse_bench_spec
 from servelab.study.measure import execute
 
 pytestmark = pytest.mark.engine
@@ -31,7 +31,7 @@ def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port):
         with start_engine(embedded_engine_spec(port=port), tmp_path, progress=False) as engine:
             pgid = engine.pid
             assert engine.memory_report.kv_cache_tokens > 0 and engine.memory_report.max_concurrency > 0
-            args = parse_bench_argv([
+            args = parse_bench_spec([
                 "--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
                 "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "16",
                 "--num-prompts", "8", "--max-concurrency", "4", "--disable-tqdm", "--save-result",

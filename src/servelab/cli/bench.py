@@ -13,6 +13,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from servelab.study.measure import run_bench_command  # heavy imports only now
+    import sys
 
-    return run_bench_command(args)
+    from servelab.flags.bench_serve import bench_spec
+    from servelab.study.measure import execute  # heavy imports only now
+
+    return execute(bench_spec(args, tuple(sys.argv[1:]))).exit_code

@@ -58,11 +58,11 @@ def build_spec(args: argparse.Namespace):
     from servelab.engines import EngineSpec, embedded_engine_spec
     from servelab.errors import InputError
 
-    from servelab.engines.spec import url_port
+    from servelab.engines.spec import DEFAULT_PORT, url_port
 
     extra = _strip_separator(args.engine_args)
     env = dict(_parse_env(item) for item in args.env)
-    port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or 8000
+    port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or DEFAULT_PORT
     if args.engine is None:
         if args.model or args.url or args.ready_url:
             raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")

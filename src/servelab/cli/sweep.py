@@ -23,15 +23,13 @@ from pathlib import Path
 from servelab.flags.bench_serve import add_bench_arguments
 
 ENGINE_KINDS = ("vllm", "llamacpp", "external", "command")
-# Bench flags the study machinery sets for every run; the user's go elsewhere.
-WHERE_DESTS = ("base_url", "host", "port", "model")  # where the engine is: the engine's flags
-OWNED_DESTS = ("label", "save_result", "append_result", "result_dir", "result_filename")
+# Bench flags that say where the engine is: the engine's flags here, set per run.
+WHERE_DESTS = ("base_url", "host", "port", "model")
 SHOWN_DESTS = ("dataset_name",)  # written even at their default: a reader of the workload sees what it is
-DEFAULT_PORT = 8200  # as `servelab study`: clear of the 8000 a user's own server likely holds
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_bench_arguments(p)
+    add_bench_arguments(p, runs_owned=True)
     g = p.add_argument_group("sweep")
     add_load_arguments(g)
     g.add_argument("--start", type=float, default=1, help="first load of the geometric ladder (default %(default)s)")
@@ -82,7 +80,7 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 
 def engine_port(args: argparse.Namespace) -> int:
     """--port; else a command engine's --ready-url port (where it listens); else DEFAULT_PORT."""
-    from servelab.engines.spec import url_port
+    from servelab.engines.spec import DEFAULT_PORT, url_port
 
     if args.port is not None:
         return args.port
@@ -125,7 +123,7 @@ def sweep_plan(args: argparse.Namespace):
 
     check_percent(args, ("min_gain", "max_latency_growth", "tolerance"))
     return SweepPlan(
-        name=args.name, engine=engine_entry(args), argv=tuple(bench_argv(args)), ladder=tuple(ladder(args)),
+        name=args.name, engine=engine_entry(args), spec=workload_spec(args), ladder=tuple(ladder(args)),
         over=args.over, results=args.results, min_gain=args.min_gain / 100,
         max_latency_growth=args.max_latency_growth / 100, latency_key=args.latency_key,
         slo=parse_slo(args.slo) if args.slo else None, rel_tol=args.tolerance / 100,
@@ -230,30 +228,38 @@ def _env(item: str) -> tuple[str, str]:
     return key, value
 
 
-def bench_argv(args: argparse.Namespace) -> list[str]:
-    """The base workload as bench flags: every bench flag given a non-default value,
-    except where the engine is. Checked by parsing it back: what runs is what was asked."""
-    from servelab.errors import InputError
-    from servelab.flags.bench_serve import parse_bench_argv
+def workload_spec(args: argparse.Namespace):
+    """The base workload: parsed once, here; its identity is every bench flag given a
+    non-default value, except where the engine is (each run sets that)."""
+    from servelab.flags.bench_serve import bench_spec
 
-    defaults, argv = vars(parse_bench_argv([])), []
+    return bench_spec(args, tuple(workload_argv(args)))
+
+
+def workload_argv(args: argparse.Namespace) -> list[str]:
+    from servelab.errors import InputError
+    from servelab.flags.bench_serve import RUN_OWNED_DESTS
+
+    defaults, argv = _bench_defaults(), []
     for action in _bench_actions():
         value = getattr(args, action.dest)
         if action.dest in WHERE_DESTS or (value == defaults[action.dest] and action.dest not in SHOWN_DESTS):
             continue
-        if action.dest in OWNED_DESTS:
+        if action.dest in RUN_OWNED_DESTS:
             raise InputError(f"{action.option_strings[0]} is set by servelab for each run (results/<name>/…)")
         argv += _tokens(action, value)
-    back = vars(parse_bench_argv(argv))
-    for dest, value in back.items():
-        if dest not in WHERE_DESTS and value != getattr(args, dest):
-            raise InputError(f"cannot pass --{dest.replace('_', '-')} {getattr(args, dest)!r} on to each run")
     return argv
+
+
+def _bench_defaults() -> dict:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_bench_arguments(parser, runs_owned=True)
+    return vars(parser.parse_args([]))
 
 
 def _bench_actions():
     parser = argparse.ArgumentParser(add_help=False)
-    add_bench_arguments(parser)
+    add_bench_arguments(parser, runs_owned=True)
     return [a for a in parser._actions if a.option_strings]
 
 

@@ -22,18 +22,18 @@ from servelab.cli.sweep import (
     add_engine_arguments,
     add_load_arguments,
     add_study_arguments,
-    bench_argv,
     engine_entry,
     engine_port,
     interruptible,
     parse_loads,
     sayer,
+    workload_spec,
 )
 from servelab.flags.bench_serve import add_bench_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_bench_arguments(p)
+    add_bench_arguments(p, runs_owned=True)
     g = p.add_argument_group("tune")
     g.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2",
                    help="engine knob and its values (repeatable): max-num-seqs, max-num-batched-tokens, "
@@ -73,7 +73,7 @@ def tune_plan(args: argparse.Namespace):
         raise InputError("give at least one --knob NAME=V1,V2 (e.g. max-num-seqs=8,32)")
     loads = tuple(sorted(set(parse_loads(args.loads)))) if args.loads else (_own_load(args),)
     return TunePlan(
-        name=args.name, engine=engine_entry(args), argv=tuple(bench_argv(args)),
+        name=args.name, engine=engine_entry(args), spec=workload_spec(args),
         knobs=tuple(parse_knob(k) for k in args.knob), loads=loads, over=args.over,
         slo=parse_slo(args.slo) if args.slo else None, objective=args.objective, top=args.top,
         repeats=args.repeats, results=args.results, warmup=args.warmup, port=engine_port(args), verbose=args.verbose)

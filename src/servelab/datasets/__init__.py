@@ -7,6 +7,8 @@ vLLM's semantics (see each module's docstring); every random draw comes from a
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Callable
 
 from servelab.config import DatasetSpec
@@ -38,4 +40,6 @@ def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleReque
     # custom alone reads "≤ 0" as "every line", as vLLM does.
     if spec.num_prompts < 1 and spec.name != "custom":
         raise InputError(f"--num-prompts must be >= 1, got {spec.num_prompts}")
+    if spec.request_id_prefix is None:  # as vLLM: a fresh prefix per run, so ids never repeat across runs
+        spec = dataclasses.replace(spec, request_id_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
     return sampler(spec, tokenizer)

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from servelab.engines.spec import EngineSpec
+from servelab.engines.spec import DEFAULT_PORT, EngineSpec
 from servelab.errors import EngineError, InputError
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -38,7 +38,7 @@ def cache_dir() -> Path:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "servelab"
 
 
-def embedded_engine_spec(port: int = 8000, host: str = "127.0.0.1") -> EngineSpec:
+def embedded_engine_spec(port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> EngineSpec:
     """The default engine: converts the model on first use (~25 s), then serves it."""
     return EngineSpec(
         name="embedded", kind="vllm", model=str(ensure_embedded_model()),

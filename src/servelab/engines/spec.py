@@ -18,6 +18,10 @@ KINDS = ("vllm", "llamacpp", "external", "command")
 _OWNED_FLAGS = ("--host", "--port")
 
 
+# The one default port: serve, bench, studies, sweeps, tuning and the demo all listen or look here.
+DEFAULT_PORT = 8000
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
     """One engine to launch (or, for ``external``, to reach).
@@ -38,7 +42,7 @@ class EngineSpec:
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = DEFAULT_PORT
     ready_timeout_s: float = 600.0
     url: str | None = None
     command: tuple[str, ...] = ()

@@ -8,50 +8,77 @@ from __future__ import annotations
 import argparse
 import math
 
-from servelab.flags.dataset import add_dataset_arguments
+from servelab.config import BenchSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
+from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
 
 
-def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+# Flags servelab sets itself for each run of a study, sweep or tune (results/<name>/…):
+# those commands do not offer them (hidden from --help; refused with a reason).
+RUN_OWNED_DESTS = ("label", "save_result", "save_detailed", "append_result", "result_dir", "result_filename")
+
+
+def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False) -> None:
+    """Every ``servelab bench`` flag; ``runs_owned``: hide RUN_OWNED_DESTS' flags."""
     add_dataset_arguments(p)
-    p.add_argument("--label", default=None, help="result label (default: the backend)")
-    p.add_argument("--backend", default="openai", choices=["vllm", "openai", "openai-chat"])
-    p.add_argument("--base-url", default=None, help="server base URL, instead of --host/--port")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--endpoint", default=None, help="API path (default by backend)")
-    p.add_argument("--header", metavar="KEY=VALUE", nargs="*", help="extra request headers")
-    p.add_argument("--max-concurrency", type=int, default=None)
-    p.add_argument("--model", default=None, help="model name (default: the server's first model)")
-    p.add_argument("--served-model-name", default=None, help="name sent in requests (default: --model)")
-    p.add_argument("--request-rate", type=float, default=float("inf"))
-    p.add_argument("--burstiness", type=float, default=1.0)
-    p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--disable-tqdm", action="store_true", help="no progress line")
-    p.add_argument("--num-warmups", type=int, default=0)
-    p.add_argument("--save-result", action="store_true")
-    p.add_argument("--save-detailed", action="store_true")
-    p.add_argument("--append-result", action="store_true")
-    p.add_argument("--metadata", metavar="KEY=VALUE", nargs="*")
-    p.add_argument("--result-dir", default=None)
-    p.add_argument("--result-filename", default=None)
-    p.add_argument("--percentile-metrics", default="ttft,tpot,itl")
-    p.add_argument("--metric-percentiles", default="99")
-    p.add_argument("--goodput", nargs="+", metavar="KEY:MS")
-    p.add_argument("--ready-check-timeout-sec", type=int, default=0)
-    p.add_argument("--insecure", action="store_true", help="skip TLS certificate checks")
-    p.add_argument("--extra-body", default=None, help="JSON merged into every request body")
-    p.add_argument("--no-telemetry", action="store_true",
-                   help="do not sample the engine's /metrics, the GPU and the client during the run")
-    p.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
-                   help="time between telemetry samples (default %(default)s)")
+    g = p.add_argument_group("server")
+    g.add_argument("--backend", default="openai", choices=["vllm", "openai", "openai-chat"],
+                   help="API dialect: completions (vllm, openai) or chat completions (default: %(default)s)")
+    g.add_argument("--base-url", default=None, help="server base URL, instead of --host/--port")
+    g.add_argument("--host", default="127.0.0.1", help="server host (default: %(default)s)")
+    g.add_argument("--port", type=int, default=8000, help="server port (default: %(default)s)")
+    g.add_argument("--endpoint", default=None, help="API path (default: the backend's)")
+    g.add_argument("--header", metavar="KEY=VALUE", nargs="*", help="extra request headers")
+    g.add_argument("--model", default=None, help="model name (default: the server's first model)")
+    g.add_argument("--served-model-name", default=None, help="name sent in requests (default: --model)")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate checks")
+    g.add_argument("--ready-check-timeout-sec", type=int, default=0,
+                   help="retry one request until the server answers, up to this long (default: %(default)s: no check)")
+    g = p.add_argument_group("load")
+    g.add_argument("--request-rate", type=float, default=float("inf"),
+                   help="requests per second; inf sends every request at once (default: %(default)s)")
+    g.add_argument("--burstiness", type=float, default=1.0,
+                   help="gamma shape of the gaps between arrivals; 1 is Poisson (default: %(default)s)")
+    g.add_argument("--max-concurrency", type=int, default=None,
+                   help="requests in flight at most, across the whole run (default: no cap)")
+    g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
+    g = p.add_argument_group("requests")
+    g.add_argument("--ignore-eos", action="store_true", help="ask the server to generate the full output length")
+    g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
     s = p.add_argument_group("sampling parameters")
-    s.add_argument("--temperature", type=float, default=None)
-    s.add_argument("--top-p", type=float, default=None)
-    s.add_argument("--top-k", type=int, default=None)
-    s.add_argument("--min-p", type=float, default=None)
+    s.add_argument("--temperature", type=float, default=None, help="sent only when given")
+    s.add_argument("--top-p", type=float, default=None, help="sent only when given")
+    s.add_argument("--top-k", type=int, default=None, help="sent only when given")
+    s.add_argument("--min-p", type=float, default=None, help="sent only when given")
+    g = p.add_argument_group("results")
+    _add_result_files(g, hidden=runs_owned)
+    g.add_argument("--metadata", metavar="KEY=VALUE", nargs="*", help="extra keys for the result JSON")
+    g.add_argument("--percentile-metrics", default="ttft,tpot,itl",
+                   help=f"metrics to report percentiles of, from {','.join(PERCENTILE_METRICS)} (default: %(default)s)")
+    g.add_argument("--metric-percentiles", default="99", help="percentiles to report (default: %(default)s)")
+    g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
+    g.add_argument("--disable-tqdm", action="store_true", help="no progress line")
+    g.add_argument("--no-telemetry", action="store_true",
+                   help="do not sample the engine's /metrics, the GPU and the client during the run")
+    g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
+                   help="time between telemetry samples (default %(default)s)")
+
+
+def _add_result_files(g, hidden: bool) -> None:
+    """Where the result goes. ``hidden``: parsed (so a clear error can refuse them) but not offered."""
+    def shown(text: str) -> str:
+        return argparse.SUPPRESS if hidden else text
+
+    g.add_argument("--label", default=None, help=shown("result label (default: the backend)"))
+    g.add_argument("--save-result", action="store_true", help=shown("write the result JSON and per-request records"))
+    g.add_argument("--save-detailed", action="store_true",
+                   help=shown("also write per-request lists in the result JSON"))
+    g.add_argument("--append-result", action="store_true", help=shown("append the result to --result-filename"))
+    g.add_argument("--result-dir", default=None, help=shown("folder of the result file (default: current)"))
+    g.add_argument("--result-filename", default=None,
+                   help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
 
 
 def key_values(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -99,22 +126,23 @@ def parse_percentiles(metrics: str, percentiles: str) -> tuple[list[str], list[f
     return names, pcts
 
 
-def check_load(args: argparse.Namespace) -> None:
+def check_spec(spec: BenchSpec) -> None:
+    """The checks a spec must pass however it was built (flags, a study file, code)."""
     from servelab.errors import InputError
 
-    if args.max_concurrency is not None and args.max_concurrency <= 0:
+    load = spec.load
+    if load.max_concurrency is not None and load.max_concurrency <= 0:
         raise InputError("--max-concurrency must be greater than 0")
-    if not args.request_rate > 0 or math.isnan(args.request_rate):
+    if not load.request_rate > 0 or math.isnan(load.request_rate):
         raise InputError("--request-rate must be positive (or inf)")
-    if not args.burstiness > 0:
+    if not load.burstiness > 0:
         raise InputError("--burstiness must be positive")
-    if args.dataset_name in ("random", "prefix_repetition") and args.dataset_path:
-        raise InputError(f"--dataset-path cannot be used with --dataset-name {args.dataset_name}")
-    if args.num_warmups < 0:
+    if spec.dataset.name in ("random", "prefix_repetition") and spec.dataset.path:
+        raise InputError(f"--dataset-path cannot be used with --dataset-name {spec.dataset.name}")
+    if load.num_warmups < 0:
         raise InputError("--num-warmups must be >= 0")
-    if not getattr(args, "telemetry_interval", 1.0) > 0:
+    if not spec.output.telemetry_interval_s > 0:
         raise InputError("--telemetry-interval must be positive")
-
 
 
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
@@ -131,3 +159,64 @@ def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.
     if unknown:
         raise InputError(f"{prog}: unknown flag {unknown[0]!r}")
     return args
+
+
+def parse_bench_spec(argv: list[str] | tuple[str, ...], prog: str = "servelab bench") -> BenchSpec:
+    """Bench flags given as a list (a study workload) -> the checked spec; ``argv`` is its identity."""
+    return bench_spec(parse_bench_argv(list(argv), prog=prog), tuple(argv))
+
+
+def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpec:
+    """The one place parsed bench flags become a ``BenchSpec``; every check happens here."""
+    spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
+                     dataset=dataset_spec_from_args(args, draw_ids=True), tokenizer=args.tokenizer,
+                     trust_remote_code=args.trust_remote_code, argv=tuple(argv))
+    check_spec(spec)
+    return spec
+
+
+def _server(args: argparse.Namespace) -> ServerSpec:
+    base_url = (args.base_url or f"http://{args.host}:{args.port or 8000}").rstrip("/")
+    return ServerSpec(base_url=base_url, backend=args.backend, endpoint=args.endpoint, model=args.model,
+                      served_model_name=args.served_model_name,
+                      headers=tuple(key_values(args.header, "--header").items()), verify_tls=not args.insecure)
+
+
+def _load(args: argparse.Namespace) -> LoadSpec:
+    return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+                    num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
+
+
+def _request(args: argparse.Namespace) -> RequestSpec:
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p}
+    return RequestSpec(ignore_eos=args.ignore_eos,
+                       sampling=tuple((k, v) for k, v in sampling.items() if v is not None),
+                       extra_body=tuple(extra_body(args.extra_body).items()))
+
+
+def _output(args: argparse.Namespace) -> OutputSpec:
+    selected, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
+    return OutputSpec(
+        label=args.label, save_result=args.save_result, append_result=args.append_result,
+        save_detailed=args.save_detailed, result_dir=args.result_dir, result_filename=args.result_filename,
+        metadata=tuple(key_values(args.metadata, "--metadata").items()), percentile_metrics=tuple(selected),
+        metric_percentiles=tuple(pcts), goodput=tuple(parse_goodput(args.goodput).items()),
+        progress=not args.disable_tqdm, telemetry=not args.no_telemetry,
+        telemetry_interval_s=args.telemetry_interval)
+
+
+def extra_body(text: str | None) -> dict:
+    """``--extra-body``: a JSON object, or nothing."""
+    import json
+
+    from servelab.errors import InputError
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"--extra-body: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise InputError("--extra-body: must be a JSON object")
+    return value

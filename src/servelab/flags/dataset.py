@@ -98,12 +98,16 @@ def parse_range_ratio(text: str) -> tuple[float, float | None]:
     return ratios  # type: ignore[return-value]
 
 
-def dataset_spec_from_args(args: argparse.Namespace) -> DatasetSpec:
+def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> DatasetSpec:
+    """``draw_ids``: without --request-id-prefix, leave the prefix to be drawn per sample
+    (a bench spec serves many runs); else draw it now."""
     input_ratio, output_ratio = args.random_range_ratio
+    prefix = args.request_id_prefix
+    if prefix is None and not draw_ids:
+        prefix = f"bench-{uuid.uuid4().hex[:8]}-"
     return DatasetSpec(
         name=args.dataset_name, path=_dataset_path(args), num_prompts=args.num_prompts, seed=args.seed,
-        request_id_prefix=args.request_id_prefix if args.request_id_prefix is not None
-        else f"bench-{uuid.uuid4().hex[:8]}-",
+        request_id_prefix=prefix,
         shuffle=not args.disable_shuffle, oversample=not args.no_oversample,
         sharegpt_output_len=args.sharegpt_output_len, sharegpt_min_len=args.sharegpt_min_len,
         sharegpt_max_prompt_len=args.sharegpt_max_prompt_len, sharegpt_max_total_len=args.sharegpt_max_total_len,

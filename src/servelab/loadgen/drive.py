@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from servelab.client import openai
+from servelab.config import LoadSpec
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
 from servelab.errors import ServerError
@@ -30,14 +31,10 @@ class BenchConfig:
     endpoint: str
     kind: str  # "completions" | "chat"
     model: str  # the name sent in requests
-    request_rate: float = float("inf")
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
+    load: LoadSpec = LoadSpec()  # the rate and the concurrency cap: one source, the run's spec
     ignore_eos: bool = False
     extra_body: dict = field(default_factory=dict)
     headers: dict = field(default_factory=dict)
-    num_warmups: int = 0
-    ready_check_timeout_s: float = 0.0
     seed: int = 0
     verify_tls: bool = True
 
@@ -78,7 +75,7 @@ async def fetch_models(pool: Pool) -> dict | None:
 
 async def wait_ready(config: BenchConfig, pool: Pool, probe: bytes) -> None:
     """vLLM's ``--ready-check-timeout-sec``: retry one real request until it succeeds."""
-    deadline = time.monotonic() + config.ready_check_timeout_s
+    deadline = time.monotonic() + config.load.ready_check_timeout_s
     last = "no attempt"
     while time.monotonic() < deadline:
         resp = await pool.send(probe)
@@ -86,17 +83,17 @@ async def wait_ready(config: BenchConfig, pool: Pool, probe: bytes) -> None:
             return
         last = resp.error or openai.http_error(resp.status, resp.reason, resp.body())
         await asyncio.sleep(1.0)
-    raise ServerError(f"{config.base_url} not ready after {config.ready_check_timeout_s:.0f} s: {last}")
+    raise ServerError(f"{config.base_url} not ready after {config.load.ready_check_timeout_s:.0f} s: {last}")
 
 
 async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
-    sem = asyncio.Semaphore(config.max_concurrency or config.num_warmups)
+    sem = asyncio.Semaphore(config.load.max_concurrency or config.load.num_warmups)
 
     async def one():
         async with sem:
             await pool.send(probe)
 
-    await asyncio.gather(*(one() for _ in range(config.num_warmups)))
+    await asyncio.gather(*(one() for _ in range(config.load.num_warmups)))
 
 
 async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
@@ -110,17 +107,17 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         # probes and warm-ups reuse the first prompt under their own ids, so a
         # server-side log never shows one request id twice
         probe = serialize(config, samples[0], pool, f"{samples[0].request_id}-warmup")
-        if config.ready_check_timeout_s > 0:
+        if config.load.ready_check_timeout_s > 0:
             await wait_ready(config, pool, probe)
-        if config.num_warmups > 0:
+        if config.load.num_warmups > 0:
             await warm_up(config, pool, probe)
-        offsets = arrival_offsets_ns(len(samples), config.request_rate, config.burstiness,
+        offsets = arrival_offsets_ns(len(samples), config.load.request_rate, config.load.burstiness,
                                      np.random.default_rng(config.seed))
-        await pool.warm(min(config.max_concurrency or len(samples), len(samples), 1024))
+        await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
         if on_start is not None:
             on_start()
         cpu0, wall0 = _cpu_s(), time.time()
-        outcome = await run_schedule(pool, payloads, offsets, config.max_concurrency, stop, counters)
+        outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters)
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from servelab.config import LoadSpec
 from servelab.loadgen.drive import BenchConfig, run_bench
 from servelab.mock.config import MockConfig
 from servelab.mock.launch import run_in_subprocess
@@ -25,7 +26,7 @@ def _cpus() -> tuple[set[int], list[int] | None]:
 
 def _bench(url: str, samples, concurrency: int):
     config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
-                         max_concurrency=concurrency, ignore_eos=True)
+                         load=LoadSpec(max_concurrency=concurrency), ignore_eos=True)
     try:
         import uvloop
 

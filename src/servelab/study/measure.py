@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,16 +19,16 @@ from pathlib import Path
 
 
 from servelab import __version__
-from servelab.flags.bench_serve import check_load, key_values, parse_goodput, parse_percentiles
-from servelab.flags.dataset import dataset_spec_from_args, tokenizer_spec_from_args
+from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
+from servelab.flags.bench_serve import check_spec
 from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.datasets import sample_requests
-from servelab.datasets.tokenizer import load_tokenizer
+from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.verdict import render as render_diagnosis
-from servelab.errors import InputError, ServerError
+from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
 from servelab.loadgen.progress import Progress, elapsed
 from servelab.loadgen.pacer import Counters
@@ -55,47 +56,47 @@ class BenchOutcome:
     exit_code: int
 
 
-def run_bench_command(args) -> int:
-    return execute(args).exit_code
-
-
-def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome:
-    """Run one bench from parsed bench flags; print vLLM's block; write files if asked.
+def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
+    """Run one bench from its spec; print vLLM's block; write files if asked. Mutates nothing.
 
     ``context`` (e.g. the engine and its memory report) goes into the result's
     ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
     """
-    config, selected, pcts, slo, metadata = _config(args)
-    with _recorder(args, config) as recorder:  # started early: its start-up overlaps the dataset's
-        with elapsed(f"preparing {args.num_prompts} requests ({args.dataset_name})") if not args.disable_tqdm \
-                else contextlib.nullcontext():
-            tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-            samples = sample_requests(dataset_spec_from_args(args), tokenizer)
+    check_spec(spec)
+    model = spec.server.model or _first_model(spec.server)
+    config = bench_config(spec, model)
+    with _recorder(spec, config) as recorder:  # started early: its start-up overlaps the dataset's
+        with elapsed(f"preparing {spec.dataset.num_prompts} requests ({spec.dataset.name})") \
+                if spec.output.progress else contextlib.nullcontext():
+            tokenizer = bench_tokenizer(spec, model)
+            samples = sample_requests(spec.dataset, tokenizer)
         _preamble(config)
-        run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
+        run = _run(config, samples, tokenizer, progress=spec.output.progress,
                    on_start=_with_telemetry(recorder, on_start))
         timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
-    summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, pcts, slo or None)
+    out = spec.output
+    summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
+                        dict(out.goodput) or None)
     _print_failures(run)
-    shown = _shown_metrics(selected, config)
-    print(console_block(summary, max_concurrency=config.max_concurrency,
-                        request_rate=config.request_rate, selected=shown))
-    extra = servelab_section(args, config, run, summary, tokenizer)
+    shown = _shown_metrics(list(out.percentile_metrics), config)
+    print(console_block(summary, max_concurrency=config.load.max_concurrency,
+                        request_rate=config.load.request_rate, selected=shown))
+    extra = servelab_section(spec, config, run, summary, tokenizer)
     extra.update(context or {})
     _footer(extra)
-    result, path, diagnosis = _result(args, run, summary, shown, metadata, extra, timeline)
+    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
     print(render_diagnosis(diagnosis))
     code = 130 if run.outcome.interrupted else (1 if summary.completed == 0 else 0)
     return BenchOutcome(summary, run, result, path, code)
 
 
 @contextlib.contextmanager
-def _recorder(args, config: BenchConfig):
+def _recorder(spec: BenchSpec, config: BenchConfig):
     """A telemetry recorder for this run (None with --no-telemetry); always cleaned up."""
-    if getattr(args, "no_telemetry", False):
+    if not spec.output.telemetry:
         yield None
         return
-    with Recorder(metrics_url(config.base_url), getattr(args, "telemetry_interval", 0.25),
+    with Recorder(metrics_url(config.base_url), spec.output.telemetry_interval_s,
                   insecure=not config.verify_tls) as recorder:
         recorder.start()
         yield recorder
@@ -115,45 +116,38 @@ def _with_telemetry(recorder, on_start):
     return started
 
 
-def _config(args):
-    check_load(args)
-    selected, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
-    slo = parse_goodput(args.goodput)
-    headers = key_values(args.header, "--header")
-    metadata = key_values(args.metadata, "--metadata")
-    kind = openai.BACKENDS[args.backend]
-    base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
-    if args.model is None:
-        args.model = _first_model(base_url)
-    sampling = {k: v for k, v in {"temperature": args.temperature, "top_p": args.top_p,
-                                  "top_k": args.top_k, "min_p": args.min_p}.items() if v is not None}
-    config = BenchConfig(
-        base_url=base_url, endpoint=args.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
-        model=args.served_model_name or args.model, request_rate=args.request_rate,
-        burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+def bench_config(spec: BenchSpec, model: str) -> BenchConfig:
+    """What the load generator needs, for ``model`` (the spec's, or the server's)."""
+    server = spec.server
+    kind = openai.BACKENDS[server.backend]
+    return BenchConfig(
+        base_url=server.base_url, endpoint=server.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
+        model=server.served_model_name or model, load=spec.load,
         # as in vLLM: a random dataset asks for exact output lengths
-        ignore_eos=args.ignore_eos or args.dataset_name == "random",
-        extra_body={**sampling, **_extra_body(args.extra_body)}, headers=headers,
-        num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec,
-        seed=args.seed, verify_tls=not args.insecure)
-    return config, selected, pcts, slo, metadata
+        ignore_eos=spec.request.ignore_eos or spec.dataset.name == "random",
+        extra_body={**dict(spec.request.sampling), **dict(spec.request.extra_body)},
+        headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls)
 
 
-def _extra_body(text: str | None) -> dict:
-    if not text:
-        return {}
+def bench_tokenizer(spec: BenchSpec, model: str):
+    """--tokenizer when given (it must load); else the model's own when it is found locally;
+    else the bundled Qwen3 tokenizer, with a note saying why."""
+    if spec.tokenizer:
+        return load_tokenizer(TokenizerSpec(spec.tokenizer, spec.trust_remote_code))
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"--extra-body: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise InputError("--extra-body: must be a JSON object")
-    return value
+        return load_tokenizer(TokenizerSpec(model, spec.trust_remote_code))
+    except TokenizerError as exc:
+        bundled = bundled_qwen3_tokenizer_path()
+        if bundled is None:
+            raise
+        print(f"servelab: note: no tokenizer for model {model!r} here ({exc}); using the bundled Qwen3 "
+              f"tokenizer {bundled} (pass --tokenizer for exact prompt lengths)", file=sys.stderr)
+        return load_tokenizer(TokenizerSpec(str(bundled)))
 
 
-def _first_model(base_url: str) -> str:
+def _first_model(server: ServerSpec) -> str:
     async def ask():
-        pool = Pool(base_url)
+        pool = Pool(server.base_url, verify_tls=server.verify_tls)
         try:
             return await fetch_models(pool)
         finally:
@@ -163,7 +157,7 @@ def _first_model(base_url: str) -> str:
     try:
         return models["data"][0]["id"]
     except (TypeError, KeyError, IndexError):
-        raise ServerError(f"--model not given and {base_url}/v1/models did not name a model") from None
+        raise ServerError(f"--model not given and {server.base_url}/v1/models did not name a model") from None
 
 
 def _loop_run(coro):
@@ -176,13 +170,14 @@ def _loop_run(coro):
 
 
 def _preamble(config: BenchConfig) -> None:
-    if config.ready_check_timeout_s <= 0:
+    if config.load.ready_check_timeout_s <= 0:
         print("Skipping endpoint ready check.")
     print("Starting main benchmark run...")
-    print(f"Traffic request rate: {config.request_rate}")
-    dist = "Poisson process" if config.burstiness == 1.0 else "Gamma distribution"
-    print(f"Burstiness factor: {config.burstiness} ({dist})")
-    print(f"Maximum request concurrency: {config.max_concurrency}", flush=True)
+    load = config.load
+    print(f"Traffic request rate: {load.request_rate}")
+    dist = "Poisson process" if load.burstiness == 1.0 else "Gamma distribution"
+    print(f"Burstiness factor: {load.burstiness} ({dist})")
+    print(f"Maximum request concurrency: {load.max_concurrency}", flush=True)
 
 
 def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:
@@ -219,12 +214,12 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
 def _shown_metrics(selected: list[str], config: BenchConfig) -> list[str]:
     """vLLM shows queue metrics only when a concurrency cap exists (and the
     queue-inclusive E2EL only with a finite rate)."""
-    shown = []
+    shown, load = [], config.load
     for m in selected:
-        if m == "client_queue_time" and config.max_concurrency is None:
+        if m == "client_queue_time" and load.max_concurrency is None:
             continue
-        if m == "e2el_including_client_queue" and (config.max_concurrency is None
-                                                   or math.isinf(config.request_rate)):
+        if m == "e2el_including_client_queue" and (load.max_concurrency is None
+                                                   or math.isinf(load.request_rate)):
             continue
         shown.append(m)
     return shown
@@ -240,7 +235,7 @@ def _print_failures(run: BenchRun, limit: int = 5) -> None:
         print(f"Error {i} [{r.request_id}]: {r.error}")
 
 
-def servelab_section(args, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
+def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
     """What we add to vLLM's keys: client fidelity, rules used, provenance."""
     duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
     lag = stat([r.lag_ns / NS_PER_MS for r in run.records], (50, 99))
@@ -260,7 +255,7 @@ def servelab_section(args, config: BenchConfig, run: BenchRun, summary: Summary,
         "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
-        "provenance": provenance(args, config, run, tokenizer),
+        "provenance": provenance(spec, run, tokenizer),
     }
 
 
@@ -268,20 +263,29 @@ def client_bound(cpu_frac: float, lag_p99_ms: float, config: BenchConfig) -> lis
     reasons = []
     if cpu_frac >= CLIENT_CPU_LIMIT:
         reasons.append(f"client CPU at {cpu_frac:.0%} of a core")
-    if not math.isinf(config.request_rate) and lag_p99_ms > SCHEDULE_LAG_P99_LIMIT_MS:
+    if not math.isinf(config.load.request_rate) and lag_p99_ms > SCHEDULE_LAG_P99_LIMIT_MS:
         reasons.append(f"schedule lag p99 {lag_p99_ms:.1f} ms")
     return reasons
 
 
-def provenance(args, config: BenchConfig, run: BenchRun, tokenizer) -> dict:
-    path = getattr(args, "dataset_path", None)
+def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
+    path = spec.dataset.path
     return {
         "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
-        "argv": sys.argv[1:], "flags": {k: _jsonable(v) for k, v in vars(args).items()},
+        "argv": list(spec.argv), "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
         "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
-        "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": config.seed,
+        "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
         "server_models": run.server_models,
     }
+
+
+def flat_flags(spec: BenchSpec) -> dict:
+    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…)."""
+    dataset = {("dataset_" + k if k in ("name", "path") else k): v
+               for k, v in dataclasses.asdict(spec.dataset).items()}
+    groups = (spec.server, spec.load, spec.request, spec.output)
+    return {**{k: v for g in groups for k, v in dataclasses.asdict(g).items()}, **dataset,
+            "tokenizer": spec.tokenizer, "trust_remote_code": spec.trust_remote_code}
 
 
 def file_sha256(path) -> str | None:
@@ -297,8 +301,10 @@ def file_sha256(path) -> str | None:
 def _jsonable(v):
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
-    if isinstance(v, (str, int, float, bool, type(None), list, dict)):
+    if isinstance(v, (str, int, float, bool, type(None), dict)):
         return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
     return str(v)
 
 
@@ -314,31 +320,32 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _result(args, run: BenchRun, summary, shown, metadata, extra, timeline=None):
+def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None):
     """Build the result JSON, diagnose it; write it (records, timeline) when asked to save."""
+    out, load = spec.output, spec.load
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
-    save = args.save_result or args.append_result
+    save = out.save_result or out.append_result
     path = rec_path = tl_path = None
     if save:
-        path = store.result_filename(args.label, args.backend, args.request_rate, args.max_concurrency,
-                                     args.model, date, args.result_filename, args.result_dir)
-        rec_path = store.records_path(path, date, args.append_result)
+        path = store.result_filename(out.label, spec.server.backend, load.request_rate, load.max_concurrency,
+                                     model, date, out.result_filename, out.result_dir)
+        rec_path = store.records_path(path, date, out.append_result)
         extra["records_file"] = str(rec_path)
-        tl_path = timeline_path(path, date, args.append_result) if timeline else None
-    head = {"date": date, "endpoint_type": args.backend, "backend": args.backend, "label": args.label,
-            "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
-            "num_prompts": args.num_prompts, **metadata,
-            "request_rate": args.request_rate if args.request_rate < float("inf") else "inf",
-            "burstiness": args.burstiness, "max_concurrency": args.max_concurrency}
+        tl_path = timeline_path(path, date, out.append_result) if timeline else None
+    head = {"date": date, "endpoint_type": spec.server.backend, "backend": spec.server.backend,
+            "label": out.label, "model_id": model, "tokenizer_id": spec.tokenizer or model,
+            "num_prompts": spec.dataset.num_prompts, **dict(out.metadata),
+            "request_rate": load.request_rate if load.request_rate < float("inf") else "inf",
+            "burstiness": load.burstiness, "max_concurrency": load.max_concurrency}
     result = store.build_result(head=head, summary=summary, records=run.records, selected=shown,
-                                save_detailed=args.save_detailed, extra=extra)
+                                save_detailed=out.save_detailed, extra=extra)
     diagnosis = _diagnose(result, timeline, tl_path)
     if save:
-        store.write_result(result, path, args.append_result)
+        store.write_result(result, path, out.append_result)
         store.write_records(run.records, run.outcome.t0_ns, rec_path)
         if timeline is not None:
             write_timeline(timeline, tl_path)
-        print(f"servelab: result {'appended to' if args.append_result else 'written to'} {path}; "
+        print(f"servelab: result {'appended to' if out.append_result else 'written to'} {path}; "
               f"per-request records in {rec_path}")
     return result, path, diagnosis
 

@@ -10,7 +10,7 @@ again, and the engine starts only when a run is not done yet: a fully resumed
 session starts nothing.
 
     with Session(study, "embedded", say=print) as session:
-        run = session.run(Workload("c8", argv))   # kept from before, or measured now
+        run = session.run(Workload("c8", spec))   # kept from before, or measured now
 
 SIGINT/SIGTERM during a run end that run (``execute`` handles them); the session then
 raises KeyboardInterrupt and the engine stops on the way out.
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.errors import EngineError
-from servelab.flags.bench_serve import parse_bench_argv
+from servelab.config import BenchSpec, ServerSpec
 from servelab.study import gpu_memory, layout
-from servelab.study.measure import BenchOutcome, execute
+from servelab.study.measure import BenchOutcome, bench_tokenizer, execute
 from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
 from servelab.study.spec import EngineEntry, RunKey, Study, Workload
 
@@ -171,31 +171,24 @@ def _warm_up(study: Study, engine, key: RunKey, folder: Path, show: Display) -> 
     so the first measured run does not pay for the engine's first requests."""
     if study.warmup == 0:
         return
-    workload = study.workloads[key.workload]
-    argv = [*workload.argv, *_where_flags(engine), "--num-prompts", str(_warmup_prompts(workload, study.warmup)),
-            "--seed", str(study.seed + 7919), "--disable-tqdm", "--no-telemetry"]
-    args = parse_bench_argv(_known_only(argv), prog=f"warm-up {key.workload}")
+    spec = study.workloads[key.workload].spec
+    dataset = dataclasses.replace(spec.dataset, num_prompts=_warmup_prompts(spec, study.warmup),
+                                  seed=study.seed + 7919)
+    output = dataclasses.replace(spec.output, progress=False, telemetry=False)
     with _captured(folder / "warmup.txt", echo=False):
-        warm = execute(args)
+        warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output))
     show.say(f"engine {key.engine}: warmed up with {warm.summary.completed} requests "
              f"({warm.summary.failed} failed)")
 
 
-def _warmup_prompts(workload, n: int) -> int:
+def _warmup_prompts(spec: BenchSpec, n: int) -> int:
     # prefix_repetition makes num_prompts // num_prefixes per prefix: at least one each
-    args = parse_bench_argv(list(workload.argv))
-    return max(n, args.prefix_repetition_num_prefixes) if args.dataset_name == "prefix_repetition" else n
+    d = spec.dataset
+    return max(n, d.prefix_repetition_num_prefixes) if d.name == "prefix_repetition" else n
 
 
-def _known_only(argv: list[str]) -> list[str]:
-    """Drop --no-telemetry where this servelab's bench has no such flag (telemetry is optional)."""
-    from servelab.study.spec import bench_flags
-
-    return [a for a in argv if a != "--no-telemetry" or a in bench_flags()]
-
-
-def _where_flags(engine) -> list[str]:
-    return ["--base-url", engine.base_url, "--model", engine.model]
+def _where(spec: BenchSpec, engine) -> ServerSpec:
+    return dataclasses.replace(spec.server, base_url=engine.base_url, model=engine.model)
 
 
 def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry, verbose: bool, show) -> bool:
@@ -203,13 +196,13 @@ def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry,
     folder = layout.run_dir(study, key)
     layout.clear(folder)
     reset = reset_prefix_cache(engine.base_url) if entry.reset_prefix_cache else "off"
-    args = _bench_args(study, key, engine, folder)
+    spec = _run_spec(study, key, engine, folder)
     if key.repeat == 1:
-        _save_prompts(args, folder / "prompts.json")
+        _save_prompts(spec, folder / "prompts.json")
     context = {"engine": facts, "study": _study_context(study, key, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
     with _captured(folder / "console.txt", echo=verbose):
-        outcome = execute(args, context=context)
+        outcome = execute(spec, context=context)
     _after_run(engine, folder, facts, log_from)
     if outcome.run.outcome.interrupted:
         raise KeyboardInterrupt  # the run was cut: no marker; the engine stops on the way out
@@ -225,11 +218,12 @@ def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry,
     return True
 
 
-def _bench_args(study: Study, key: RunKey, engine, folder: Path):
-    """The workload's flags, plus where the engine is and where the result goes."""
-    argv = [*study.workloads[key.workload].argv, *_where_flags(engine), "--save-result", "--result-dir",
-            str(folder), "--result-filename", layout.RESULT_FILE, "--label", key.engine]
-    return parse_bench_argv(argv, prog=f"workloads.{key.workload}")
+def _run_spec(study: Study, key: RunKey, engine, folder: Path) -> BenchSpec:
+    """The workload's spec, plus where the engine is and where the result goes."""
+    spec = study.workloads[key.workload].spec
+    output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
+                                 result_filename=layout.RESULT_FILE, label=key.engine)
+    return dataclasses.replace(spec, server=_where(spec, engine), output=output)
 
 
 def _study_context(study: Study, key: RunKey, reset: str) -> dict:
@@ -291,16 +285,14 @@ def reset_prefix_cache(base_url: str) -> str:
     return "failed"
 
 
-def _save_prompts(args, path: Path) -> None:
+def _save_prompts(spec: BenchSpec, path: Path) -> None:
     """The first prompts of this workload, for the report. Drawn again with the run's
     own seed, dataset and tokenizer — the same sample the run sends."""
     from servelab.datasets import sample_requests
-    from servelab.datasets.tokenizer import load_tokenizer
-    from servelab.flags.dataset import dataset_spec_from_args, tokenizer_spec_from_args
 
     with contextlib.redirect_stderr(io.StringIO()):  # its notes repeat in the run's own output
-        tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-        samples = sample_requests(dataset_spec_from_args(args), tokenizer)
+        tokenizer = bench_tokenizer(spec, spec.server.model)
+        samples = sample_requests(spec.dataset, tokenizer)
     rows = [{"prompt": s.prompt, "prompt_len": s.prompt_len, "output_len": s.expected_output_len}
             for s in samples[:PROMPT_SAMPLES]]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")

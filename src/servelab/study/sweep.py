@@ -9,12 +9,15 @@ the same sweep keeps every point done and measures only what is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab.config import BenchSpec
+from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.study import layout
 from servelab.study.runner import study_record
@@ -29,7 +32,8 @@ from servelab.search.table import points_table
 LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
          "rate": ("--request-rate", "request rate", "r", False)}
 # What every point reports unless the workload says otherwise: p50 and p99 of E2EL too.
-DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el", "--metric-percentiles": "50,99"}
+DEFAULT_METRICS = ("ttft", "tpot", "itl", "e2el")
+DEFAULT_PERCENTILES = (50.0, 99.0)
 SUMMARY_FILE = "sweep.json"
 
 
@@ -37,7 +41,7 @@ SUMMARY_FILE = "sweep.json"
 class SweepPlan:
     name: str
     engine: EngineEntry
-    argv: tuple[str, ...]  # the base workload's bench flags, without the swept one
+    spec: BenchSpec  # the base workload (its argv: the flags, without the swept one)
     ladder: tuple[float, ...]
     over: str = "concurrency"
     results: Path = Path("results")
@@ -48,9 +52,13 @@ class SweepPlan:
     rel_tol: float = 0.1
     max_bisect: int = 4
     warmup: int = 4
-    port: int = 8200
+    port: int = DEFAULT_PORT
     plots: bool = True
     verbose: bool = False
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.spec.argv
 
     @property
     def load_name(self) -> str:
@@ -90,31 +98,37 @@ class SweepOutcome:
                 and self.ladder_points[-1].load < self.plan.ladder[-1])
 
 
-def workload_argv(argv: tuple[str, ...], slo: dict[str, float] | None) -> tuple[str, ...]:
+def workload_spec(spec: BenchSpec, slo: dict[str, float] | None) -> BenchSpec:
     """The base workload with the sweep's defaults: p50/p99 of every latency, and the SLO
-    as bench's ``--goodput`` (requests meeting it per second) when one is given."""
-    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
-    extra = [x for flag, value in DEFAULT_FLAGS.items() if flag not in given for x in (flag, value)]
-    goodput = [f"{k.split('_', 1)[1]}:{v:g}" for k, v in (slo or {}).items() if not k.endswith("_itl")]
+    as bench's ``--goodput`` (requests meeting it per second) when one is given. Each
+    default is added to the identity (``argv``) as the flag it stands for."""
+    given = {a.split("=", 1)[0] for a in spec.argv if a.startswith("--")}
+    out, extra = spec.output, []
+    if "--percentile-metrics" not in given:
+        out = dataclasses.replace(out, percentile_metrics=DEFAULT_METRICS)
+        extra += ["--percentile-metrics", ",".join(DEFAULT_METRICS)]
+    if "--metric-percentiles" not in given:
+        out = dataclasses.replace(out, metric_percentiles=DEFAULT_PERCENTILES)
+        extra += ["--metric-percentiles", ",".join(f"{p:g}" for p in DEFAULT_PERCENTILES)]
+    goodput = {k.split("_", 1)[1]: v for k, v in (slo or {}).items() if not k.endswith("_itl")}
     if goodput and "--goodput" not in given:
-        extra += ["--goodput", *goodput]
-    return (*argv, *extra)
+        out = dataclasses.replace(out, goodput=tuple(goodput.items()))
+        extra += ["--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
+    return dataclasses.replace(spec, output=out, argv=(*spec.argv, *extra))
 
 
-def measured_latencies(argv: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def measured_latencies(spec: BenchSpec) -> tuple[list[str], list[str]]:
     """What a run of this workload reports: (statistics, latencies) — mean/median/std and
     each of --metric-percentiles ("p99"), of each of --percentile-metrics ("ttft")."""
-    from servelab.flags.bench_serve import parse_bench_argv, parse_percentiles
-
-    args = parse_bench_argv(list(workload_argv(argv, None)), prog="workload")
-    names, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
-    return ["mean", "median", "std", *(f"p{int(p) if int(p) == p else p}" for p in pcts)], names
+    out = workload_spec(spec, None).output
+    pcts = [f"p{int(p) if int(p) == p else p}" for p in out.metric_percentiles]
+    return ["mean", "median", "std", *pcts], list(out.percentile_metrics)
 
 
-def check_latencies(argv: tuple[str, ...], keys: dict[str, str]) -> None:
+def check_latencies(spec: BenchSpec, keys: dict[str, str]) -> None:
     """Each latency the plan decides on ({key: the flag that named it}) must be one the
     runs report, or every comparison with it would be NaN and silently false."""
-    stats, names = measured_latencies(argv)
+    stats, names = measured_latencies(spec)
     for key, flag in keys.items():
         if key not in {f"{stat}_{name}" for stat in stats for name in names}:
             raise InputError(f"{flag}: the runs do not report {key} (they report {'/'.join(stats)} of "
@@ -122,7 +136,7 @@ def check_latencies(argv: tuple[str, ...], keys: dict[str, str]) -> None:
 
 
 def check_plan(plan: SweepPlan) -> None:
-    check_latencies(plan.argv, {plan.latency_key: "--latency-key", **{k: "--slo" for k in plan.slo or {}}})
+    check_latencies(plan.spec, {plan.latency_key: "--latency-key", **{k: "--slo" for k in plan.slo or {}}})
     flag = LOADS[plan.over][0]
     if any(a.split("=", 1)[0] == flag for a in plan.argv):
         raise InputError(f"{flag} is what this sweep varies: give the loads with --loads or --start/--stop")
@@ -133,14 +147,18 @@ def check_plan(plan: SweepPlan) -> None:
 
 
 def point_workload(plan: SweepPlan, load: float) -> Workload:
-    return load_workload(plan.argv, plan.over, load, plan.slo)
+    return load_workload(plan.spec, plan.over, load, plan.slo)
 
 
-def load_workload(argv: tuple[str, ...], over: str, load: float, slo: dict[str, float] | None) -> Workload:
+def load_workload(spec: BenchSpec, over: str, load: float, slo: dict[str, float] | None) -> Workload:
     """The base workload at one load, named for its folder: ``c8`` (concurrency), ``r2.5`` (rate)."""
     flag, name, prefix, integer = LOADS[over]
     value = str(int(load)) if integer else f"{load:g}"
-    return Workload(f"{prefix}{value}", (*workload_argv(argv, slo), flag, value), f"{name} {value}")
+    base = workload_spec(spec, slo)
+    varied = {"max_concurrency": int(load)} if integer else {"request_rate": float(load)}
+    at_load = dataclasses.replace(base, load=dataclasses.replace(base.load, **varied),
+                                  argv=(*base.argv, flag, value))
+    return Workload(f"{prefix}{value}", at_load, f"{name} {value}")
 
 
 def sweep_study(plan: SweepPlan) -> Study:
@@ -291,7 +309,7 @@ def summary(outcome: SweepOutcome) -> dict:
     ladder = outcome.ladder_points
     return {
         "name": plan.name, "engine": plan.engine.name, "over": plan.over, "load_flag": LOADS[plan.over][0],
-        "workload_argv": list(workload_argv(plan.argv, plan.slo)), "ladder": list(plan.ladder),
+        "workload_argv": list(workload_spec(plan.spec, plan.slo).argv), "ladder": list(plan.ladder),
         "rule": rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key),
         "points": [_point_dict(p, outcome.folders.get(p.load)) for p in outcome.points],
         "knee": {"operating_load": outcome.operating.load if outcome.operating else None, "judged": outcome.judged,

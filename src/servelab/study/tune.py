@@ -24,7 +24,8 @@ from pathlib import Path
 from servelab.engines import EngineSpec, embedded_engine_spec
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
-from servelab.engines.spec import flag_value
+from servelab.engines.spec import DEFAULT_PORT, flag_value
+from servelab.config import BenchSpec
 from servelab.errors import EngineError, InputError
 from servelab.study import layout
 from servelab.study.runner import study_record
@@ -46,7 +47,7 @@ MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
 class TunePlan:
     name: str
     engine: EngineEntry  # the base engine; each config adds its knob flags
-    argv: tuple[str, ...]  # the base workload's bench flags, without the load flag
+    spec: BenchSpec  # the base workload (its argv: the flags, without the load flag)
     knobs: tuple[Knob, ...]
     loads: tuple[float, ...]
     over: str = "concurrency"
@@ -56,8 +57,12 @@ class TunePlan:
     repeats: int = 2
     results: Path = Path("results")
     warmup: int = 4
-    port: int = 8200
+    port: int = DEFAULT_PORT
     verbose: bool = False
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.spec.argv
 
     @property
     def folder(self) -> Path:
@@ -132,7 +137,7 @@ def config_entry(base: EngineEntry, choice: dict[str, str]) -> EngineEntry:
 
 def _embedded_as_spec(base: EngineEntry) -> EngineSpec:
     """The embedded engine as a plain vLLM spec, so a model knob can replace its model."""
-    spec = embedded_engine_spec(port=base.port or 8200)
+    spec = embedded_engine_spec(port=base.port or DEFAULT_PORT)
     return dataclasses.replace(spec, args=(*spec.args, *base.args), env=base.env,
                                ready_timeout_s=base.ready_timeout_s)
 
@@ -182,7 +187,7 @@ def model_max_len(model: str) -> int | None:
 # --- the study they run in ---
 
 def workloads(plan: TunePlan) -> list[Workload]:
-    return [load_workload(plan.argv, plan.over, load, plan.slo) for load in plan.loads]
+    return [load_workload(plan.spec, plan.over, load, plan.slo) for load in plan.loads]
 
 
 def tune_study(plan: TunePlan, cands: list[Candidate]) -> Study:
@@ -221,7 +226,7 @@ def _check(plan: TunePlan) -> None:
         raise InputError("tune needs at least one load, --top >= 1 and --repeats >= 1")
     if plan.objective == "goodput" and not plan.slo:
         raise InputError("--objective goodput needs --slo (goodput counts requests meeting it)")
-    check_latencies(plan.argv, {k: "--slo" for k in plan.slo or {}})
+    check_latencies(plan.spec, {k: "--slo" for k in plan.slo or {}})
 
 
 def _first(plan: TunePlan, study: Study, cand: Candidate, budget: Budget | None, say) -> Trial:

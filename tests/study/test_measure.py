@@ -1,0 +1,66 @@
+"""``study/measure.execute``: one bench run from a ``BenchSpec`` built in code — no argv anywhere."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
+from servelab.study.measure import bench_tokenizer, execute
+
+
+def spec_for(url: str, tmp_path, tokenizer: str | None, **load) -> BenchSpec:
+    return BenchSpec(
+        server=ServerSpec(base_url=url),
+        load=LoadSpec(**load),
+        dataset=DatasetSpec(name="random", num_prompts=10, random_input_len=16, random_output_len=6, seed=5),
+        output=OutputSpec(save_result=True, result_dir=str(tmp_path), result_filename="r.json",
+                          progress=False, telemetry=False),
+        tokenizer=tokenizer)
+
+
+def test_a_spec_built_in_code_runs_a_bench_against_the_mock(mock_server, qwen3_path, tmp_path, capsys):
+    mock = mock_server(ttft_ms=2, itl_ms=1)
+    spec = spec_for(mock.url, tmp_path, qwen3_path, max_concurrency=3, request_rate=500.0)
+    before = dataclasses.replace(spec)
+    outcome = execute(spec)
+    assert outcome.exit_code == 0 and outcome.summary.completed == 10
+    assert spec == before  # execute mutates nothing (the model it asked the server for stays local)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["max_concurrency"] == 3 and result["request_rate"] == 500.0
+    assert result["model_id"] == "mock"  # from the server's /v1/models: the spec had none
+    # what the server saw is what the spec asked for: 10 requests of 6 tokens each
+    truth = mock.truth().requests
+    assert len(truth) == 10 and {r.planned_tokens for r in truth} == {6}
+    flags = result["servelab"]["provenance"]["flags"]
+    assert flags["max_concurrency"] == 3 and flags["dataset_name"] == "random" and flags["seed"] == 5
+    assert "Maximum request concurrency: 3" in capsys.readouterr().out
+
+
+def test_request_ids_are_drawn_per_run_when_no_prefix_is_given(mock_server, qwen3_path, tmp_path):
+    """One spec serves many runs (a study's repeats): as vLLM, each run draws its own id prefix."""
+    mock = mock_server()
+    spec = spec_for(mock.url, tmp_path, qwen3_path)
+    spec = dataclasses.replace(spec, dataset=dataclasses.replace(spec.dataset, request_id_prefix=None,
+                                                                 num_prompts=2))
+    execute(spec)
+    execute(spec)
+    ids = [r.request_id for r in mock.truth().requests]
+    assert len(ids) == 4 and len(set(ids)) == 4 and all(i.startswith("bench-") for i in ids)
+
+
+def test_a_served_alias_with_no_local_tokenizer_falls_back_to_the_bundled_one(qwen3_path, capsys):
+    """The model name the server answers may be an alias no tokenizer is found for: the
+    bundled Qwen3 tokenizer is used, with a note, as the README says."""
+    tok = bench_tokenizer(BenchSpec(), "my-served-alias")
+    assert tok.encode("hello") == [14990]  # the Qwen3 tokenizer's id for "hello"
+    assert "no tokenizer for model 'my-served-alias'" in capsys.readouterr().err
+
+
+def test_an_explicit_tokenizer_that_cannot_load_is_an_error(tmp_path):
+    import pytest
+
+    from servelab.errors import TokenizerError
+
+    with pytest.raises(TokenizerError):
+        bench_tokenizer(BenchSpec(tokenizer=str(tmp_path / "missing")), "m")
