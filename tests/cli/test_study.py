@@ -191,7 +191,7 @@ def demo_random(tmp_path_factory):
 @real_engine
 def test_demo_capped_is_worse_beyond_noise_and_the_baseline_repeat_is_within_it(demo_random, capsys):
     from servelab.reports.compare import build_tables
-    from servelab.reports.runs import load_runs
+    from servelab.results.runs import load_runs
 
     [table] = build_tables(load_runs([demo_random]), baseline="baseline")
     rows = {r.metric.key: r for r in table.rows}

@@ -8,7 +8,7 @@ from study_factory import make_study
 from servelab.errors import InputError
 from servelab.reports.compare import build_tables
 from servelab.reports.reference import add_reference, load_reference
-from servelab.reports.runs import load_runs
+from servelab.results.runs import load_runs
 from servelab.reports.table import fmt_versus, render_markdown, render_text
 
 

@@ -35,7 +35,7 @@ def comparison_text(paths, baseline=None, form="text", reference=None, noise_flo
     from servelab.errors import InputError
     from servelab.reports.compare import build_tables
     from servelab.reports.reference import add_reference, load_reference
-    from servelab.reports.runs import load_runs
+    from servelab.results.runs import load_runs
     from servelab.reports.table import render_markdown, render_text
 
     if not 0 <= noise_floor_pct < 100:

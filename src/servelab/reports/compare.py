@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from servelab.errors import InputError
 from servelab.reports import verdict as v
-from servelab.reports.runs import Run
+from servelab.results.runs import Run
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.reports.compare import load_of
-from servelab.reports.runs import Run
+from servelab.results.runs import Run
 
 EAGER_NOTE = "--enforce-eager (no CUDA graphs / torch.compile): slower steps than a compiled engine"
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from servelab.errors import InputError
 from servelab.reports import verdict as v
 from servelab.reports.compare import METRIC_KEYS, Comparison, Table, load_of
-from servelab.reports.runs import Run
+from servelab.results.runs import Run
 
 FIELDS = ("source", "date", "url", "hardware", "engine", "engine_version", "model", "workload", "numbers", "notes")
 WORKLOAD_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "seed")

@@ -16,7 +16,7 @@ from servelab import __version__
 from servelab.reports import methodology, plots
 from servelab.reports import verdict as v
 from servelab.reports.compare import METRICS, Table, build_tables, metric_value
-from servelab.reports.runs import Run, load_runs, study_info
+from servelab.results.runs import Run, load_runs, study_info
 from servelab.reports.table import grid
 
 PROMPT_CHARS = 1500  # longer sample prompts are cut (the point is what they look like)

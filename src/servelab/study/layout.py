@@ -1,46 +1,34 @@
-"""Where a study's files live, and the marker that says a run is complete.
+"""A study's runs on disk: which folder each run has, and whether it is done.
 
-    <results>/<study>/study.toml                 the study file as it was run
-    <results>/<study>/study.json                 what it resolved to (engines, workload flags, order)
-    <results>/<study>/<engine>/engine.log        the engine's log (its latest start)
-    <results>/<study>/<engine>/engine.json       facts about that start (version, dtype, model hash…)
-    <results>/<study>/<engine>/<workload>/<repeat>/
-        result.json  result.records.jsonl  [result.timeline.jsonl]
-        console.txt  engine.log  memory.json  prompts.json (repeat 1)
-        run.json     ← the marker
-
-``run.json`` is written last, atomically (a temporary file renamed into place),
-and only once the result and its records are complete: it alone says "done". A
-run folder without it is an interrupted attempt; a rerun clears it and runs it
-again. The marker carries a hash of the run's configuration, so a run made
-under a different engine or workload definition is not mistaken for this one.
+The folder layout and the marker belong to ``results/layout.py``; this module maps a
+study's names onto it and decides "done": a marker made under this run's definition
+(a hash of the engine and workload), and on the engine start this repeat belongs to.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from servelab.results import layout as files
+from servelab.results.layout import RESULT_FILE, RUN_MARKER, clear, read_marker, write_json_atomic
 from servelab.study.spec import RunKey, Study
 
-RUN_MARKER = "run.json"  # reports/runs.py reads this name too
-RESULT_FILE = "result.json"
+__all__ = ["RESULT_FILE", "RUN_MARKER", "clear", "config_hash", "engine_dir", "is_done", "mark_done", "read_marker",
+           "run_dir", "status", "study_dir", "write_json_atomic"]
 
 
 def study_dir(study: Study) -> Path:
-    return study.results / study.name
+    return files.study_dir(study.results, study.name)
 
 
 def engine_dir(study: Study, engine: str) -> Path:
-    return study_dir(study) / engine
+    return files.engine_dir(study.results, study.name, engine)
 
 
 def run_dir(study: Study, key: RunKey) -> Path:
-    return engine_dir(study, key.engine) / key.workload / str(key.repeat)
+    return files.run_dir(study.results, study.name, key.engine, key.workload, key.repeat)
 
 
 def config_hash(study: Study, key: RunKey) -> str:
@@ -52,13 +40,6 @@ def config_hash(study: Study, key: RunKey) -> str:
               "command": list(spec.command) if spec else [], "url": spec.url if spec else None}
     text = json.dumps({"engine": engine, "workload": list(workload.argv)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def read_marker(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / RUN_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def is_done(study: Study, key: RunKey) -> bool:
@@ -81,31 +62,8 @@ def status(study: Study, key: RunKey) -> str:
     return "partial" if folder.exists() else "todo"
 
 
-def clear(folder: Path) -> None:
-    """Start a run from nothing: an interrupted attempt's files must not mix with the new ones."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write to a temporary file beside ``path``, fsync, rename: readers see all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; results are shared like any other file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def mark_done(study: Study, key: RunKey, info: dict) -> None:
     marker = {"study": study.name, "engine": key.engine, "workload": key.workload, "repeat": key.repeat,
               "repeats": study.total_repeats, "start": study.start_of(key), "config_hash": config_hash(study, key),
-              "result": RESULT_FILE, **info}
-    write_json_atomic(run_dir(study, key) / RUN_MARKER, marker)
+              **info}
+    files.write_marker(run_dir(study, key), marker)

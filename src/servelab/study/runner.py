@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.facts import hardware
 from servelab.study.session import Session
@@ -75,7 +76,7 @@ def _write_study_files(study: Study) -> None:
     folder = layout.study_dir(study)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "study.toml").write_text(study.source, encoding="utf-8")
-    layout.write_json_atomic(folder / "study.json", study_record(study))
+    layout.write_json_atomic(folder / files.STUDY_FILE, study_record(study))
 
 
 def study_record(study: Study) -> dict:

@@ -34,6 +34,8 @@ from pathlib import Path
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
+from servelab.results.runs import run_result
+from servelab.results import layout as files
 from servelab.study import gpu_memory, layout
 from servelab.study.measure import BenchOutcome, bench_tokenizer, execute
 from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
@@ -102,13 +104,13 @@ class Session:
         key = RunKey(self.name, workload.name, repeat)
         folder = layout.run_dir(self.study, key)
         if layout.is_done(self.study, key):
-            return SessionRun(key, folder, read_result(folder), True, True)
+            return SessionRun(key, folder, run_result(folder), True, True)
         engine = self.started(key)
         entry = self.study.engines[self.name]
         done = _run_one(self.study, key, engine, self.facts, entry, self.verbose, self.show)
         if not done:
             _check_alive(engine)  # no completed request: a dead engine ends the session
-        return SessionRun(key, folder, read_result(folder), done, False)
+        return SessionRun(key, folder, run_result(folder), done, False)
 
     def started(self, first: RunKey):
         """The engine, started (and warmed up with ``first``'s workload) if it is not yet."""
@@ -130,18 +132,11 @@ class Session:
                           "log_ready_bytes": _size(engine.log_path)}
             _warm_up(self.study, engine, first, folder, self.show)
             self.facts["footprint_gib"] = footprint_gib(engine)
-            layout.write_json_atomic(folder / "engine.json", self.facts)
+            layout.write_json_atomic(folder / files.ENGINE_FILE, self.facts)
         except BaseException:
             engine.stop()
             raise
         return engine
-
-
-def read_result(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / layout.RESULT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _check_alive(engine) -> None:
@@ -198,7 +193,7 @@ def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry,
     reset = reset_prefix_cache(engine.base_url) if entry.reset_prefix_cache else "off"
     spec = _run_spec(study, key, engine, folder)
     if key.repeat == 1:
-        _save_prompts(spec, folder / "prompts.json")
+        _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(study, key, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
     with _captured(folder / "console.txt", echo=verbose):
@@ -239,7 +234,7 @@ def _after_run(engine, folder: Path, facts: dict, log_from: int) -> None:
         write_log_slice(engine.log_path, folder / "engine.log", facts.get("log_ready_bytes", 0), log_from)
     memory = {**engine.memory_report.to_dict(), "footprint_gib": facts.get("footprint_gib"),
               "checkpoint_gib": (facts.get("model_files") or {}).get("weights_gib")}
-    (folder / "memory.json").write_text(json.dumps(memory, indent=1), encoding="utf-8")
+    (folder / files.MEMORY_FILE).write_text(json.dumps(memory, indent=1), encoding="utf-8")
 
 
 def write_log_slice(source: Path, target: Path, head_end: int, run_from: int) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from servelab.config import BenchSpec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
+from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session
@@ -225,7 +226,7 @@ def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> Sweep
 
 def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(plan.folder / "study.json", study_record(study))
+    layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
     if plan.plots:
         from servelab.study.sweep_plots import draw
 

@@ -27,6 +27,7 @@ from servelab.engines.ready import last_lines
 from servelab.engines.spec import DEFAULT_PORT, flag_value
 from servelab.config import BenchSpec
 from servelab.errors import EngineError, InputError
+from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session, SessionRun, resolve_spec
@@ -330,7 +331,7 @@ def _budget(study: Study, cands: list[Candidate]) -> Budget | None:
 
 def _engine_facts(study: Study, name: str) -> dict:
     try:
-        return json.loads((layout.engine_dir(study, name) / "engine.json").read_text(encoding="utf-8"))
+        return json.loads((layout.engine_dir(study, name) / files.ENGINE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -390,7 +391,7 @@ def _write(plan: TunePlan, study: Study, outcome: TuneOutcome) -> None:
     from servelab.study.tune_report import markdown, summary
 
     plan.folder.mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(plan.folder / "study.json", study_record(study))
+    layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
     layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
     outcome.report = plan.folder / REPORT_FILE
     outcome.report.write_text(markdown(outcome), encoding="utf-8")

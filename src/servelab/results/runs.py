@@ -18,10 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import InputError
-
-RUN_MARKER = "run.json"  # written by study/layout.py, last, once a run is complete
-# Files in a run folder that are not results.
-NOT_RESULTS = {RUN_MARKER, "memory.json", "engine.json", "study.json", "prompts.json"}
+from servelab.results.layout import MEMORY_FILE, NOT_RESULTS, PROMPTS_FILE, RESULT_FILE, RUN_MARKER, STUDY_FILE
 
 
 @dataclass(slots=True)
@@ -47,7 +44,7 @@ class Run:
 
     def memory(self) -> dict:
         """The engine's memory report (plus measured footprint) for this run."""
-        beside = _json_or_none(self.folder / "memory.json")
+        beside = _json_or_none(self.folder / MEMORY_FILE)
         return beside if isinstance(beside, dict) else dict(self.engine.get("memory_report") or {})
 
     def records(self) -> list[dict]:
@@ -60,7 +57,7 @@ class Run:
         return self._beside(telemetry.get("timeline_file"), ".timeline.jsonl")
 
     def prompts(self) -> list[dict]:
-        found = _json_or_none(self.folder / "prompts.json")
+        found = _json_or_none(self.folder / PROMPTS_FILE)
         return found if isinstance(found, list) else []
 
     def _beside(self, recorded: str | None, suffix: str) -> Path | None:
@@ -101,7 +98,7 @@ def _from_folder(folder: Path) -> list[Run]:
 
 def _in_study_order(folder: Path, runs: list[Run]) -> list[Run]:
     """Engines and workloads in the order the study file defines them (not alphabetical)."""
-    study = _json_or_none(folder / "study.json")
+    study = _json_or_none(folder / STUDY_FILE)
     if not isinstance(study, dict):
         return runs
     engines, workloads = list(study.get("engines") or {}), list(study.get("workloads") or {})
@@ -113,10 +110,10 @@ def _from_marker(marker: Path) -> list[Run]:
     info = _json_or_none(marker)
     if not isinstance(info, dict):
         return []  # unreadable marker: treat the run as not done
-    result = _json_or_none(marker.parent / info.get("result", "result.json"))
+    result = _json_or_none(marker.parent / info.get("result", RESULT_FILE))
     if not isinstance(result, dict):
         return []
-    return [Run(result, marker.parent / info.get("result", "result.json"), str(info.get("engine")),
+    return [Run(result, marker.parent / info.get("result", RESULT_FILE), str(info.get("engine")),
                 str(info.get("workload", "")), info.get("repeat"), info.get("study"))]
 
 
@@ -172,7 +169,46 @@ def _jsonl(path: Path) -> list[dict]:
 def study_info(paths: list[str | Path]) -> dict | None:
     """``study.json`` of the first argument that is a study folder."""
     for path in map(Path, paths):
-        found = _json_or_none(path / "study.json") if path.is_dir() else None
+        found = _json_or_none(path / STUDY_FILE) if path.is_dir() else None
         if isinstance(found, dict):
             return found
     return None
+
+
+def run_result(folder: Path) -> dict | None:
+    """A study run's result JSON, or None when the run wrote none."""
+    found = _json_or_none(Path(folder) / RESULT_FILE)
+    return found if isinstance(found, dict) else None
+
+
+def find_result(path: Path) -> Path:
+    """RUN as given to ``diagnose``: a result file, or a folder holding exactly one."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise InputError(f"{path}: no such result file or folder")
+    found = [p for p in sorted(path.glob("*.json")) if _is_result(p)]
+    if len(found) != 1:
+        what = "no result JSON" if not found else f"{len(found)} results ({', '.join(p.name for p in found)})"
+        raise InputError(f"{path}: {what}; name the result file")
+    return found[0]
+
+
+def _is_result(p: Path) -> bool:
+    try:
+        return "completed" in read_result(p)
+    except InputError:
+        return False
+
+
+def read_result(path: Path) -> dict:
+    """One result JSON: a whole file, or the last run of an ``--append-result`` file."""
+    text = _text(path)
+    for candidate in (text, text.strip().rsplit("\n", 1)[-1]):
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise InputError(f"{path}: not a result JSON")
