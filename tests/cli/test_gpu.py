@@ -66,6 +66,7 @@ def fake_nvml(devices: list[dict], init_error: str | None = None):
         nvmlDeviceGetMemoryInfo=field("memory"), nvmlDeviceGetPerformanceState=field("pstate"),
         nvmlDeviceGetPowerUsage=field("power"), nvmlDeviceGetEnforcedPowerLimit=field("cap"),
         nvmlDeviceGetUtilizationRates=field("util"), nvmlDeviceGetComputeRunningProcesses=field("procs"),
+        nvmlDeviceGetMaxClockInfo=lambda handle, clock: 1980, NVML_CLOCK_SM=1,
     )
 
 
@@ -121,7 +122,7 @@ def test_json_has_every_field(monkeypatch, capsys, fixed_host):
 def test_nvml_that_will_not_start_is_not_an_error(monkeypatch, capsys, fixed_host):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([], init_error="Driver Not Loaded"))
     out = run(capsys, "--json")
-    assert json.loads(out)["nvml_error"] == "NVML unavailable: Driver Not Loaded"
+    assert json.loads(out)["nvml_error"] == "NVML unavailable (Driver Not Loaded)"
 
 
 def test_the_real_host_report_has_sane_values():

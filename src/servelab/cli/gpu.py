@@ -1,7 +1,7 @@
 """``servelab gpu``: pre-flight check of the GPUs through NVML, or of the CPU when there is none.
 
-NVML comes from ``nvidia-ml-py`` (module ``pynvml``), imported only here and only
-when the command runs. A field a GPU does not support reads "n/a" (None in JSON)
+NVML is opened by ``telemetry.gpu.open_gpus`` (module ``pynvml`` from
+``nvidia-ml-py``, imported only when the command runs). A field a GPU does not support reads "n/a" (None in JSON)
 instead of failing the whole check. No GPU or no NVML is not an error: the
 command says so, describes the CPU host, and exits 0.
 """
@@ -29,21 +29,18 @@ def run(args: argparse.Namespace) -> int:
 
 def gpu_report() -> dict:
     """{"gpus": [...], "driver_version", "cuda_version", "nvml_error"} — nvml_error set when no GPU is visible."""
+    from servelab.telemetry.gpu import open_gpus  # the one NVML opener
+
+    opened, why = open_gpus()
+    if opened is None:
+        return _no_gpu(why)
+    nvml = opened.nvml
     try:
-        import pynvml
-    except ImportError:
-        return _no_gpu("nvidia-ml-py is not installed (pip install nvidia-ml-py)")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return _no_gpu(f"NVML unavailable: {exc}")
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-        gpus = [_device(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i), i) for i in range(count)]
-        return {"gpus": gpus, "driver_version": _get(pynvml.nvmlSystemGetDriverVersion),
-                "cuda_version": _cuda_version(pynvml), "nvml_error": None if gpus else "NVML sees no GPU"}
+        gpus = [_device(nvml, handle, i) for i, handle in enumerate(opened.handles)]
+        return {"gpus": gpus, "driver_version": _get(nvml.nvmlSystemGetDriverVersion),
+                "cuda_version": _cuda_version(nvml), "nvml_error": None}
     finally:
-        pynvml.nvmlShutdown()
+        opened.close()
 
 
 def _no_gpu(reason: str) -> dict:

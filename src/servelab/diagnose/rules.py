@@ -42,18 +42,27 @@ def _r(x, nd: int = 3):
     return None if x is None else round(float(x), nd)
 
 
+def client_limits(cpu: float | None, hot: float, lag_p99_ms: float | None) -> list[tuple[float, str]]:
+    """The one client-bound rule (the bench's warning and the diagnosis both use it):
+    (confidence, reason) for each sign that the client, not the server, set the pace.
+    ``cpu``: fraction of a core; ``hot``: share of saturated sampler ticks; ``lag_p99_ms``:
+    None when arrivals had no schedule to be late for (rate inf: all due at t0)."""
+    found = []
+    if cpu is not None and cpu >= CPU_LIMIT:
+        found.append((0.85 if cpu >= 0.97 else 0.7, f"client CPU {cpu:.0%} of a core"))
+    if hot >= CPU_HOT_SHARE:
+        found.append((0.7, f"{hot:.0%} of sampler ticks at ≥ {CPU_HOT:.0%} of a core"))
+    if lag_p99_ms is not None and lag_p99_ms > LAG_P99_LIMIT_MS:
+        found.append((0.85 if lag_p99_ms > 5 * LAG_P99_LIMIT_MS else 0.7, f"schedule lag p99 {lag_p99_ms:.1f} ms"))
+    return found
+
+
 def client_bound(ev: Evidence) -> Verdict | None:
     f, c = ev.facts, ev.client
     cpu = f.client_cpu_fraction if f.client_cpu_fraction is not None else (mean(c.cpu) if c and c.cpu else None)
     hot = share(c.cpu, lambda x: x >= CPU_HOT) if c else 0.0
     lag = f.schedule_lag_p99_ms if math.isfinite(f.request_rate) else None  # rate inf: all due at t0
-    found = []  # (confidence, reason)
-    if cpu is not None and cpu >= CPU_LIMIT:
-        found.append((0.85 if cpu >= 0.97 else 0.7, f"client CPU {cpu:.0%} of a core"))
-    if hot >= CPU_HOT_SHARE:
-        found.append((0.7, f"{hot:.0%} of sampler ticks at ≥ {CPU_HOT:.0%} of a core"))
-    if lag is not None and lag > LAG_P99_LIMIT_MS:
-        found.append((0.85 if lag > 5 * LAG_P99_LIMIT_MS else 0.7, f"schedule lag p99 {lag:.1f} ms"))
+    found = client_limits(cpu, hot, lag)
     if not found:
         return None
     return Verdict(

@@ -27,6 +27,7 @@ from servelab.datasets import sample_requests
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
+from servelab.diagnose.rules import client_limits
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
@@ -39,10 +40,6 @@ from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
 from servelab.telemetry.timeline import write as write_timeline
-
-# Above these the client, not the server, may be what the numbers measure.
-CLIENT_CPU_LIMIT = 0.90  # fraction of one core
-SCHEDULE_LAG_P99_LIMIT_MS = 10.0
 
 
 @dataclass(slots=True)
@@ -260,12 +257,9 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summar
 
 
 def client_bound(cpu_frac: float, lag_p99_ms: float, config: BenchConfig) -> list[str]:
-    reasons = []
-    if cpu_frac >= CLIENT_CPU_LIMIT:
-        reasons.append(f"client CPU at {cpu_frac:.0%} of a core")
-    if not math.isinf(config.load.request_rate) and lag_p99_ms > SCHEDULE_LAG_P99_LIMIT_MS:
-        reasons.append(f"schedule lag p99 {lag_p99_ms:.1f} ms")
-    return reasons
+    """Why the client may limit this run, by the diagnosis's own rule (none: it did not)."""
+    lag = None if math.isinf(config.load.request_rate) else lag_p99_ms
+    return [reason for _, reason in client_limits(cpu_frac, 0.0, lag)]
 
 
 def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
