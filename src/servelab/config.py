@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DATASET_NAMES = ("sharegpt", "random", "prefix_repetition", "custom")
+# The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
+# these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
+ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command")
 
 
 @dataclass(frozen=True, slots=True)

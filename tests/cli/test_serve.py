@@ -75,7 +75,7 @@ def test_vllm_engine_passes_extra_flags_through():
 
 
 def test_embedded_engine_has_its_own_model():
-    with pytest.raises(InputError, match="--model/--url/--ready-url need --engine"):
+    with pytest.raises(InputError, match="--model/--url/--ready-url need another --engine"):
         serve.build_spec(parse("--model", "x"))
 
 
@@ -157,3 +157,14 @@ def test_engine_dying_while_serving_exits_2(tmp_path):
     assert proc.returncode == 2
     assert "servelab: error: engine 'command' died while serving; last log lines:\n" in err
     assert err.endswith("  | ERROR fake engine: CUDA out of memory (simulated)\n")
+
+
+def test_the_default_engine_is_a_choice_by_name(capsys):
+    spec = serve.build_spec(parse("--engine", "embedded", "--port", "8123", "--", "--max-num-seqs", "2"))
+    assert (spec.kind, spec.model, spec.port, spec.args) == ("embedded", "", 8123, ("--max-num-seqs", "2"))
+    assert serve.build_spec(parse()).kind == "embedded"
+    from servelab.cli import main
+
+    with pytest.raises(SystemExit):
+        main.main(["serve", "--help"])
+    assert "{embedded,vllm,llamacpp,external,command}" in capsys.readouterr().out

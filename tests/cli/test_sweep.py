@@ -154,7 +154,7 @@ def test_a_rate_sweep_on_an_external_server(tmp_path, qwen3_path, mock_server, c
     (["--loads", "1,x"], "--loads: expected numbers"),
     (["--start", "8", "--stop", "4"], "--start must be > 0 and <= --stop"),
     (["--slo", "latency:5"], "--slo: expected ttft:MS"),
-    (["--model", "x"], "--model/--ready-url need --engine"),
+    (["--model", "x"], "--model/--ready-url need another --engine"),
     (["--metric-percentiles", "90", "--slo", "ttft:500"],
      "--slo: the runs do not report p99_ttft (they report mean/median/std/p90 of ttft, tpot, itl, e2el)"),
     (["--latency-key", "p95_e2el"], "--latency-key: the runs do not report p95_e2el"),

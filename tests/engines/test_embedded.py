@@ -84,3 +84,20 @@ def test_real_conversion_gives_a_dense_llama_folder(cache):
     assert "quantization_config" not in config
     assert "<|im_start|>" in (folder / "chat_template.jinja").read_text()
     assert 250e6 < (folder / "model.safetensors").stat().st_size < 300e6  # 135M params x 2 bytes
+
+
+def test_embedded_is_an_engine_kind_like_the_others(monkeypatch, tmp_path):
+    """A plain spec of kind "embedded": resolved to the vLLM spec it runs just before launch,
+    with our defaults first and its own flags after (the last of a repeated flag wins)."""
+    from servelab.engines import EngineSpec
+    from servelab.engines.kinds import kind_of
+
+    monkeypatch.setattr(embedded, "ensure_embedded_model", lambda: tmp_path)
+    spec = EngineSpec(name="capped", kind="embedded", args=("--max-num-seqs", "2"), env={"A": "1"}, port=8124)
+    launched = kind_of(spec).resolve(spec)
+    assert (launched.kind, launched.model, launched.name, launched.port, launched.env) == \
+        ("vllm", str(tmp_path), "capped", 8124, {"A": "1"})
+    assert launched.args == ("--max-model-len", "2048", "--max-num-seqs", "2")
+    assert kind_of(launched).resolve(launched) == launched  # other kinds resolve to themselves
+    with pytest.raises(InputError, match="the embedded engine has its own model"):
+        EngineSpec(name="x", kind="embedded", model="Qwen/Qwen3-8B")

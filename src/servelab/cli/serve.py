@@ -16,11 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("vllm", "llamacpp", "external", "command")
+from servelab.config import ENGINE_KINDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=KINDS, help="engine kind (default: the embedded vLLM CPU engine)")
+    parser.add_argument("--engine", choices=ENGINE_KINDS, default="embedded",
+                        help="engine kind (default: %(default)s — vLLM's CPU build serving SmolLM2-135M)")
     parser.add_argument("--model", help="model path or id (vllm), GGUF file (llamacpp), label otherwise")
     parser.add_argument("--host", default="127.0.0.1", help="address the engine binds (default %(default)s)")
     parser.add_argument("--port", type=int, default=None,
@@ -53,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_spec(args: argparse.Namespace):
-    import dataclasses
-
-    from servelab.engines import EngineSpec, embedded_engine_spec
+    from servelab.engines import EngineSpec
     from servelab.errors import InputError
 
     from servelab.engines.spec import DEFAULT_PORT, url_port
@@ -63,11 +62,11 @@ def build_spec(args: argparse.Namespace):
     extra = _strip_separator(args.engine_args)
     env = dict(_parse_env(item) for item in args.env)
     port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or DEFAULT_PORT
-    if args.engine is None:
+    if args.engine == "embedded":
         if args.model or args.url or args.ready_url:
-            raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")
-        base = embedded_engine_spec(port=port, host=args.host)
-        return dataclasses.replace(base, args=(*base.args, *extra), env=env, ready_timeout_s=args.ready_timeout)
+            raise InputError("--model/--url/--ready-url need another --engine (the embedded engine has its own model)")
+        return EngineSpec(name="embedded", kind="embedded", host=args.host, port=port, args=tuple(extra), env=env,
+                          ready_timeout_s=args.ready_timeout)
     command = extra if args.engine == "command" else ()
     return EngineSpec(
         name=args.engine, kind=args.engine, model=args.model or "", host=args.host, port=port,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from servelab.flags.bench_serve import add_bench_arguments
 
-ENGINE_KINDS = ("vllm", "llamacpp", "external", "command")
+from servelab.config import ENGINE_KINDS
 # Bench flags that say where the engine is: the engine's flags here, set per run.
 WHERE_DESTS = ("base_url", "host", "port", "model")
 SHOWN_DESTS = ("dataset_name",)  # written even at their default: a reader of the workload sees what it is
@@ -67,7 +67,8 @@ def add_study_arguments(p: argparse.ArgumentParser, default_name: str) -> None:
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """As ``servelab serve`` (its --model/--host/--port are bench's, read as the engine's)."""
     g = p.add_argument_group("engine (default: the embedded vLLM CPU engine)")
-    g.add_argument("--engine", choices=ENGINE_KINDS, help="engine kind; or --base-url of a running server")
+    g.add_argument("--engine", choices=ENGINE_KINDS, default="embedded",
+                   help="engine kind (default: %(default)s); or --base-url of a running server")
     g.add_argument("--url", help="external: the server's base URL (same as --base-url)")
     g.add_argument("--ready-url", help="command: URL that answers 2xx once the server is ready")
     g.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="engine environment (repeatable)")
@@ -185,11 +186,8 @@ def engine_entry(args: argparse.Namespace, name: str | None = None):
     url = args.base_url or args.url
     if url or args.engine == "external":
         return _external(args, url, name)
-    if args.engine is None:
-        if args.model or args.ready_url:
-            raise InputError("--model/--ready-url need --engine (the embedded engine has its own model)")
-        return EngineEntry(name=name or "embedded", spec=None, args=tuple(extra), env=env,
-                           port=engine_port(args), ready_timeout_s=args.ready_timeout)
+    if args.engine == "embedded" and (args.model or args.ready_url):
+        raise InputError("--model/--ready-url need another --engine (the embedded engine has its own model)")
     spec = _spec(args, extra, env, name or args.engine)
     return EngineEntry(name=spec.name, spec=spec, args=spec.args, env=env, port=spec.port,
                        ready_timeout_s=args.ready_timeout)

@@ -10,6 +10,7 @@ only here, only when the cache is cold.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import os
@@ -39,11 +40,15 @@ def cache_dir() -> Path:
 
 
 def embedded_engine_spec(port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> EngineSpec:
-    """The default engine: converts the model on first use (~25 s), then serves it."""
-    return EngineSpec(
-        name="embedded", kind="vllm", model=str(ensure_embedded_model()),
-        args=EMBEDDED_ARGS, host=host, port=port,
-    )
+    """The default engine, as launched: converts the model on first use (~25 s)."""
+    return as_vllm(EngineSpec(name="embedded", kind="embedded", host=host, port=port))
+
+
+def as_vllm(spec: EngineSpec) -> EngineSpec:
+    """An ``embedded`` spec as the vLLM spec it launches: the converted model, our
+    defaults first, then the spec's own flags (the last of a repeated flag wins)."""
+    return dataclasses.replace(spec, kind="vllm", model=str(ensure_embedded_model()),
+                               args=(*EMBEDDED_ARGS, *spec.args))
 
 
 def ensure_embedded_model(progress: bool = True) -> Path:

@@ -94,6 +94,7 @@ def start_engine(spec: EngineSpec, log_dir: Path, progress: bool = True) -> Engi
     Raises InputError before launching (bad spec, port taken, model missing) and
     EngineError if it dies or times out while starting; either way nothing is left running.
     """
+    spec = kind_of(spec).resolve(spec)
     kind = kind_of(spec)
     argv = kind.command(spec)
     log_dir = Path(log_dir)

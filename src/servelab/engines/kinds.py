@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from servelab.engines.embedded import as_vllm
 from servelab.engines.llamacpp import LlamaCppEngine
 from servelab.engines.ready import Probe
 from servelab.engines.spec import EngineSpec
@@ -19,6 +20,9 @@ from servelab.errors import InputError
 class EngineKind(Protocol):
     # Seconds between SIGTERM and SIGKILL: vLLM drains and tears down its EngineCore.
     stop_grace_s: float
+
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        """The spec as launched (the embedded kind becomes the vLLM spec it runs); most: itself."""
 
     def command(self, spec: EngineSpec) -> list[str] | None:
         """The argv to launch (InputError if the spec cannot run here); None: nothing to launch."""
@@ -40,6 +44,9 @@ class ExternalEngine:
 
     stop_grace_s = 0.0
 
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        return spec
+
     def command(self, spec: EngineSpec) -> None:
         return None
 
@@ -55,6 +62,9 @@ class CommandEngine:
 
     stop_grace_s = 10.0
 
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        return spec
+
     def command(self, spec: EngineSpec) -> list[str]:
         return [*spec.command, *spec.args]
 
@@ -65,7 +75,27 @@ class CommandEngine:
         return [Probe(spec.ready_url)]
 
 
-ENGINES: dict[str, EngineKind] = {
+class EmbeddedEngine:
+    """The offline default: vLLM's CPU build serving SmolLM2-135M-Instruct. Its model is
+    converted on first use, so it is a vLLM spec only once resolved."""
+
+    stop_grace_s = VllmEngine.stop_grace_s
+
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        return as_vllm(spec)
+
+    def command(self, spec: EngineSpec) -> list[str]:
+        return VllmEngine().command(self.resolve(spec))
+
+    def environment(self, spec: EngineSpec) -> dict[str, str]:
+        return VllmEngine().environment(self.resolve(spec))
+
+    def probes(self, spec: EngineSpec) -> list[Probe]:
+        return VllmEngine().probes(self.resolve(spec))
+
+
+ENGINES: dict[str, EngineKind] = {  # keys: spec.KINDS, in its order
+    "embedded": EmbeddedEngine(),
     "vllm": VllmEngine(),
     "llamacpp": LlamaCppEngine(),
     "external": ExternalEngine(),

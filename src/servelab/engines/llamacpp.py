@@ -20,6 +20,9 @@ from servelab.errors import InputError
 class LlamaCppEngine:
     stop_grace_s = 5.0
 
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        return spec
+
     def command(self, spec: EngineSpec) -> list[str]:
         model = Path(os.path.expanduser(spec.model))
         if not model.is_file():

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servelab.config import ENGINE_KINDS
 from servelab.errors import InputError
 
-KINDS = ("vllm", "llamacpp", "external", "command")
+KINDS = ENGINE_KINDS
 
 # Flags the spec owns: passing them again in ``args`` would silently fight
 # ``host``/``port`` (vLLM takes the last one, our ready check the first).
@@ -72,11 +73,14 @@ def validate(spec: EngineSpec) -> None:
         raise InputError(f"engine {spec.name!r}: ready_timeout_s must be > 0")
     _validate_kind_fields(spec)
     owned = [a for a in spec.args if a.split("=", 1)[0] in _OWNED_FLAGS]
-    if owned and spec.kind in ("vllm", "llamacpp"):
+    if owned and spec.kind in ("embedded", "vllm", "llamacpp"):
         raise InputError(f"engine {spec.name!r}: set host/port on the spec, not in args ({owned[0]})")
 
 
 def _validate_kind_fields(spec: EngineSpec) -> None:
+    if spec.kind == "embedded" and (spec.model or spec.url or spec.command or spec.ready_url):
+        raise InputError(f"engine {spec.name!r}: the embedded engine has its own model (vLLM's CPU build "
+                         "serving SmolLM2-135M-Instruct); model/url/command/ready_url do not apply")
     if spec.kind in ("vllm", "llamacpp") and not spec.model:
         raise InputError(f"engine {spec.name!r}: kind {spec.kind} needs a model")
     if spec.kind == "external" and not (spec.url or "").startswith(("http://", "https://")):

@@ -45,6 +45,9 @@ def _installed(distribution: str) -> str | None:
 class VllmEngine:
     stop_grace_s = 15.0  # vLLM shuts its EngineCore down on SIGTERM; give it the time
 
+    def resolve(self, spec: EngineSpec) -> EngineSpec:
+        return spec
+
     def command(self, spec: EngineSpec) -> list[str]:
         check_model(spec.model)
         model, build = os.path.expanduser(spec.model), vllm_build()

@@ -34,10 +34,11 @@ def run_dir(study: Study, key: RunKey) -> Path:
 def config_hash(study: Study, key: RunKey) -> str:
     """What makes two runs comparable as the same config: engine definition + workload flags."""
     entry, workload = study.engines[key.engine], study.workloads[key.workload]
-    spec = entry.spec
-    engine = {"embedded": entry.embedded, "args": list(entry.args), "env": entry.env,
-              "kind": spec.kind if spec else "vllm", "model": spec.model if spec else "embedded",
-              "command": list(spec.command) if spec else [], "url": spec.url if spec else None}
+    spec, embedded = entry.spec, entry.embedded
+    # the embedded engine hashes as it always has ("vllm", model "embedded"): its runs stay done
+    engine = {"embedded": embedded, "args": list(entry.args), "env": entry.env,
+              "kind": "vllm" if embedded else spec.kind, "model": "embedded" if embedded else spec.model,
+              "command": list(spec.command), "url": spec.url}
     text = json.dumps({"engine": engine, "workload": list(workload.argv)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -81,8 +81,8 @@ def _write_study_files(study: Study) -> None:
 
 def study_record(study: Study) -> dict:
     """The resolved study: what each engine and workload meant, and the run order."""
-    engines = {n: {"embedded": e.embedded, "kind": e.spec.kind if e.spec else "vllm",
-                   "model": e.spec.model if e.spec else "embedded", "args": list(e.args), "env": e.env,
+    engines = {n: {"embedded": e.embedded, "kind": "vllm" if e.embedded else e.spec.kind,
+                   "model": "embedded" if e.embedded else e.spec.model, "args": list(e.args), "env": e.env,
                    "description": e.description} for n, e in study.engines.items()}
     workloads = {n: {"argv": list(w.argv), "description": w.description} for n, w in study.workloads.items()}
     return {"name": study.name, "file": str(study.path), "sha256": study.source_sha256,

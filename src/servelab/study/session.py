@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
+from servelab.engines import EngineSpec, start_engine
+from servelab.engines.kinds import kind_of
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
 from servelab.results.runs import run_result
@@ -148,14 +149,10 @@ def _check_alive(engine) -> None:
 
 
 def resolve_spec(entry: EngineEntry, port: int) -> EngineSpec:
-    """The spec to launch: the embedded one built now (it may convert the model first);
-    vLLM gets dev mode so the study can empty its prefix cache between runs."""
-    if entry.embedded:
-        base = embedded_engine_spec(port=port)
-        spec = dataclasses.replace(base, name=entry.name, args=(*base.args, *entry.args), env=entry.env,
-                                   ready_timeout_s=entry.ready_timeout_s)
-    else:
-        spec = dataclasses.replace(entry.spec, port=port) if entry.port is None else entry.spec
+    """The spec to launch, resolved (the embedded kind converts its model first and becomes
+    the vLLM spec it runs); vLLM gets dev mode so the study can empty its prefix cache between runs."""
+    spec = dataclasses.replace(entry.spec, port=port) if entry.port is None else entry.spec
+    spec = kind_of(spec).resolve(spec)
     if spec.kind == "vllm" and entry.reset_prefix_cache and "VLLM_SERVER_DEV_MODE" not in spec.env:
         spec = dataclasses.replace(spec, env={**spec.env, "VLLM_SERVER_DEV_MODE": "1"})
     return spec

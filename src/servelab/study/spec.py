@@ -65,11 +65,11 @@ DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el"}
 
 @dataclass(frozen=True, slots=True)
 class EngineEntry:
-    """One named engine. ``spec`` is None for the embedded engine: its model path is
-    known only after the model is converted, which happens when it first starts."""
+    """One named engine: its spec (any kind, the embedded one too), and where the study
+    may place it (``port`` None: the study's port)."""
 
     name: str
-    spec: EngineSpec | None
+    spec: EngineSpec
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     port: int | None = None
@@ -79,7 +79,7 @@ class EngineEntry:
 
     @property
     def embedded(self) -> bool:
-        return self.spec is None
+        return self.spec.kind == "embedded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +207,9 @@ def _engine(name: str, table, where: str) -> EngineEntry:
               "reset_prefix_cache": _bool(table.get("reset_prefix_cache", True), f"{where}.reset_prefix_cache")}
     if _bool(table.get("embedded", False), f"{where}.embedded"):
         _embedded_only(table, where)
-        _check_spec(lambda: EngineSpec(name=name, kind="vllm", model="embedded", args=tuple(args), env=env), where)
-        return EngineEntry(spec=None, **common)
+        spec = _check_spec(lambda: EngineSpec(name=name, kind="embedded", args=tuple(args), env=env,
+                                              ready_timeout_s=timeout), where)
+        return EngineEntry(spec=spec, **common)
     spec = _spec(name, table, args, env, timeout, where)
     if spec.kind == "command" and port is None:
         common["port"] = spec.port  # where its ready_url says it listens, not the study's port

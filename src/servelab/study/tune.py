@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab.engines import EngineSpec, embedded_engine_spec
+from servelab.engines import EngineSpec
+from servelab.engines.embedded import as_vllm
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
 from servelab.engines.spec import DEFAULT_PORT, flag_value
@@ -127,20 +128,13 @@ def _candidate(plan: TunePlan, choice: dict[str, str]) -> Candidate:
 def config_entry(base: EngineEntry, choice: dict[str, str]) -> EngineEntry:
     """The base engine plus this combination's flags (and model, for a quantized variant)."""
     name, flags, model = config_name(choice), tuple(knob_flags(choice)), model_of(choice)
-    if base.spec is None and model is None:
-        return dataclasses.replace(base, name=name, args=(*base.args, *flags))
-    if base.spec is not None and base.spec.kind not in ("vllm", "llamacpp") and model is not None:
-        raise InputError(f"--knob model needs a vllm or llamacpp engine, not {base.spec.kind}")
-    spec = base.spec or _embedded_as_spec(base)
+    spec = base.spec
+    if model is not None and spec.kind == "embedded":
+        spec = as_vllm(spec)  # a model knob replaces its model: the plain vLLM spec it runs
+    elif model is not None and spec.kind not in ("vllm", "llamacpp"):
+        raise InputError(f"--knob model needs a vllm or llamacpp engine, not {spec.kind}")
     spec = dataclasses.replace(spec, name=name, model=model or spec.model, args=(*spec.args, *flags))
-    return dataclasses.replace(base, name=name, spec=spec, args=spec.args, env=spec.env, port=spec.port)
-
-
-def _embedded_as_spec(base: EngineEntry) -> EngineSpec:
-    """The embedded engine as a plain vLLM spec, so a model knob can replace its model."""
-    spec = embedded_engine_spec(port=base.port or DEFAULT_PORT)
-    return dataclasses.replace(spec, args=(*spec.args, *base.args), env=base.env,
-                               ready_timeout_s=base.ready_timeout_s)
+    return dataclasses.replace(base, name=name, spec=spec, args=spec.args, env=spec.env)
 
 
 def settings_of(spec: EngineSpec) -> Settings:
