@@ -47,6 +47,12 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     p.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
                    help="time between telemetry samples (default %(default)s)")
+    p.add_argument("--simulate", action="store_true",
+                   help="no server: run the requests through servelab's simulated vLLM scheduler "
+                        "(the --sim-* flags) and label every number SIMULATED")
+    from servelab.sim.options import add_engine_arguments
+
+    add_engine_arguments(p, prefix="sim-")
     s = p.add_argument_group("sampling parameters")
     s.add_argument("--temperature", type=float, default=None)
     s.add_argument("--top-p", type=float, default=None)

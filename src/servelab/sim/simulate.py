@@ -33,7 +33,8 @@ class Emission:
 
 @dataclass(slots=True)
 class Timeline:
-    """The engine's state at the start of every step (and vLLM's counters so far)."""
+    """The engine's state at the start of every step, after it was scheduled, and
+    vLLM's counters so far (``steps_tokens_sum`` includes this step's tokens)."""
 
     t_ns: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
@@ -43,6 +44,9 @@ class Timeline:
     preemptions: list[int] = field(default_factory=list)
     prefix_queries: list[int] = field(default_factory=list)
     prefix_hits: list[int] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    generation_tokens: list[int] = field(default_factory=list)
+    steps_tokens_sum: list[int] = field(default_factory=list)
 
     def sample(self, t: int, sched: Scheduler, tokens: int) -> None:
         c = sched.counters
@@ -54,6 +58,9 @@ class Timeline:
         self.preemptions.append(c.preemptions)
         self.prefix_queries.append(c.prefix_queries)
         self.prefix_hits.append(c.prefix_hits)
+        self.prompt_tokens.append(c.prompt_tokens)
+        self.generation_tokens.append(c.generation_tokens)
+        self.steps_tokens_sum.append((self.steps_tokens_sum[-1] if self.steps_tokens_sum else 0) + tokens)
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ from servelab.loadgen.runner import Counters
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
 from servelab.results import store
+from servelab.study import simulated
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
@@ -72,15 +73,22 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
             tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
             samples = sample_requests(dataset_spec_from_args(args), tokenizer)
         _preamble(config)
-        run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
-                   on_start=_with_telemetry(recorder, on_start))
-        timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
+        if _simulate(args):  # no server: the simulated engine (study/simulated.py)
+            args.model = args.model or config.model
+            run, timeline, labels = simulated.run(args, config, samples)
+        else:
+            run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
+                       on_start=_with_telemetry(recorder, on_start))
+            timeline, labels = (recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None), {}
     summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, pcts, slo or None)
     _print_failures(run)
     shown = _shown_metrics(selected, config)
+    if labels:
+        print(simulated.banner(labels["simulated"]))
     print(console_block(summary, max_concurrency=config.max_concurrency,
                         request_rate=config.request_rate, selected=shown))
     extra = servelab_section(args, config, run, summary, tokenizer)
+    extra.update(labels)
     extra.update(context or {})
     _footer(extra)
     result, path, diagnosis = _result(args, run, summary, shown, metadata, extra, timeline)
@@ -89,10 +97,14 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
     return BenchOutcome(summary, run, result, path, code)
 
 
+def _simulate(args) -> bool:
+    return getattr(args, "simulate", False)
+
+
 @contextlib.contextmanager
 def _recorder(args, config: BenchConfig):
     """A telemetry recorder for this run (None with --no-telemetry); always cleaned up."""
-    if getattr(args, "no_telemetry", False):
+    if getattr(args, "no_telemetry", False) or _simulate(args):
         yield None
         return
     with Recorder(metrics_url(config.base_url), getattr(args, "telemetry_interval", 0.25),
@@ -123,13 +135,13 @@ def _config(args):
     metadata = key_values(args.metadata, "--metadata")
     kind = openai.BACKENDS[args.backend]
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
-    if args.model is None:
+    if args.model is None and not _simulate(args):
         args.model = _first_model(base_url)
     sampling = {k: v for k, v in {"temperature": args.temperature, "top_p": args.top_p,
                                   "top_k": args.top_k, "min_p": args.min_p}.items() if v is not None}
     config = BenchConfig(
         base_url=base_url, endpoint=args.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
-        model=args.served_model_name or args.model, request_rate=args.request_rate,
+        model=args.served_model_name or args.model or simulated.MODEL_NAME, request_rate=args.request_rate,
         burstiness=args.burstiness, max_concurrency=args.max_concurrency,
         # as in vLLM: a random dataset asks for exact output lengths
         ignore_eos=args.ignore_eos or args.dataset_name == "random",

@@ -1,0 +1,50 @@
+"""``servelab bench --simulate``: the run happens in the simulated engine, and everything
+after it — metrics, console block, result JSON, timeline, diagnosis — is the path a
+measured run takes. What differs is said in the result (``servelab.simulated``), on the
+console (a SIMULATED line) and in the engine section (kind ``sim``, its vLLM-named args,
+its KV size), so nothing downstream can take it for a measurement.
+"""
+
+from __future__ import annotations
+
+from servelab.loadgen.bench import BenchConfig, BenchRun
+from servelab.loadgen.simulated import DEFAULT_OUTPUT_LEN, run_simulated
+from servelab.sim.model import EngineLimits, StepModel
+from servelab.sim.options import from_args, to_argv
+from servelab.sim.simulate import SimResult
+from servelab.telemetry import simulated as sim_timeline
+from servelab.telemetry.timeline import Timeline
+
+MODEL_NAME = "sim"  # the served name when --model is not given
+
+
+def run(args, config: BenchConfig, samples) -> tuple[BenchRun, Timeline, dict]:
+    """The run, its timeline, and the result sections that label it."""
+    limits, model = from_args(args)
+    bench_run, sim = run_simulated(config, samples, limits, model)
+    timeline = None if args.no_telemetry else sim_timeline.build(
+        sim.timeline, bench_run.records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns,
+        args.telemetry_interval, limits)
+    return bench_run, timeline, sections(limits, model, sim, mode="fast")
+
+
+def sections(limits: EngineLimits, model: StepModel, sim: SimResult | None, mode: str) -> dict:
+    """``simulated``: what produced the numbers; ``engine``: what diagnosis reads."""
+    simulated = {"mode": mode, "engine": "vLLM V1 scheduler model (servelab.sim)",
+                 "limits": limits.to_dict(), "step_model": model.to_dict(),
+                 "default_output_len": DEFAULT_OUTPUT_LEN,
+                 "prefix_cache_ids": "4-character pieces of the prompt text (servelab.sim.prompt)"}
+    if sim is not None:
+        c = sim.counters
+        simulated["counters"] = {"steps": c.steps, "preemptions": c.preemptions,
+                                 "prefix_cache_queries": c.prefix_queries, "prefix_cache_hits": c.prefix_hits}
+    engine = {"kind": "sim", "args": to_argv(limits, model),
+              "memory_report": {"kv_cache_tokens": limits.kv_tokens, "source": "simulated"}}
+    return {"simulated": simulated, "engine": engine}
+
+
+def banner(section: dict) -> str:
+    limits, step = section["limits"], section["step_model"]
+    return (f"SIMULATED: no engine ran; servelab's vLLM V1 scheduler model ({section['mode']} mode) · "
+            f"max_num_seqs {limits['max_num_seqs']}, max_num_batched_tokens {limits['max_num_batched_tokens']}, "
+            f"KV {limits['kv_tokens']} tokens · step model from {step['source']}")
