@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("vllm", "llamacpp", "external", "command")
+KINDS = ("vllm", "llamacpp", "external", "command", "sim")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

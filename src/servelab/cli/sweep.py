@@ -22,7 +22,7 @@ from pathlib import Path
 
 from servelab.flags.bench import add_bench_arguments
 
-ENGINE_KINDS = ("vllm", "llamacpp", "external", "command")
+ENGINE_KINDS = ("vllm", "llamacpp", "external", "command", "sim")
 # Bench flags the study machinery sets for every run; the user's go elsewhere.
 WHERE_DESTS = ("base_url", "host", "port", "model")  # where the engine is: the engine's flags
 OWNED_DESTS = ("label", "save_result", "append_result", "result_dir", "result_filename")

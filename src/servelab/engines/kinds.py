@@ -11,6 +11,7 @@ from typing import Protocol
 
 from servelab.engines.llamacpp import LlamaCppEngine
 from servelab.engines.ready import Probe
+from servelab.engines.sim import SimEngine
 from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import VllmEngine
 from servelab.errors import InputError
@@ -70,6 +71,7 @@ ENGINES: dict[str, EngineKind] = {
     "llamacpp": LlamaCppEngine(),
     "external": ExternalEngine(),
     "command": CommandEngine(),
+    "sim": SimEngine(),  # simulated: servelab's vLLM V1 scheduler model, labelled so
 }
 
 

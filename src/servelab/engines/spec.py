@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from servelab.errors import InputError
 
-KINDS = ("vllm", "llamacpp", "external", "command")
+KINDS = ("vllm", "llamacpp", "external", "command", "sim")
 
 # Flags the spec owns: passing them again in ``args`` would silently fight
 # ``host``/``port`` (vLLM takes the last one, our ready check the first).

@@ -31,7 +31,7 @@ class Seq:
     """A request's state inside the engine (mutable; the engine's own)."""
 
     __slots__ = ("index", "prompt_len", "output_len", "hashes", "computed", "generated",
-                 "cached", "plain", "n_hashed", "token_ns", "preemptions", "cache_hit_tokens")
+                 "cached", "plain", "n_hashed", "token_ns", "preemptions", "cache_hit_tokens", "aborted")
 
     def __init__(self, index: int, req: SimRequest, block_size: int, caching: bool) -> None:
         self.index = index
@@ -47,6 +47,7 @@ class Seq:
         self.token_ns: list[int] = []
         self.preemptions = 0
         self.cache_hit_tokens = 0
+        self.aborted = False  # its client went away (the real-time server only)
 
     @property
     def num_tokens(self) -> int:
@@ -77,6 +78,7 @@ class Counters:
     prefix_queries: int = 0
     prefix_hits: int = 0
     steps: int = 0
+    step_tokens: int = 0  # summed over steps (vLLM's iteration_tokens histogram's sum)
     finished: list[int] = field(default_factory=list)
 
 
@@ -178,6 +180,8 @@ class Scheduler:
         """Apply a step at its end time: KV filled, tokens emitted; returns who finished."""
         finished, t, emitted = [], step.end_ns, 0
         for seq, n in step.work:
+            if seq.aborted:
+                continue
             seq.computed += n
             if seq.n_hashed < len(seq.hashes):
                 self._cache_full_blocks(seq)
@@ -189,12 +193,26 @@ class Scheduler:
                     finished.append(seq)
         self.counters.generation_tokens += emitted
         self.counters.steps += 1
+        self.counters.step_tokens += step.tokens
         for seq in finished:
             self.running.remove(seq)
             self.pool.release(seq.cached, seq.plain)
             seq.cached, seq.plain = [], 0
             self.counters.finished.append(seq.index)
         return finished
+
+    def abort(self, seq: Seq) -> None:
+        """The client went away: drop it wherever it is and free its blocks."""
+        if seq.aborted or seq.generated >= seq.output_len:
+            return
+        seq.aborted = True
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+            return  # a waiting request holds no blocks
+        self.pool.release(seq.cached, seq.plain)
+        seq.cached, seq.plain = [], 0
 
     def _cache_full_blocks(self, seq: Seq) -> None:
         full = min(len(seq.hashes), seq.computed // self.limits.block_size)
