@@ -43,7 +43,19 @@ def sections(limits: EngineLimits, model: StepModel, sim: SimResult | None, mode
     return {"simulated": simulated, "engine": engine}
 
 
+def detected(server_models: dict | None) -> dict:
+    """A bench against a running ``sim`` server: its /v1/models says SIMULATED."""
+    cards = (server_models or {}).get("data") or []
+    if not any("SIMULATED" in str(c.get("owned_by", "")) for c in cards if isinstance(c, dict)):
+        return {}
+    return {"simulated": {"mode": "real-time", "engine": "vLLM V1 scheduler model (servelab.sim)",
+                          "detected_from": "the server's /v1/models owned_by"}}
+
+
 def banner(section: dict) -> str:
+    if "limits" not in section:
+        return ("SIMULATED: the server is servelab's simulated engine (real-time mode); "
+                "its timing comes from a vLLM V1 scheduler model, not a model running")
     limits, step = section["limits"], section["step_model"]
     return (f"SIMULATED: no engine ran; servelab's vLLM V1 scheduler model ({section['mode']} mode) · "
             f"max_num_seqs {limits['max_num_seqs']}, max_num_batched_tokens {limits['max_num_batched_tokens']}, "
