@@ -26,8 +26,8 @@ class SimEngine:
     def environment(self, spec: EngineSpec) -> dict[str, str]:
         # The child must run this very servelab, installed or not.
         src = str(Path(__file__).resolve().parents[2])
-        rest = os.environ.get("PYTHONPATH")
-        return {"PYTHONPATH": src + (os.pathsep + rest if rest else "")}
+        rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]
+        return {"PYTHONPATH": os.pathsep.join([src, *rest])}
 
     def probes(self, spec: EngineSpec) -> list[Probe]:
         return [Probe(f"{spec.base_url}/health"), Probe(f"{spec.base_url}/v1/models")]
