@@ -169,10 +169,17 @@ def report(outcome, elapsed_s: float) -> str:
     from servelab.study.sweep import SUMMARY_FILE, table, verdict_lines
 
     plan = outcome.plan
-    lines = ["", table(outcome), "", *verdict_lines(outcome), ""]
+    lines = ["", *simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
     lines += [f"plot: {p}" for p in outcome.plots]
     lines += [f"summary: {plan.folder / SUMMARY_FILE}", f"sweep done in {elapsed_s:.0f} s"]
     return "\n".join(lines)
+
+
+def simulated_line(engine) -> list[str]:
+    """A sweep or tuning run on the ``sim`` engine says so above its numbers."""
+    if engine.spec is None or engine.spec.kind != "sim":
+        return []
+    return ["SIMULATED: engine 'sim' is servelab's vLLM V1 scheduler model; these numbers are not measured", ""]
 
 
 # --- shared with `servelab tune`: the engine, and the base workload's bench flags ---

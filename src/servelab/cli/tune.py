@@ -28,6 +28,7 @@ from servelab.cli.sweep import (
     interruptible,
     parse_loads,
     sayer,
+    simulated_line,
 )
 from servelab.flags.bench import add_bench_arguments
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = interruptible(lambda: run_tune(plan, say=sayer("tune", plan.name)), "tune")
     if isinstance(outcome, int):
         return outcome
-    print(text(outcome))
+    print("\n".join(simulated_line(outcome.plan.engine)) + text(outcome))
     print(f"\nsection: {outcome.report}\nsummary: {plan.folder / 'tune.json'}\n"
           f"tune done in {time.monotonic() - started:.0f} s")
     return 0 if outcome.winner is not None else 1
