@@ -9,7 +9,11 @@ it varies a real vLLM's.
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
 
+from servelab.errors import InputError
 from servelab.sim.model import EngineLimits, StepModel, blocks_for_tokens
 
 _L, _M = EngineLimits(), StepModel()
@@ -42,6 +46,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> N
     for name, default, text in STEP_FLAGS:
         g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=float, default=default,
                        help=f"{text} (default %(default)s)")
+    g.add_argument(f"--{prefix}step-model", dest="sim_step_model", default=None, metavar="JSON",
+                   help="a step model file (a calibration's output: StepModel fields in seconds); "
+                        "replaces the --step-* values")
 
 
 def _dest(name: str) -> str:
@@ -54,10 +61,29 @@ def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:
         max_num_seqs=args.sim_max_num_seqs, max_num_batched_tokens=args.sim_max_num_batched_tokens,
         num_blocks=blocks_for_tokens(args.sim_kv_cache_tokens, args.sim_block_size),
         block_size=args.sim_block_size, enable_prefix_caching=not args.sim_no_prefix_caching)
+    if getattr(args, "sim_step_model", None):
+        return limits, load_step_model(args.sim_step_model)
     model = StepModel(overhead_s=args.sim_step_overhead_ms / 1e3, per_seq_s=args.sim_step_per_seq_ms / 1e3,
                       per_token_s=args.sim_step_per_token_ms / 1e3,
                       per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3)
     return limits, model
+
+
+def load_step_model(path: str) -> StepModel:
+    """A JSON object of StepModel fields; its ``source`` defaults to the file's name."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"step model {path}: cannot read it ({exc})") from None
+    known = {f.name for f in fields(StepModel)}
+    if not isinstance(data, dict) or set(data) - known:
+        bad = sorted(set(data) - known) if isinstance(data, dict) else "not an object"
+        raise InputError(f"step model {path}: expected an object of {', '.join(sorted(known))}; got {bad}")
+    try:
+        return StepModel(**{"source": Path(path).name, **data})
+    except TypeError as exc:
+        raise InputError(f"step model {path}: {exc}") from None
 
 
 def to_argv(limits: EngineLimits, model: StepModel) -> list[str]:
