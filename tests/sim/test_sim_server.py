@@ -1,6 +1,7 @@
 """The ``sim`` engine: a real process serving on the simulated scheduler's timing, read by
 servelab as a vLLM (memory lines, /metrics), and matching the fast mode within noise."""
 
+import json
 import urllib.request
 
 import pytest
@@ -80,3 +81,19 @@ def test_diagnose_on_a_sim_engine_with_max_num_seqs_2_at_32_streams_says_schedul
     engine = sim_engine(2)
     result = bench(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
     assert result["servelab"]["diagnosis"]["verdict"] == "scheduler-cap"
+
+
+def post(url: str, body: dict) -> str:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=10).read().decode()
+
+
+def test_chat_streams_the_role_delta_first_and_plain_requests_get_one_answer(sim_engine):
+    engine = sim_engine(8)
+    chat = post(engine.base_url + "/v1/chat/completions",
+                {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
+    events = [json.loads(line[6:]) for line in chat.splitlines() if line.startswith("data: {")]
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [e["choices"][0]["delta"].get("content") for e in events[1:]] == [" the", " quick", " brown"]
+    plain = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 4}))
+    assert plain["usage"]["completion_tokens"] == 4 and plain["choices"][0]["finish_reason"] == "length"

@@ -23,7 +23,7 @@ from servelab.config import TokenizerSpec
 from servelab.mock.config import MockConfig
 from servelab.mock.dialect import models_body
 from servelab.mock.server import MockServer, new_event_loop
-from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
 from servelab.sim.options import add_engine_arguments, from_args
 from servelab.sim.prompt import estimate_tokens, pseudo_token_ids
 from servelab.sim.scheduler import Scheduler, Seq, Step
@@ -90,6 +90,8 @@ class SimServer(MockServer):
         if last:
             gen._write(gen.n_events)
             gen._end()
+        elif gen.role_pending:  # chat: vLLM's role-only delta goes just before the first token
+            gen._write(gen.sent + 1)
         else:
             gen._write_one()
 
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     limits, model = from_args(args)
     tokenizer = load_tokenizer(TokenizerSpec(args.tokenizer)) if args.tokenizer else None
     config = MockConfig(model=args.served_model_name or args.model, max_model_len=args.max_model_len,
-                        host=args.host, port=args.port, default_max_tokens=args.max_model_len)
+                        host=args.host, port=args.port, default_max_tokens=DEFAULT_OUTPUT_LEN)
     print(BANNER, flush=True)
     for line in memory_lines(limits, args.max_model_len):
         print(line, flush=True)

@@ -18,13 +18,9 @@ from servelab.loadgen.arrivals import arrival_offsets_ns
 from servelab.loadgen.bench import BenchConfig, BenchRun
 from servelab.loadgen.runner import RunOutcome
 from servelab.records import RequestRecord, SampleRequest
-from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
 from servelab.sim.prompt import pseudo_token_ids
 from servelab.sim.simulate import Emission, SimResult, simulate
-
-# vLLM's own default when a request gives no max_tokens is the model's whole length;
-# the simulator needs a number, so it uses this one and says so in the result.
-DEFAULT_OUTPUT_LEN = 256
 
 
 def sim_requests(config: BenchConfig, samples: list[SampleRequest]) -> list[SimRequest]:

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 from servelab.errors import InputError
 
 NS_PER_S = 1_000_000_000
+# Output length of a request that names none. (vLLM's default is the rest of the model's
+# length; the simulator needs a number, and both of its modes use this one.)
+DEFAULT_OUTPUT_LEN = 256
 
 
 @dataclass(frozen=True, slots=True)

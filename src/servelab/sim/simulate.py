@@ -108,7 +108,7 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
     seqs: list[Seq | None] = [None] * len(requests)
     timeline, t = Timeline(), 0
     while True:
-        t = _deliver(client, sched, requests, emissions, seqs, t)
+        _deliver(client, sched, requests, emissions, seqs, t)
         step = sched.begin(t)
         if step is None:
             nxt = client.next_send_ns()
@@ -125,7 +125,7 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
     return SimResult(emissions, timeline, sched.counters, t)
 
 
-def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int) -> int:
+def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int) -> None:
     """Hand the engine every request sent by ``t``; a request that can never fit fails
     at once (as vLLM rejects it) and frees its slot."""
     while (due := client.next_send_ns()) is not None and due <= t:
@@ -139,7 +139,6 @@ def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: in
         emissions[i] = Emission(sent, [])
         seqs[i] = Seq(i, req, sched.limits.block_size, sched.limits.enable_prefix_caching)
         sched.add(seqs[i])
-    return t
 
 
 def _finish(emissions: list[Emission], seqs: list[Seq | None]) -> None:

@@ -8,8 +8,8 @@ its KV size), so nothing downstream can take it for a measurement.
 from __future__ import annotations
 
 from servelab.loadgen.bench import BenchConfig, BenchRun
-from servelab.loadgen.simulated import DEFAULT_OUTPUT_LEN, run_simulated
-from servelab.sim.model import EngineLimits, StepModel
+from servelab.loadgen.simulated import run_simulated
+from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
 from servelab.sim.options import from_args, to_argv
 from servelab.sim.simulate import SimResult
 from servelab.telemetry import simulated as sim_timeline
