@@ -56,3 +56,16 @@ def test_the_same_seed_gives_the_same_numbers(qwen3_path):
 def test_a_bad_engine_flag_is_one_input_error(qwen3_path):
     with pytest.raises(InputError, match="max_num_seqs"):
         simulate(qwen3_path, "--sim-max-num-seqs", "0")
+
+
+def test_shared_prefixes_hit_the_prefix_cache_unless_it_is_off(qwen3_path):
+    load = ["--simulate", "--tokenizer", qwen3_path, "--dataset-name", "prefix_repetition",
+            "--prefix-repetition-prefix-len", "512", "--prefix-repetition-suffix-len", "32",
+            "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-output-len", "16",
+            "--num-prompts", "32", "--max-concurrency", "8", "--disable-tqdm"]
+    on = execute(parse_bench_argv(load)).result
+    off = execute(parse_bench_argv([*load, "--sim-no-enable-prefix-caching"])).result
+    hits = on["servelab"]["simulated"]["counters"]["prefix_cache_hits"]
+    assert hits > 0.8 * 30 * 512  # all but the first request of each prefix reuse most of it
+    assert off["servelab"]["simulated"]["counters"]["prefix_cache_hits"] == 0
+    assert off["mean_ttft_ms"] > 1.5 * on["mean_ttft_ms"]

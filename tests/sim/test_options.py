@@ -43,3 +43,10 @@ def test_a_bad_step_model_file_is_one_input_error(tmp_path, text):
     path.write_text(text)
     with pytest.raises(InputError, match="step model"):
         parse(["--step-model", str(path)])
+
+
+@pytest.mark.parametrize("argv,on", [([], True), (["--no-enable-prefix-caching"], False),
+                                     (["--no-enable-prefix-caching", "--enable-prefix-caching"], True)])
+def test_prefix_caching_is_on_by_default_and_the_last_switch_wins(argv, on):
+    limits, _ = parse(argv)
+    assert limits.enable_prefix_caching is on

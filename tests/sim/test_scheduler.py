@@ -122,3 +122,15 @@ def test_bad_limits_are_input_errors(bad):
 def test_bad_step_model_is_an_input_error():
     with pytest.raises(InputError):
         StepModel(overhead_s=-1.0)
+
+
+def test_reset_forgets_unused_cached_blocks_only():
+    from servelab.sim.kv import BlockPool
+
+    pool = BlockPool(8)
+    pool.take(2, [])
+    assert pool.cache(11) and pool.cache(12)
+    pool.release([11], 0)  # block 11 unused now, 12 still held
+    assert pool.reset() == 1
+    assert pool.longest_hit([11], 1) == [] and pool.longest_hit([12], 1) == [12]
+    assert pool.free == 7

@@ -104,14 +104,19 @@ class SimServer(MockServer):
 
     def route(self, conn, req, now: int) -> None:
         # The mock's route table holds its own handlers; these two say what we are.
-        own = {"/metrics": self._sim_metrics, "/v1/models": self._sim_models}.get(req.path)
-        if own is not None and req.method == "GET":
+        own = {("GET", "/metrics"): self._sim_metrics, ("GET", "/v1/models"): self._sim_models,
+               ("POST", "/reset_prefix_cache"): self._reset_prefix_cache}.get((req.method, req.path))
+        if own is not None:
             own(conn, req)
         else:
             super().route(conn, req, now)
 
     def _sim_metrics(self, conn, req) -> None:
         conn.reply(200, metrics_text(self), req.keep_alive, "text/plain; version=0.0.4; charset=utf-8")
+
+    def _reset_prefix_cache(self, conn, req) -> None:
+        self.engine.pool.reset()
+        conn.reply(200, b"", req.keep_alive)
 
     def _sim_models(self, conn, req) -> None:
         body = models_body(self.config.model, self.config.max_model_len, self._created)

@@ -84,6 +84,16 @@ class BlockPool:
         self.refs[h] = 1
         return True
 
+    def reset(self) -> int:
+        """vLLM's /reset_prefix_cache: forget every cached block no request uses; returns
+        how many (blocks in use stay, as they do in vLLM, which refuses while any are)."""
+        dropped = len(self.evictable)
+        for h in self.evictable:
+            del self.refs[h]
+        self.evictable.clear()
+        self.free_plain += dropped
+        return dropped
+
     def release(self, hashes: list[int], plain: int) -> None:
         for h in reversed(hashes):
             self.refs[h] -= 1

@@ -39,10 +39,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> N
     for name, typ, default, text in LIMIT_FLAGS:
         g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=typ, default=default,
                        help=f"{text} (default %(default)s)")
+    # One dest, two flags (vLLM's pair); the default is set on both, or store_false's True would win.
     g.add_argument(f"--{prefix}enable-prefix-caching", dest="sim_no_prefix_caching", action="store_false",
-                   help="prefix cache on (the default, as in vLLM V1)")
+                   default=False, help="prefix cache on (the default, as in vLLM V1)")
     g.add_argument(f"--{prefix}no-enable-prefix-caching", dest="sim_no_prefix_caching", action="store_true",
-                   help="prefix cache off")
+                   default=False, help="prefix cache off")
     for name, default, text in STEP_FLAGS:
         g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=float, default=default,
                        help=f"{text} (default %(default)s)")
