@@ -30,9 +30,9 @@ def flags(prefix: str, max_num_seqs: int) -> list[str]:
 def sim_engine(tmp_path, qwen3_path):
     engines = []
 
-    def start(max_num_seqs: int):
+    def start(max_num_seqs: int, *extra: str):
         spec = EngineSpec(name="sim", kind="sim", port=free_port(), ready_timeout_s=30,
-                          args=(*flags("", max_num_seqs), "--tokenizer", qwen3_path))
+                          args=(*flags("", max_num_seqs), "--tokenizer", qwen3_path, *extra))
         engine = start_engine(spec, tmp_path / f"engine{len(engines)}", progress=False)
         engines.append(engine)
         return engine
@@ -97,3 +97,12 @@ def test_chat_streams_the_role_delta_first_and_plain_requests_get_one_answer(sim
     assert [e["choices"][0]["delta"].get("content") for e in events[1:]] == [" the", " quick", " brown"]
     plain = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 4}))
     assert plain["usage"]["completion_tokens"] == 4 and plain["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_request_larger_than_the_kv_cache_is_an_error_and_the_server_goes_on(sim_engine):
+    engine = sim_engine(8, "--kv-cache-tokens", "64")
+    stream = post(engine.base_url + "/v1/completions",
+                  {"model": "sim", "prompt": "word " * 100, "max_tokens": 3, "stream": True})
+    assert "exceed the simulated KV cache (64 tokens)" in stream and "data: [DONE]" in stream
+    small = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 2}))
+    assert small["usage"]["completion_tokens"] == 2

@@ -21,7 +21,8 @@ import sys
 from servelab.datasets.tokenizer import load_tokenizer
 from servelab.config import TokenizerSpec
 from servelab.mock.config import MockConfig
-from servelab.mock.dialect import models_body
+from servelab.mock import http
+from servelab.mock.dialect import DONE, LAST_CHUNK, chunk, error_body, models_body
 from servelab.mock.server import MockServer, new_event_loop
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
 from servelab.sim.options import add_engine_arguments, from_args
@@ -52,8 +53,7 @@ class SimServer(MockServer):
         gen.log.prompt_tokens = n_prompt
         req = SimRequest(now, n_prompt, gen.plan.n_tokens, pseudo_token_ids(text, n_prompt))
         if not self.engine.fits(req):
-            self.release(gen, now, "too-long")
-            gen.conn.close()
+            self._reject(gen, now, n_prompt)
             return
         seq = Seq(self._n, req, self.engine.limits.block_size, self.engine.limits.enable_prefix_caching)
         self._n += 1
@@ -62,6 +62,19 @@ class SimServer(MockServer):
         self.engine.add(seq)
         if not self.stepping:
             self._begin(now)
+
+    def _reject(self, gen, now: int, n_prompt: int) -> None:
+        """A request larger than the whole KV cache could never run: an error, as vLLM
+        answers a prompt over its length (in the stream when its head is already out)."""
+        text = (f"prompt ({n_prompt} tokens) + max_tokens ({gen.plan.n_tokens}) exceed the simulated "
+                f"KV cache ({self.engine.limits.kv_tokens} tokens)")
+        body = error_body(text, 400, "BadRequestError")
+        if gen.log.stream:
+            gen.conn.transport.write(chunk(b"data: " + body + b"\n\n") + chunk(DONE) + LAST_CHUNK)
+        else:
+            gen.conn.transport.write(http.response(400, body, "application/json", gen.keep_alive))
+        self.release(gen, now, "too-long")
+        gen.conn.done(gen.keep_alive)
 
     def _begin(self, now: int) -> None:
         step = self.engine.begin(now)
