@@ -51,3 +51,14 @@ def test_methodology_names_the_simulator_and_its_step_model(results):
     runs = load_runs([results / "sim2.json", results / "sim8.json"])
     lines = [x for x in methodology.limits(runs, 0.1) if x.startswith("SIMULATED")]
     assert lines and "sim2, sim8" in lines[0] and "step model from given: 2 ms" in lines[0]
+
+
+def test_a_study_run_on_the_sim_engine_records_its_limits_and_step_model():
+    from servelab.study.simulated import detected
+
+    models = {"data": [{"id": "sim", "owned_by": "servelab-sim (SIMULATED)"}]}
+    engine = {"kind": "sim", "args": ["--max-num-seqs", "2", "--step-overhead-ms", "4", "--tokenizer", "x"]}
+    section = detected(models, engine)["simulated"]
+    assert section["mode"] == "real-time"
+    assert section["limits"]["max_num_seqs"] == 2 and section["step_model"]["overhead_s"] == 0.004
+    assert detected({"data": [{"id": "m", "owned_by": "vllm"}]}, engine) == {}

@@ -80,7 +80,7 @@ def execute(args, *, context: dict | None = None, on_start=None) -> BenchOutcome
             run = _run(config, samples, tokenizer, progress=not args.disable_tqdm,
                        on_start=_with_telemetry(recorder, on_start))
             timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
-            labels = simulated.detected(run.server_models)
+            labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, pcts, slo or None)
     _print_failures(run)
     shown = _shown_metrics(selected, config)

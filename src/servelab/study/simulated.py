@@ -7,10 +7,12 @@ its KV size), so nothing downstream can take it for a measurement.
 
 from __future__ import annotations
 
+import argparse
+
 from servelab.loadgen.bench import BenchConfig, BenchRun
 from servelab.loadgen.simulated import run_simulated
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
-from servelab.sim.options import from_args, to_argv
+from servelab.sim.options import add_engine_arguments, from_args, to_argv
 from servelab.sim.simulate import SimResult
 from servelab.telemetry import simulated as sim_timeline
 from servelab.telemetry.timeline import Timeline
@@ -43,13 +45,20 @@ def sections(limits: EngineLimits, model: StepModel, sim: SimResult | None, mode
     return {"simulated": simulated, "engine": engine}
 
 
-def detected(server_models: dict | None) -> dict:
-    """A bench against a running ``sim`` server: its /v1/models says SIMULATED."""
+def detected(server_models: dict | None, engine: dict | None = None) -> dict:
+    """A bench against a running ``sim`` server: its /v1/models says SIMULATED. When the
+    caller started it (a study), its args give the limits and step model it ran with."""
     cards = (server_models or {}).get("data") or []
     if not any("SIMULATED" in str(c.get("owned_by", "")) for c in cards if isinstance(c, dict)):
         return {}
-    return {"simulated": {"mode": "real-time", "engine": "vLLM V1 scheduler model (servelab.sim)",
-                          "detected_from": "the server's /v1/models owned_by"}}
+    section = {"mode": "real-time", "engine": "vLLM V1 scheduler model (servelab.sim)",
+               "detected_from": "the server's /v1/models owned_by"}
+    if (engine or {}).get("kind") == "sim":
+        parser = argparse.ArgumentParser(add_help=False)
+        add_engine_arguments(parser)
+        known, _ = parser.parse_known_args([str(a) for a in engine.get("args") or []])
+        section = {**sections(*from_args(known), None, "real-time")["simulated"], **section}
+    return {"simulated": section}
 
 
 def banner(section: dict) -> str:
