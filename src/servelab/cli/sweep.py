@@ -90,8 +90,12 @@ def engine_port(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from servelab.errors import InputError
     from servelab.study.sweep import run_sweep
 
+    if args.simulate:  # each point would run in the simulator beside an engine started for nothing
+        raise InputError("sweep --simulate is not supported: sweep the simulated engine with --engine sim "
+                         "(its flags after --), or pre-rank knobs with tune --simulate")
     plan = sweep_plan(args)
     started = time.monotonic()
     outcome = interruptible(lambda: run_sweep(plan, say=sayer("sweep", plan.name)), "sweep")

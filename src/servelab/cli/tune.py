@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from servelab.study.tune_report import text
 
     plan = tune_plan(args)
+    if args.simulate:  # a pre-ranking in the simulator; no engine starts
+        from servelab.study import sim_rank
+
+        print(sim_rank.text(plan, sim_rank.rank(plan)))
+        return 0
     started = time.monotonic()
     outcome = interruptible(lambda: run_tune(plan, say=sayer("tune", plan.name)), "tune")
     if isinstance(outcome, int):
