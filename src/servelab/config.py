@@ -10,7 +10,7 @@ from dataclasses import dataclass
 DATASET_NAMES = ("sharegpt", "random", "prefix_repetition", "custom")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
-ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command")
+ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,9 @@ class BenchSpec:
     dataset: DatasetSpec = DatasetSpec()
     tokenizer: str | None = None  # --tokenizer; None: the model's own if found locally, else bundled Qwen3
     trust_remote_code: bool = False
+    # --simulate: (sim.model.EngineLimits, sim.model.StepModel) — the run happens in the
+    # simulator, no server; None: a real server is measured. (Typed loosely: sim/ is layer 1.)
+    simulate: tuple | None = None
     argv: tuple[str, ...] = ()
 
     @property

@@ -167,4 +167,4 @@ def test_the_default_engine_is_a_choice_by_name(capsys):
 
     with pytest.raises(SystemExit):
         main.main(["serve", "--help"])
-    assert "{embedded,vllm,llamacpp,external,command}" in capsys.readouterr().out
+    assert "{embedded,vllm,llamacpp,external,command,sim}" in capsys.readouterr().out

@@ -11,7 +11,7 @@ from servelab.errors import EngineError, InputError
 
 
 def test_engines_dict_has_every_kind():
-    assert list(ENGINES) == list(KINDS) == ["embedded", "vllm", "llamacpp", "external", "command"]
+    assert list(ENGINES) == list(KINDS) == ["embedded", "vllm", "llamacpp", "external", "command", "sim"]
 
 
 def test_spec_defaults_and_base_url():

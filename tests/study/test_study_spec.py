@@ -90,7 +90,7 @@ def test_without_runs_every_engine_meets_every_workload(tmp_path):
     (GOOD.replace("ignore-eos = true", 'dataset-path = "/nonexistent/data.json"'),
      "study.toml: workloads.w2: --dataset-path cannot be used with --dataset-name random"),
     (GOOD.replace('kind = "external"', 'kind = "vlm"'),
-     "study.toml: engines.a: unknown engine kind 'vlm' (choose from embedded, vllm, llamacpp, external, command)"),
+     "study.toml: engines.a: unknown engine kind 'vlm' (choose from embedded, vllm, llamacpp, external, command, sim)"),
     (GOOD.replace("embedded = true", 'embedded = true\nmodel = "x"'),
      ("study.toml: engines.b.model: not allowed with embedded = true (the embedded engine is vLLM's CPU build "
       "serving SmolLM2-135M-Instruct)")),

@@ -20,18 +20,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-floor", type=float, default=10.0, metavar="PCT",
                    help="throughput differences smaller than this %%, latency differences smaller than twice it, "
                         "are within noise (default %(default)s)")
+    p.add_argument("--allow-simulated", action="store_true",
+                   help="compare simulated runs with measured ones (refused by default)")
     p.add_argument("--output", "-o", type=Path, default=None, help="also write the tables to this file")
 
 
 def run(args: argparse.Namespace) -> int:
-    text = comparison_text(args.paths, args.baseline, args.format, args.reference, args.noise_floor)
+    text = comparison_text(args.paths, args.baseline, args.format, args.reference, args.noise_floor,
+                           allow_simulated=args.allow_simulated)
     print(text)
     if args.output:
         args.output.write_text(text + "\n", encoding="utf-8")
     return 0
 
 
-def comparison_text(paths, baseline=None, form="text", reference=None, noise_floor_pct=10.0) -> str:
+def comparison_text(paths, baseline=None, form="text", reference=None, noise_floor_pct=10.0,
+                    allow_simulated: bool = False) -> str:
     from servelab.errors import InputError
     from servelab.reports.compare import build_tables
     from servelab.reports.reference import add_reference, load_reference
@@ -42,7 +46,7 @@ def comparison_text(paths, baseline=None, form="text", reference=None, noise_flo
         raise InputError("--noise-floor must be within 0..100 (percent)")
     floor = noise_floor_pct / 100
     runs = load_runs(paths)
-    tables = build_tables(runs, baseline, floor)
+    tables = build_tables(runs, baseline, floor, allow_simulated)
     if reference is not None:
         ref = load_reference(reference)
         for table in tables:

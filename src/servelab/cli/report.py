@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-floor", type=float, default=10.0, metavar="PCT",
                    help="throughput differences smaller than this %%, latency differences smaller than twice it, "
                         "are within noise (default %(default)s)")
+    p.add_argument("--allow-simulated", action="store_true",
+                   help="report simulated runs beside measured ones (refused by default)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.folder} is not a folder (give a study's results folder)")
     if not 0 <= args.noise_floor < 100:
         raise InputError("--noise-floor must be within 0..100 (percent)")
-    html, md = write_report(args.folder, baseline=args.baseline, floor=args.noise_floor / 100)
+    html, md = write_report(args.folder, baseline=args.baseline, floor=args.noise_floor / 100,
+                            allow_simulated=args.allow_simulated)
     print(f"report:   {html}\nmarkdown: {md}")
     return 0

@@ -85,6 +85,7 @@ def closing(folder: Path, baseline: str | None, elapsed_s: float) -> str:
     from servelab.cli.compare import comparison_text
     from servelab.reports.report import write_report
 
-    tables = comparison_text([folder], baseline)
-    html, md = write_report(folder, baseline=baseline)
+    # The study's own file put simulated and measured engines together: shown, each labelled.
+    tables = comparison_text([folder], baseline, allow_simulated=True)
+    html, md = write_report(folder, baseline=baseline, allow_simulated=True)
     return f"\n{tables}\n\nstudy done in {elapsed_s:.0f} s\n  report:   {html}\n  markdown: {md}"

@@ -89,8 +89,12 @@ def engine_port(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from servelab.errors import InputError
     from servelab.study.sweep import run_sweep
 
+    if args.simulate:  # each point would run in the simulator beside an engine started for nothing
+        raise InputError("sweep --simulate is not supported: sweep the simulated engine with --engine sim "
+                         "(its flags after --), or pre-rank knobs with tune --simulate")
     plan = sweep_plan(args)
     started = time.monotonic()
     outcome = interruptible(lambda: run_sweep(plan, say=sayer("sweep", plan.name)), "sweep")
@@ -168,10 +172,17 @@ def report(outcome, elapsed_s: float) -> str:
     from servelab.study.sweep import SUMMARY_FILE, table, verdict_lines
 
     plan = outcome.plan
-    lines = ["", table(outcome), "", *verdict_lines(outcome), ""]
+    lines = ["", *simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
     lines += [f"plot: {p}" for p in outcome.plots]
     lines += [f"summary: {plan.folder / SUMMARY_FILE}", f"sweep done in {elapsed_s:.0f} s"]
     return "\n".join(lines)
+
+
+def simulated_line(engine) -> list[str]:
+    """A sweep or tuning run on the ``sim`` engine says so above its numbers."""
+    if engine.spec.kind != "sim":
+        return []
+    return ["SIMULATED: engine 'sim' is servelab's vLLM V1 scheduler model; these numbers are not measured", ""]
 
 
 # --- shared with `servelab tune`: the engine, and the base workload's bench flags ---

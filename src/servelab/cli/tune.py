@@ -27,6 +27,7 @@ from servelab.cli.sweep import (
     interruptible,
     parse_loads,
     sayer,
+    simulated_line,
     workload_spec,
 )
 from servelab.flags.bench_serve import add_bench_arguments
@@ -53,11 +54,16 @@ def run(args: argparse.Namespace) -> int:
     from servelab.study.tune_report import text
 
     plan = tune_plan(args)
+    if args.simulate:  # a pre-ranking in the simulator; no engine starts
+        from servelab.study import sim_rank
+
+        print(sim_rank.text(plan, sim_rank.rank(plan)))
+        return 0
     started = time.monotonic()
     outcome = interruptible(lambda: run_tune(plan, say=sayer("tune", plan.name)), "tune")
     if isinstance(outcome, int):
         return outcome
-    print(text(outcome))
+    print("\n".join(simulated_line(outcome.plan.engine)) + text(outcome))
     print(f"\nsection: {outcome.report}\nsummary: {plan.folder / 'tune.json'}\n"
           f"tune done in {time.monotonic() - started:.0f} s")
     return 0 if outcome.winner is not None else 1

@@ -12,6 +12,7 @@ from typing import Protocol
 from servelab.engines.embedded import as_vllm
 from servelab.engines.llamacpp import LlamaCppEngine
 from servelab.engines.ready import Probe
+from servelab.engines.sim import SimEngine
 from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import VllmEngine
 from servelab.errors import InputError
@@ -100,6 +101,7 @@ ENGINES: dict[str, EngineKind] = {  # keys: spec.KINDS, in its order
     "llamacpp": LlamaCppEngine(),
     "external": ExternalEngine(),
     "command": CommandEngine(),
+    "sim": SimEngine(),  # simulated: servelab's vLLM V1 scheduler model, labelled so
 }
 
 

@@ -73,7 +73,7 @@ def validate(spec: EngineSpec) -> None:
         raise InputError(f"engine {spec.name!r}: ready_timeout_s must be > 0")
     _validate_kind_fields(spec)
     owned = [a for a in spec.args if a.split("=", 1)[0] in _OWNED_FLAGS]
-    if owned and spec.kind in ("embedded", "vllm", "llamacpp"):
+    if owned and spec.kind in ("embedded", "vllm", "llamacpp", "sim"):
         raise InputError(f"engine {spec.name!r}: set host/port on the spec, not in args ({owned[0]})")
 
 

@@ -64,6 +64,12 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
                    help="time between telemetry samples (default %(default)s)")
+    p.add_argument("--simulate", action="store_true",
+                   help="no server: run the requests through servelab's simulated vLLM scheduler "
+                        "(the --sim-* flags) and label every number SIMULATED")
+    from servelab.sim.options import add_engine_arguments
+
+    add_engine_arguments(p, prefix="sim-")
 
 
 def _add_result_files(g, hidden: bool) -> None:
@@ -170,9 +176,17 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
     """The one place parsed bench flags become a ``BenchSpec``; every check happens here."""
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
                      dataset=dataset_spec_from_args(args, draw_ids=True), tokenizer=args.tokenizer,
-                     trust_remote_code=args.trust_remote_code, argv=tuple(argv))
+                     trust_remote_code=args.trust_remote_code, simulate=_simulate(args), argv=tuple(argv))
     check_spec(spec)
     return spec
+
+
+def _simulate(args: argparse.Namespace) -> tuple | None:
+    if not args.simulate:
+        return None
+    from servelab.sim.options import from_args
+
+    return from_args(args)
 
 
 def _server(args: argparse.Namespace) -> ServerSpec:

@@ -78,13 +78,31 @@ class Table:
     estimated: set[str] = field(default_factory=set)  # "config/metric" from an estimate, not the engine
 
 
-def build_tables(runs: list[Run], baseline: str | None = None, floor: float = v.NOISE_FLOOR) -> list[Table]:
+def build_tables(runs: list[Run], baseline: str | None = None, floor: float = v.NOISE_FLOOR,
+                 allow_simulated: bool = False) -> list[Table]:
     """One table per workload, configs in first-seen order, baseline first."""
     workloads = list(dict.fromkeys(r.workload for r in runs))
     known = list(dict.fromkeys(r.config for r in runs))
     if baseline is not None and baseline not in known:
         raise InputError(f"--baseline {baseline!r} is not one of the configs: {', '.join(known)}")
-    return [_table(w, [r for r in runs if r.workload == w], baseline, floor) for w in workloads]
+    note = simulated_note(runs, allow_simulated)
+    tables = [_table(w, [r for r in runs if r.workload == w], baseline, floor) for w in workloads]
+    for table in tables:
+        table.notes += [note] if note else []
+    return tables
+
+
+def simulated_note(runs: list[Run], allow: bool) -> str | None:
+    """Simulated and measured runs are not compared unless asked; either way it is said."""
+    sim = list(dict.fromkeys(r.config for r in runs if r.simulated))
+    real = list(dict.fromkeys(r.config for r in runs if not r.simulated))
+    if sim and real and not allow:
+        raise InputError(f"refusing to compare simulated ({', '.join(sim)}) with measured ({', '.join(real)}) "
+                         "runs; pass --allow-simulated to show them side by side anyway")
+    if not (sim and real):
+        return None  # all simulated: each run's own ⚠ line says so
+    return (f"⚠ SIMULATED beside measured (--allow-simulated): {', '.join(sim)} simulated, {', '.join(real)} "
+            "measured; a verdict between them compares a model with a measurement")
 
 
 def _table(workload: str, runs: list[Run], baseline: str | None, floor: float) -> Table:
@@ -200,7 +218,7 @@ def _run_flags(config: str, runs: list[Run]) -> list[str]:
     notes = []
     for run in runs:
         s, tag = run.servelab, f"{config}" + (f" repeat {run.repeat}" if run.repeat else "")
-        if s.get("simulated") or run.engine.get("kind") == "sim":
+        if run.simulated:
             notes.append(f"⚠ {tag}: SIMULATED result, not a measurement")
         if s.get("client_bound"):
             notes.append(f"⚠ {tag}: the client may limit this run ({'; '.join(s['client_bound'])})")

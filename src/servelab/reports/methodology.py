@@ -119,9 +119,23 @@ def _engine_limits(runs: list[Run]) -> list[str]:
                    "partly from cache.")
     elif "reset" in resets:
         out.append("The engine's prefix cache was emptied before every run (POST /reset_prefix_cache).")
-    if any(r.servelab.get("simulated") or r.engine.get("kind") == "sim" for r in runs):
-        out.append("SIMULATED: some results come from a simulator, not a measurement.")
+    sim = list(dict.fromkeys(r.config for r in runs if r.simulated))
+    if sim:
+        out.append(f"SIMULATED: {', '.join(sim)} come from servelab's simulator of vLLM V1's scheduler "
+                   f"({_sim_model(next(r for r in runs if r.simulated))}), not a measurement.")
     return out
+
+
+def _sim_model(run: Run) -> str:
+    """The step model and limits a simulated run used, in words (fast mode records them;
+    a sim engine's args carry them)."""
+    section = run.servelab.get("simulated") or {}
+    step = section.get("step_model")
+    if step:
+        return (f"step model from {step.get('source')}: {step.get('overhead_s', 0) * 1e3:g} ms + "
+                f"{step.get('per_seq_s', 0) * 1e3:g} ms/seq + {step.get('per_token_s', 0) * 1e3:g} ms/token, "
+                f"floor {step.get('floor_s', 0) * 1e3:g} ms")
+    return "engine args: " + (" ".join(run.engine.get("args") or []) or "defaults")
 
 
 def _noise_limits(runs: list[Run], floor: float) -> list[str]:

@@ -45,24 +45,27 @@ class Report:
         return [(t, *grid(t)) for t in self.tables]
 
 
-def write_report(folder: Path, baseline: str | None = None, floor: float = v.NOISE_FLOOR) -> tuple[Path, Path]:
+def write_report(folder: Path, baseline: str | None = None, floor: float = v.NOISE_FLOOR,
+                 allow_simulated: bool = False) -> tuple[Path, Path]:
     from servelab.reports.html import render_html
     from servelab.reports.markdown import render_markdown
 
-    report = build_report([folder], baseline, floor)
+    report = build_report([folder], baseline, floor, allow_simulated)
     html, md = Path(folder) / "report.html", Path(folder) / "report.md"
     html.write_text(render_html(report), encoding="utf-8")
     md.write_text(render_markdown(report), encoding="utf-8")
     return html, md
 
 
-def build_report(paths: list[Path], baseline: str | None = None, floor: float = v.NOISE_FLOOR) -> Report:
+def build_report(paths: list[Path], baseline: str | None = None, floor: float = v.NOISE_FLOOR,
+                 allow_simulated: bool = False) -> Report:
     runs = load_runs(paths)
     study = study_info(paths)
-    tables = build_tables(runs, baseline, floor)
+    tables = build_tables(runs, baseline, floor, allow_simulated)
     first_of = _first_by(runs, lambda r: r.config)
     report = Report(
-        title=f"Study {study['name']}" if study else "servelab comparison",
+        title=("SIMULATED · " if any(r.simulated for r in runs) else "")
+        + (f"Study {study['name']}" if study else "servelab comparison"),
         description=(study or {}).get("description", ""), generated=time.strftime("%Y-%m-%d %H:%M:%S"),
         tables=tables, floor=floor, memory=[memory_budget(c, r) for c, r in first_of.items()],
         prompts=_prompts(runs), diagnoses=_diagnoses(runs),

@@ -42,6 +42,15 @@ class Run:
     def engine(self) -> dict:
         return self.servelab.get("engine") or {}
 
+    @property
+    def simulated(self) -> bool:
+        """From servelab's simulator: a fast-mode result, a run of the ``sim`` engine, or a
+        bench against a sim server (its /v1/models says so)."""
+        models = (self.servelab.get("provenance") or {}).get("server_models") or {}
+        owners = [str(m.get("owned_by", "")) for m in models.get("data") or [] if isinstance(m, dict)]
+        return bool(self.servelab.get("simulated")) or self.engine.get("kind") == "sim" \
+            or any("SIMULATED" in o for o in owners)
+
     def memory(self) -> dict:
         """The engine's memory report (plus measured footprint) for this run."""
         beside = _json_or_none(self.folder / MEMORY_FILE)

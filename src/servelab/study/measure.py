@@ -36,6 +36,7 @@ from servelab.loadgen.pacer import Counters
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
 from servelab.results import store
+from servelab.study import simulated
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
@@ -60,7 +61,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
     """
     check_spec(spec)
-    model = spec.server.model or _first_model(spec.server)
+    model = spec.server.model or (simulated.MODEL_NAME if spec.simulate is not None else _first_model(spec.server))
     config = bench_config(spec, model)
     with _recorder(spec, config) as recorder:  # started early: its start-up overlaps the dataset's
         with elapsed(f"preparing {spec.dataset.num_prompts} requests ({spec.dataset.name})") \
@@ -68,17 +69,24 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
             tokenizer = bench_tokenizer(spec, model)
             samples = sample_requests(spec.dataset, tokenizer)
         _preamble(config)
-        run = _run(config, samples, tokenizer, progress=spec.output.progress,
-                   on_start=_with_telemetry(recorder, on_start))
-        timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
+        if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
+            run, timeline, labels = simulated.run(spec, config, samples)
+        else:
+            run = _run(config, samples, tokenizer, progress=spec.output.progress,
+                       on_start=_with_telemetry(recorder, on_start))
+            timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
+            labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     out = spec.output
     summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
                         dict(out.goodput) or None)
     _print_failures(run)
     shown = _shown_metrics(list(out.percentile_metrics), config)
+    if labels:
+        print(simulated.banner(labels["simulated"]))
     print(console_block(summary, max_concurrency=config.load.max_concurrency,
                         request_rate=config.load.request_rate, selected=shown))
     extra = servelab_section(spec, config, run, summary, tokenizer)
+    extra.update(labels)
     extra.update(context or {})
     _footer(extra)
     result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
@@ -90,7 +98,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
 @contextlib.contextmanager
 def _recorder(spec: BenchSpec, config: BenchConfig):
     """A telemetry recorder for this run (None with --no-telemetry); always cleaned up."""
-    if not spec.output.telemetry:
+    if not spec.output.telemetry or spec.simulate is not None:
         yield None
         return
     with Recorder(metrics_url(config.base_url), spec.output.telemetry_interval_s,

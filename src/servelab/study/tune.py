@@ -357,6 +357,9 @@ def serve_command(spec: EngineSpec) -> str:
     env = {k: v for k, v in {**kind_of(spec).environment(spec), **spec.env}.items() if k not in MEASUREMENT_ENV}
     if spec.kind == "vllm":
         argv = ["vllm", "serve", spec.model, *_without_where(argv[_after_model(argv):])]
+    if spec.kind == "sim":  # simulated: nothing to deploy, but the knobs to try on a real engine
+        return "servelab serve --engine sim -- " + shlex.join(_without_where(argv[_after_model(argv):])) \
+            + "   # SIMULATED: try these knobs on the real engine"
     prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
     return prefix + shlex.join(argv)
 

@@ -1,0 +1,96 @@
+"""The simulated engine's parameters: its scheduler limits and its step-time model.
+
+Both are frozen values; vary them with ``dataclasses.replace``. Their ``to_dict`` goes
+into a simulated result's ``servelab.simulated`` section, so a number can always be
+traced to the model that produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from servelab.errors import InputError
+
+NS_PER_S = 1_000_000_000
+# Output length of a request that names none. (vLLM's default is the rest of the model's
+# length; the simulator needs a number, and both of its modes use this one.)
+DEFAULT_OUTPUT_LEN = 256
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """Seconds one engine step takes, from what it schedules:
+
+        compute = overhead_s + per_seq_s × seqs + per_token_s × tokens + per_kv_token_s × context
+        step    = max(floor_s, compute)
+
+    ``seqs``: requests in the step; ``tokens``: tokens computed (prefill chunks + one per
+    decoding request); ``context``: KV tokens those requests attend over (their computed
+    tokens plus the new ones) — attention reads grow with it. ``floor_s``: the weight-read
+    floor, the time to stream the weights once from memory, below which no step goes.
+    """
+
+    overhead_s: float = 0.002
+    per_seq_s: float = 0.0001
+    per_token_s: float = 0.00002
+    per_kv_token_s: float = 0.0
+    floor_s: float = 0.0
+    source: str = "given"  # where the numbers came from: "given", a planner/calibration name
+
+    def __post_init__(self) -> None:
+        for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s"):
+            value = getattr(self, name)
+            if not value >= 0:  # also rejects NaN
+                raise InputError(f"step model: {name} must be >= 0, got {value!r}")
+        if self.overhead_s + self.per_seq_s + self.per_token_s + self.floor_s <= 0:
+            raise InputError("step model: every step would take no time; give at least one positive cost")
+
+    def step_ns(self, seqs: int, tokens: int, context: int) -> int:
+        s = self.overhead_s + self.per_seq_s * seqs + self.per_token_s * tokens + self.per_kv_token_s * context
+        return max(1, round(max(s, self.floor_s) * NS_PER_S))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """vLLM's scheduler knobs. ``num_blocks × block_size`` is the KV cache in tokens
+    (what vLLM logs as ``GPU KV cache size: N tokens``)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    num_blocks: int = 4096
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "num_blocks", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InputError(f"sim engine: {name} must be an integer >= 1, got {value!r}")
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "kv_tokens": self.kv_tokens}
+
+
+def blocks_for_tokens(kv_tokens: int, block_size: int) -> int:
+    """vLLM rounds its KV pool down to whole blocks."""
+    if kv_tokens < block_size:
+        raise InputError(f"sim engine: {kv_tokens} KV tokens do not fill one block of {block_size}")
+    return kv_tokens // block_size
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    """One request for the simulated engine. ``token_ids`` (the prompt's) feed the prefix
+    cache; without them the prompt is ``prompt_len`` tokens that share nothing."""
+
+    arrival_ns: int
+    prompt_len: int
+    output_len: int
+    token_ids: tuple[int, ...] | None = None

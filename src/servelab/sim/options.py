@@ -1,0 +1,98 @@
+"""The simulated engine's flags, one definition for two places.
+
+``servelab bench --simulate`` takes them prefixed (``--sim-max-num-seqs``), beside the
+client's flags; the ``sim`` engine's server takes them under vLLM's own names
+(``--max-num-seqs``), so a sweep or a tuning run varies a sim engine's knobs exactly as
+it varies a real vLLM's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
+
+from servelab.errors import InputError
+from servelab.sim.model import EngineLimits, StepModel, blocks_for_tokens
+
+_L, _M = EngineLimits(), StepModel()
+
+# (name, type, default, help); the dest is the name with "-" → "_", prefixed "sim_".
+LIMIT_FLAGS = (
+    ("max-num-seqs", int, _L.max_num_seqs, "most requests running at once"),
+    ("max-num-batched-tokens", int, _L.max_num_batched_tokens, "token budget of one step (chunked prefill)"),
+    ("block-size", int, _L.block_size, "KV block size in tokens"),
+    ("kv-cache-tokens", int, _L.kv_tokens, "KV cache size in tokens (rounded down to whole blocks)"),
+)
+STEP_FLAGS = (
+    ("step-overhead-ms", _M.overhead_s * 1e3, "fixed cost of one engine step"),
+    ("step-per-seq-ms", _M.per_seq_s * 1e3, "cost per request in a step"),
+    ("step-per-token-ms", _M.per_token_s * 1e3, "cost per token computed in a step"),
+    ("step-per-kv-token-us", _M.per_kv_token_s * 1e6, "cost per KV token attended over (microseconds)"),
+    ("step-floor-ms", _M.floor_s * 1e3, "no step is shorter (the weight-read floor)"),
+)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    g = parser.add_argument_group("simulated engine" + (f" (--{prefix}*)" if prefix else ""))
+    for name, typ, default, text in LIMIT_FLAGS:
+        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=typ, default=default,
+                       help=f"{text} (default %(default)s)")
+    # One dest, two flags (vLLM's pair); the default is set on both, or store_false's True would win.
+    g.add_argument(f"--{prefix}enable-prefix-caching", dest="sim_no_prefix_caching", action="store_false",
+                   default=False, help="prefix cache on (the default, as in vLLM V1)")
+    g.add_argument(f"--{prefix}no-enable-prefix-caching", dest="sim_no_prefix_caching", action="store_true",
+                   default=False, help="prefix cache off")
+    for name, default, text in STEP_FLAGS:
+        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=float, default=default,
+                       help=f"{text} (default %(default)s)")
+    g.add_argument(f"--{prefix}step-model", dest="sim_step_model", default=None, metavar="JSON",
+                   help="a step model file (a calibration's output: StepModel fields in seconds); "
+                        "replaces the --step-* values")
+
+
+def _dest(name: str) -> str:
+    return "sim_" + name.replace("-", "_")
+
+
+def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:
+    """The frozen values behind the flags (InputError on a bad one)."""
+    limits = EngineLimits(
+        max_num_seqs=args.sim_max_num_seqs, max_num_batched_tokens=args.sim_max_num_batched_tokens,
+        num_blocks=blocks_for_tokens(args.sim_kv_cache_tokens, args.sim_block_size),
+        block_size=args.sim_block_size, enable_prefix_caching=not args.sim_no_prefix_caching)
+    if getattr(args, "sim_step_model", None):
+        return limits, load_step_model(args.sim_step_model)
+    model = StepModel(overhead_s=args.sim_step_overhead_ms / 1e3, per_seq_s=args.sim_step_per_seq_ms / 1e3,
+                      per_token_s=args.sim_step_per_token_ms / 1e3,
+                      per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3)
+    return limits, model
+
+
+def load_step_model(path: str) -> StepModel:
+    """A JSON object of StepModel fields; its ``source`` defaults to the file's name."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"step model {path}: cannot read it ({exc})") from None
+    known = {f.name for f in fields(StepModel)}
+    if not isinstance(data, dict) or set(data) - known:
+        bad = sorted(set(data) - known) if isinstance(data, dict) else "not an object"
+        raise InputError(f"step model {path}: expected an object of {', '.join(sorted(known))}; got {bad}")
+    try:
+        return StepModel(**{"source": Path(path).name, **data})
+    except TypeError as exc:
+        raise InputError(f"step model {path}: {exc}") from None
+
+
+def to_argv(limits: EngineLimits, model: StepModel) -> list[str]:
+    """vLLM-named flags for the server (what the engine's args say it ran with)."""
+    argv = ["--max-num-seqs", str(limits.max_num_seqs),
+            "--max-num-batched-tokens", str(limits.max_num_batched_tokens),
+            "--block-size", str(limits.block_size), "--kv-cache-tokens", str(limits.kv_tokens),
+            "--step-overhead-ms", repr(model.overhead_s * 1e3), "--step-per-seq-ms", repr(model.per_seq_s * 1e3),
+            "--step-per-token-ms", repr(model.per_token_s * 1e3),
+            "--step-per-kv-token-us", repr(model.per_kv_token_s * 1e6), "--step-floor-ms", repr(model.floor_s * 1e3)]
+    return argv + ([] if limits.enable_prefix_caching else ["--no-enable-prefix-caching"])

@@ -1,0 +1,91 @@
+"""``servelab tune --simulate``: every knob combination through the simulator's fast
+mode, before any engine starts — a pre-ranking to prune the configurations worth the
+real engine's time. Each combination runs at each load in well under a second; the
+table says SIMULATED, and that the real tune decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+from dataclasses import dataclass
+
+from servelab.errors import InputError
+from servelab.sim.options import add_engine_arguments, from_args
+from servelab.study.measure import execute
+from servelab.study.sweep import LOADS, load_workload
+from servelab.search.knobs import config_name, configs, knob_flags
+from servelab.search.points import Point, point_from_result
+from servelab.search.slo import meets
+
+# Knobs the simulator models (under --sim-NAME); the rest (memory fraction, model
+# length, a quantized model) change nothing it can see.
+SIMULABLE = ("max-num-seqs", "max-num-batched-tokens", "block-size", "enable-prefix-caching", "kv-cache-tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    name: str
+    best: Point | None  # the best-scoring load that meets the SLO; None: none does
+    points: tuple[Point, ...]
+
+
+def sim_flags(choice: dict[str, str]) -> list[str]:
+    bad = [name for name in choice if name not in SIMULABLE]
+    if bad:
+        raise InputError(f"--knob {bad[0]} cannot be simulated (the simulator models {', '.join(SIMULABLE)}); "
+                         "drop it, or tune without --simulate")
+    return ["--sim-" + f[2:] if f.startswith("--") else f for f in knob_flags(choice)]
+
+
+def rank(plan) -> list[Ranked]:
+    """Best first; configurations that never meet the SLO last."""
+    ranked = []
+    for choice in configs(list(plan.knobs)):
+        points = tuple(measure(plan, choice, load) for load in plan.loads)
+        fine = [p for p in points if meets(p, plan.slo or {})]
+        ranked.append(Ranked(config_name(choice), max(fine, key=lambda p: score(p, plan.objective), default=None),
+                             points))
+    return sorted(ranked, key=lambda r: -score(r.best, plan.objective) if r.best else float("inf"))
+
+
+def measure(plan, choice: dict[str, str], load: float) -> Point:
+    spec = load_workload(plan.spec, plan.over, load, None).spec  # p50/p99 of E2EL too, at this load
+    quiet = dataclasses.replace(spec.output, progress=False, telemetry=False)
+    spec = dataclasses.replace(spec, simulate=engine_for(plan.argv, choice), output=quiet)
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = execute(spec).result
+    return point_from_result(load, result)
+
+
+def engine_for(argv: tuple[str, ...], choice: dict[str, str]):
+    """The simulated engine of one combination: the workload's own --sim-* flags, then the knobs'."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_engine_arguments(parser, prefix="sim-")
+    given, _ = parser.parse_known_args(list(argv))
+    return from_args(parser.parse_args(sim_flags(choice), namespace=given))
+
+
+def score(p: Point | None, objective: str) -> float:
+    if p is None:
+        return 0.0
+    return p.throughput if objective == "throughput" else (p.goodput or 0.0)
+
+
+def text(plan, ranked: list[Ranked]) -> str:
+    unit = "out tok/s" if plan.objective == "throughput" else "goodput req/s"
+    lines = ["SIMULATED pre-ranking (servelab's vLLM V1 scheduler model; no engine ran)", "",
+             f"| rank | config | best {LOADS[plan.over][1]} | {unit} | p99 TTFT ms | p99 E2EL ms |",
+             "|:--|:--|--:|--:|--:|--:|"]
+    for i, r in enumerate(ranked, 1):
+        if r.best is None:
+            lines.append(f"| {i} | {r.name} | - | meets no load | - | - |")
+            continue
+        p = r.best
+        lines.append(f"| {i} | {r.name} | {p.load:g} | {score(p, plan.objective):,.1f} | "
+                     f"{p.latency('p99_ttft'):,.0f} | {p.latency('p99_e2el'):,.0f} |")
+    lines += ["", "next: tune the leading configurations on the real engine (the same command without "
+              "--simulate, fewer --knob values); these numbers are a model's, not a measurement"]
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""``servelab bench --simulate``: the run happens in the simulated engine, and everything
+after it — metrics, console block, result JSON, timeline, diagnosis — is the path a
+measured run takes. What differs is said in the result (``servelab.simulated``), on the
+console (a SIMULATED line) and in the engine section (kind ``sim``, its vLLM-named args,
+its KV size), so nothing downstream can take it for a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from servelab.config import BenchSpec
+from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.simulated import run_simulated
+from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
+from servelab.sim.options import add_engine_arguments, from_args, to_argv
+from servelab.sim.simulate import SimResult
+from servelab.telemetry import simulated as sim_timeline
+from servelab.telemetry.timeline import Timeline
+
+MODEL_NAME = "sim"  # the served name when --model is not given
+
+
+def run(spec: BenchSpec, config: BenchConfig, samples) -> tuple[BenchRun, Timeline, dict]:
+    """The run, its timeline, and the result sections that label it."""
+    limits, model = spec.simulate
+    bench_run, sim = run_simulated(config, samples, limits, model)
+    timeline = None if not spec.output.telemetry else sim_timeline.build(
+        sim.timeline, bench_run.records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns,
+        spec.output.telemetry_interval_s, limits)
+    return bench_run, timeline, sections(limits, model, sim, mode="fast")
+
+
+def sections(limits: EngineLimits, model: StepModel, sim: SimResult | None, mode: str) -> dict:
+    """``simulated``: what produced the numbers; ``engine``: what diagnosis reads."""
+    simulated = {"mode": mode, "engine": "vLLM V1 scheduler model (servelab.sim)",
+                 "limits": limits.to_dict(), "step_model": model.to_dict(),
+                 "default_output_len": DEFAULT_OUTPUT_LEN,
+                 "prefix_cache_ids": "4-character pieces of the prompt text (servelab.sim.prompt)"}
+    if sim is not None:
+        c = sim.counters
+        simulated["counters"] = {"steps": c.steps, "preemptions": c.preemptions,
+                                 "prefix_cache_queries": c.prefix_queries, "prefix_cache_hits": c.prefix_hits}
+    engine = {"kind": "sim", "args": to_argv(limits, model),
+              "memory_report": {"kv_cache_tokens": limits.kv_tokens, "source": "simulated"}}
+    return {"simulated": simulated, "engine": engine}
+
+
+def detected(server_models: dict | None, engine: dict | None = None) -> dict:
+    """A bench against a running ``sim`` server: its /v1/models says SIMULATED. When the
+    caller started it (a study), its args give the limits and step model it ran with."""
+    cards = (server_models or {}).get("data") or []
+    if not any("SIMULATED" in str(c.get("owned_by", "")) for c in cards if isinstance(c, dict)):
+        return {}
+    section = {"mode": "real-time", "engine": "vLLM V1 scheduler model (servelab.sim)",
+               "detected_from": "the server's /v1/models owned_by"}
+    if (engine or {}).get("kind") == "sim":
+        parser = argparse.ArgumentParser(add_help=False)
+        add_engine_arguments(parser)
+        known, _ = parser.parse_known_args([str(a) for a in engine.get("args") or []])
+        section = {**sections(*from_args(known), None, "real-time")["simulated"], **section}
+    return {"simulated": section}
+
+
+def banner(section: dict) -> str:
+    if "limits" not in section:
+        return ("SIMULATED: the server is servelab's simulated engine (real-time mode); "
+                "its timing comes from a vLLM V1 scheduler model, not a model running")
+    limits, step = section["limits"], section["step_model"]
+    return (f"SIMULATED: no engine ran; servelab's vLLM V1 scheduler model ({section['mode']} mode) · "
+            f"max_num_seqs {limits['max_num_seqs']}, max_num_batched_tokens {limits['max_num_batched_tokens']}, "
+            f"KV {limits['kv_tokens']} tokens · step model from {step['source']}")

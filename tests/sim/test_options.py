@@ -1,0 +1,52 @@
+"""The sim engine's flags: one definition, prefixed for bench, vLLM-named for the server."""
+
+import argparse
+import json
+
+import pytest
+
+from servelab.errors import InputError
+from servelab.sim.model import EngineLimits, StepModel
+from servelab.sim.options import add_engine_arguments, from_args, to_argv
+
+
+def parse(argv, prefix=""):
+    p = argparse.ArgumentParser()
+    add_engine_arguments(p, prefix)
+    return from_args(p.parse_args(argv))
+
+
+def test_server_flags_round_trip_through_to_argv():
+    limits = EngineLimits(max_num_seqs=3, max_num_batched_tokens=512, num_blocks=10, block_size=32,
+                          enable_prefix_caching=False)
+    model = StepModel(overhead_s=0.004, per_seq_s=0.0002, per_token_s=0.00001, floor_s=0.003)
+    got_limits, got_model = parse(to_argv(limits, model))
+    assert got_limits == limits
+    assert got_model.to_dict() == pytest.approx(model.to_dict())
+
+
+def test_bench_flags_are_prefixed_and_kv_tokens_round_down_to_blocks():
+    limits, _ = parse(["--sim-kv-cache-tokens", "1000", "--sim-block-size", "128"], prefix="sim-")
+    assert limits.num_blocks == 7 and limits.kv_tokens == 896
+
+
+def test_a_step_model_file_replaces_the_step_flags(tmp_path):
+    path = tmp_path / "calib.json"
+    path.write_text(json.dumps({"overhead_s": 0.03, "per_token_s": 0.001}))
+    _, model = parse(["--step-model", str(path), "--step-overhead-ms", "1"])
+    assert model.overhead_s == 0.03 and model.per_token_s == 0.001 and model.source == "calib.json"
+
+
+@pytest.mark.parametrize("text", ['{"overhead": 1}', "[1]", "not json", '{"overhead_s": -1}'])
+def test_a_bad_step_model_file_is_one_input_error(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match="step model"):
+        parse(["--step-model", str(path)])
+
+
+@pytest.mark.parametrize("argv,on", [([], True), (["--no-enable-prefix-caching"], False),
+                                     (["--no-enable-prefix-caching", "--enable-prefix-caching"], True)])
+def test_prefix_caching_is_on_by_default_and_the_last_switch_wins(argv, on):
+    limits, _ = parse(argv)
+    assert limits.enable_prefix_caching is on

@@ -1,0 +1,108 @@
+"""The ``sim`` engine: a real process serving on the simulated scheduler's timing, read by
+servelab as a vLLM (memory lines, /metrics), and matching the fast mode within noise."""
+
+import json
+import urllib.request
+
+import pytest
+
+from servelab.engines import EngineSpec
+from servelab.engines.engine import start_engine
+from servelab.flags.bench_serve import parse_bench_spec
+from servelab.study.measure import execute
+from net_helpers import free_port
+
+# Steps of a few ms, so the server's timer jitter (~0.1 ms) is small beside them.
+STEP = ["step-overhead-ms", "4", "step-per-seq-ms", "0.2", "step-per-token-ms", "0.01"]
+LOAD = ["--dataset-name", "random", "--random-input-len", "200", "--random-output-len", "32",
+        "--num-prompts", "64", "--max-concurrency", "32", "--disable-tqdm", "--seed", "3"]
+# Fast mode vs real time: the server writes each token a little after its step's end
+# (timer wake-up, the write, the client's read) and its step clock never runs early.
+TOLERANCE = 0.10
+
+
+def flags(prefix: str, max_num_seqs: int) -> list[str]:
+    pairs = ["max-num-seqs", str(max_num_seqs), *STEP]
+    return [f"--{prefix}{x}" if i % 2 == 0 else x for i, x in enumerate(pairs)]
+
+
+@pytest.fixture
+def sim_engine(tmp_path, qwen3_path):
+    engines = []
+
+    def start(max_num_seqs: int, *extra: str):
+        spec = EngineSpec(name="sim", kind="sim", port=free_port(), ready_timeout_s=30,
+                          args=(*flags("", max_num_seqs), "--tokenizer", qwen3_path, *extra))
+        engine = start_engine(spec, tmp_path / f"engine{len(engines)}", progress=False)
+        engines.append(engine)
+        return engine
+
+    yield start
+    for e in engines:
+        e.stop()
+
+
+def bench(qwen3_path, *extra):
+    return execute(parse_bench_spec(["--tokenizer", qwen3_path, *LOAD, *extra])).result
+
+
+def test_memory_lines_are_read_as_vllm_s(sim_engine):
+    report = sim_engine(8).memory_report
+    assert report.kv_cache_tokens == 65536
+    assert report.max_concurrency_tokens == 2048 and report.max_concurrency == pytest.approx(32.0)
+
+
+def test_fast_mode_matches_the_real_time_server(sim_engine, qwen3_path):
+    engine = sim_engine(8)
+    served = bench(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
+    fast = bench(qwen3_path, "--simulate", *flags("sim-", 8))
+    assert served["completed"] == fast["completed"] == 64
+    assert served["total_output_tokens"] == fast["total_output_tokens"]
+    for key in ("output_throughput", "mean_ttft_ms", "median_tpot_ms", "duration"):
+        assert served[key] == pytest.approx(fast[key], rel=TOLERANCE), key
+    assert served["servelab"]["simulated"]["mode"] == "real-time"
+
+
+def test_metrics_use_vllm_s_names_and_count_the_run(sim_engine, qwen3_path):
+    engine = sim_engine(8)
+    bench(qwen3_path, "--base-url", engine.base_url, "--model", "sim", "--no-telemetry")
+    text = urllib.request.urlopen(engine.base_url + "/metrics", timeout=10).read().decode()
+    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("vllm:") and "{" in line}
+    assert values["vllm:generation_tokens_total"] == 64 * 32
+    assert values["vllm:prompt_tokens_total"] == 64 * 200
+    assert values["vllm:num_requests_running"] == values["vllm:num_requests_waiting"] == 0
+    for name in ("vllm:kv_cache_usage_perc", "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total",
+                 "vllm:prefix_cache_hits_total"):
+        assert name in values
+
+
+def test_diagnose_on_a_sim_engine_with_max_num_seqs_2_at_32_streams_says_scheduler_cap(sim_engine, qwen3_path):
+    engine = sim_engine(2)
+    result = bench(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
+    assert result["servelab"]["diagnosis"]["verdict"] == "scheduler-cap"
+
+
+def post(url: str, body: dict) -> str:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=10).read().decode()
+
+
+def test_chat_streams_the_role_delta_first_and_plain_requests_get_one_answer(sim_engine):
+    engine = sim_engine(8)
+    chat = post(engine.base_url + "/v1/chat/completions",
+                {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
+    events = [json.loads(line[6:]) for line in chat.splitlines() if line.startswith("data: {")]
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [e["choices"][0]["delta"].get("content") for e in events[1:]] == [" the", " quick", " brown"]
+    plain = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 4}))
+    assert plain["usage"]["completion_tokens"] == 4 and plain["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_request_larger_than_the_kv_cache_is_an_error_and_the_server_goes_on(sim_engine):
+    engine = sim_engine(8, "--kv-cache-tokens", "64")
+    stream = post(engine.base_url + "/v1/completions",
+                  {"model": "sim", "prompt": "word " * 100, "max_tokens": 3, "stream": True})
+    assert "exceed the simulated KV cache (64 tokens)" in stream and "data: [DONE]" in stream
+    small = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 2}))
+    assert small["usage"]["completion_tokens"] == 2
