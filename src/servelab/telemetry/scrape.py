@@ -41,10 +41,10 @@ class EngineScraper:
         t1 = _now()
         try:
             text = self.client.get()
-        except Exception as exc:  # any failure is a data point, never the end of the scraper
+            t2 = _now()
+            values, used, cache = engine.sample(text)
+        except Exception as exc:  # any failure (a malformed page too) is a data point, never the end
             return [{"src": "engine", "t_ns": t1, "error": engine.describe_error(exc)}]
-        t2 = _now()
-        values, used, cache = engine.sample(text)
         # The gauges describe some instant between request and reply: stamp the midpoint.
         lines = [{"src": "engine", "t_ns": (t1 + t2) // 2, "scrape_ms": round((t2 - t1) / 1e6, 3), **values}]
         if used != self.used:
