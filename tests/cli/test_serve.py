@@ -12,7 +12,9 @@ import pytest
 from net_helpers import free_port, port_open
 
 from servelab.cli import serve
-from servelab.engines import EngineSpec, MemoryReport
+from servelab.cli.main import main
+from servelab.engines import ENGINES, EngineSpec, MemoryReport, embedded
+from servelab.engines.kinds import ENGINE_CHOICES
 from servelab.errors import InputError
 
 FAKE_ENGINE = Path(__file__).resolve().parents[1] / "engines" / "fake_engine.py"
@@ -75,8 +77,25 @@ def test_vllm_engine_passes_extra_flags_through():
 
 
 def test_embedded_engine_has_its_own_model():
-    with pytest.raises(InputError, match="--model/--url/--ready-url need --engine"):
+    with pytest.raises(InputError, match="--model/--url/--ready-url need --engine vllm, llamacpp, external or command"):
         serve.build_spec(parse("--model", "x"))
+
+
+def test_the_engine_choices_are_the_embedded_default_then_every_kind(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "--engine {embedded,vllm,llamacpp,external,command}" in out
+    assert "engine kind (default embedded: vLLM's CPU build serving SmolLM2-135M, offline)" in " ".join(out.split())
+    assert ENGINE_CHOICES == ("embedded", *ENGINES)
+
+
+@pytest.mark.parametrize("argv", [(), ("--engine", "embedded")])
+def test_the_embedded_engine_is_the_default_and_can_be_named(argv, monkeypatch, tmp_path):
+    monkeypatch.setattr(embedded, "ensure_embedded_model", lambda: tmp_path)
+    spec = serve.build_spec(parse(*argv, "--port", "8123", "--", "--max-num-seqs", "2"))
+    assert (spec.name, spec.kind, spec.model, spec.port) == ("embedded", "vllm", str(tmp_path), 8123)
+    assert spec.args == ("--max-model-len", "2048", "--max-num-seqs", "2")
 
 
 def test_bad_env_is_an_input_error():

@@ -16,11 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("vllm", "llamacpp", "external", "command")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=KINDS, help="engine kind (default: the embedded vLLM CPU engine)")
+    # Imported here, not at the top, so `servelab --help` stays instant.
+    from servelab.engines.kinds import EMBEDDED, ENGINE_CHOICES
+
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default=EMBEDDED,
+                        help="engine kind (default %(default)s: vLLM's CPU build serving SmolLM2-135M, offline)")
     parser.add_argument("--model", help="model path or id (vllm), GGUF file (llamacpp), label otherwise")
     parser.add_argument("--host", default="127.0.0.1", help="address the engine binds (default %(default)s)")
     parser.add_argument("--port", type=int, default=None,
@@ -56,6 +58,7 @@ def build_spec(args: argparse.Namespace):
     import dataclasses
 
     from servelab.engines import EngineSpec, embedded_engine_spec
+    from servelab.engines.embedded import EMBEDDED
     from servelab.errors import InputError
 
     from servelab.engines.spec import url_port
@@ -63,9 +66,10 @@ def build_spec(args: argparse.Namespace):
     extra = _strip_separator(args.engine_args)
     env = dict(_parse_env(item) for item in args.env)
     port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or 8000
-    if args.engine is None:
+    if args.engine == EMBEDDED:
         if args.model or args.url or args.ready_url:
-            raise InputError("--model/--url/--ready-url need --engine (the embedded engine has its own model)")
+            raise InputError("--model/--url/--ready-url need --engine vllm, llamacpp, external or command "
+                             "(the embedded engine has its own model)")
         base = embedded_engine_spec(port=port, host=args.host)
         return dataclasses.replace(base, args=(*base.args, *extra), env=env, ready_timeout_s=args.ready_timeout)
     command = extra if args.engine == "command" else ()

@@ -22,6 +22,8 @@ from pathlib import Path
 from servelab.engines.spec import EngineSpec
 from servelab.errors import EngineError, InputError
 
+# Its name on the command line (``--engine embedded``) and in results; its kind is vllm.
+EMBEDDED = "embedded"
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # 2048 keeps the KV cache (VLLM_CPU_KVCACHE_SPACE=1 GiB) at ~22 such requests; the
@@ -41,7 +43,7 @@ def cache_dir() -> Path:
 def embedded_engine_spec(port: int = 8000, host: str = "127.0.0.1") -> EngineSpec:
     """The default engine: converts the model on first use (~25 s), then serves it."""
     return EngineSpec(
-        name="embedded", kind="vllm", model=str(ensure_embedded_model()),
+        name=EMBEDDED, kind="vllm", model=str(ensure_embedded_model()),
         args=EMBEDDED_ARGS, host=host, port=port,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from servelab.engines.embedded import EMBEDDED
 from servelab.engines.llamacpp import LlamaCppEngine
 from servelab.engines.ready import Probe
 from servelab.engines.spec import EngineSpec
@@ -71,6 +72,10 @@ ENGINES: dict[str, EngineKind] = {
     "external": ExternalEngine(),
     "command": CommandEngine(),
 }
+
+# What ``--engine`` offers: the embedded default first (a vllm spec with its own model,
+# see embedded.py), then every kind. A new kind in ENGINES is a new choice.
+ENGINE_CHOICES = (EMBEDDED, *ENGINES)
 
 
 def kind_of(spec: EngineSpec) -> EngineKind:
