@@ -8,7 +8,8 @@ is not there. The CLI turns any of them into one line on stderr and exit 2.
     ├── InputError          bad flag, file, field or combination (names it)
     │   ├── DatasetError    dataset missing, malformed, or empty after filtering
     │   └── TokenizerError  tokenizer not found locally or unreadable
-    ├── ServerError         the endpoint is unreachable or not ready in time
+    ├── ServerError         the endpoint is unreachable, not ready in time, or answers
+    │                       in a form we cannot read (e.g. malformed /metrics)
     └── EngineError         an engine failed to start, died, or would not stop
 """
 
@@ -32,7 +33,7 @@ class TokenizerError(InputError):
 
 
 class ServerError(ServelabError):
-    """The server under test is unreachable or never became ready."""
+    """The server under test is unreachable, never became ready, or answered unreadably."""
 
 
 class EngineError(ServelabError):

@@ -12,7 +12,10 @@ import pytest
 from net_helpers import free_port, port_open
 
 from servelab.cli import serve
-from servelab.engines import EngineSpec, MemoryReport
+from servelab.cli.main import main
+from servelab.engines import ENGINES, EngineSpec, MemoryReport, embedded
+from servelab.config import ENGINE_KINDS
+from servelab.engines.kinds import kind_of
 from servelab.errors import InputError
 
 FAKE_ENGINE = Path(__file__).resolve().parents[1] / "engines" / "fake_engine.py"
@@ -77,6 +80,25 @@ def test_vllm_engine_passes_extra_flags_through():
 def test_embedded_engine_has_its_own_model():
     with pytest.raises(InputError, match="--model/--url/--ready-url need another --engine"):
         serve.build_spec(parse("--model", "x"))
+
+
+def test_the_engine_choices_are_the_embedded_default_then_every_kind(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "--engine {embedded,vllm,llamacpp,external,command,sim}" in out
+    assert "engine kind (default: embedded — vLLM's CPU build serving SmolLM2-135M)" in " ".join(out.split())
+    assert ENGINE_KINDS == tuple(ENGINES)
+
+
+@pytest.mark.parametrize("argv", [(), ("--engine", "embedded")])
+def test_the_embedded_engine_is_the_default_and_can_be_named(argv, monkeypatch, tmp_path):
+    monkeypatch.setattr(embedded, "ensure_embedded_model", lambda: tmp_path)
+    spec = serve.build_spec(parse(*argv, "--port", "8123", "--", "--max-num-seqs", "2"))
+    assert (spec.name, spec.kind, spec.port) == ("embedded", "embedded", 8123)
+    launched = kind_of(spec).resolve(spec)  # what start_engine runs
+    assert (launched.kind, launched.model) == ("vllm", str(tmp_path))
+    assert launched.args == ("--max-model-len", "2048", "--max-num-seqs", "2")
 
 
 def test_bad_env_is_an_input_error():
@@ -158,13 +180,3 @@ def test_engine_dying_while_serving_exits_2(tmp_path):
     assert "servelab: error: engine 'command' died while serving; last log lines:\n" in err
     assert err.endswith("  | ERROR fake engine: CUDA out of memory (simulated)\n")
 
-
-def test_the_default_engine_is_a_choice_by_name(capsys):
-    spec = serve.build_spec(parse("--engine", "embedded", "--port", "8123", "--", "--max-num-seqs", "2"))
-    assert (spec.kind, spec.model, spec.port, spec.args) == ("embedded", "", 8123, ("--max-num-seqs", "2"))
-    assert serve.build_spec(parse()).kind == "embedded"
-    from servelab.cli import main
-
-    with pytest.raises(SystemExit):
-        main.main(["serve", "--help"])
-    assert "{embedded,vllm,llamacpp,external,command,sim}" in capsys.readouterr().out

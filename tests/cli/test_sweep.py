@@ -16,6 +16,9 @@ from net_helpers import free_port, port_open
 from servelab.cli import main
 from servelab.engines.vllm import vllm_build
 from servelab.study import session
+from servelab.search.knee import find_knee
+from servelab.search.points import Point
+from servelab.search.slo import search
 
 
 def mock_engine_argv(port: int, **config) -> list[str]:
@@ -39,7 +42,16 @@ def summary(tmp_path, name="sweep") -> dict:
     return json.loads((tmp_path / "results" / name / "sweep.json").read_text())
 
 
+def measured(s: dict) -> list[Point]:
+    return [Point(p["load"], p["output_throughput"], p["latency_ms"], p["errors"]) for p in s["points"]]
+
+
 def test_sweep_finds_the_knee_stops_early_and_writes_everything(tmp_path, qwen3_path, capsys):
+    """Above max_open = 4 more streams only queue: on a quiet machine the knee falls at 4 → 8.
+    Runs this short (~120 ms at 4) can move it on a busy one, or hide it (past 8 the median
+    E2EL of 12 requests grows no more), so the test asserts what the sweep controls: it judges
+    the points it measured by the rule (the rule itself is tested on synthetic curves in
+    tests/sweep/test_knee.py), reports that judgement, and stops where the rule says."""
     port = free_port()
     assert main.main(sweep(tmp_path, qwen3_path, port, "--stop", "32")) == 0
     out = capsys.readouterr().out
@@ -48,17 +60,24 @@ def test_sweep_finds_the_knee_stops_early_and_writes_everything(tmp_path, qwen3_
     assert cells[0] == ["concurrency", "out tok/s", "req/s", "p50 TTFT ms", "p99 TTFT ms", "p50 TPOT ms",
                         "p99 TPOT ms", "p50 E2EL ms", "p99 E2EL ms", "errors", "note"]
     assert cells[1][-1].startswith(":--") and cells[1][1].endswith("-:")  # Markdown alignment row
-    assert [(row[0], row[-1]) for row in cells[2:]] == [
-        ("1", ""), ("2", ""), ("4", "operating point"), ("8", "saturated")]
+    s = summary(tmp_path)
+    knee, loads = find_knee(measured(s)), [int(p["load"]) for p in s["points"]]
+    op, sat = knee.operating_index, knee.saturated_index
+    last = sat if knee.saturated else 5  # stopped at the first saturated load, or ran the whole ladder
+    assert s["ladder"] == [1, 2, 4, 8, 16, 32] and loads == s["ladder"][:last + 1]
+    notes = {op: "operating point", sat: "saturated"}
+    assert [(row[0], row[-1]) for row in cells[2:]] == [(str(x), notes.get(i, "")) for i, x in enumerate(loads)]
     assert ("knee rule: saturated when a step adds < 5% throughput while median_e2el grows > 20%, or requests "
             "fail; operating point = the step before") in out
-    assert "operating point: concurrency 4 — " in out
-    assert "saturated at concurrency 8: load 4 → 8: throughput " in out
-    assert "stopped early (16, 32 not run)" in out
-    s = summary(tmp_path)
-    assert s["knee"] == {**s["knee"], "operating_load": 4, "saturated_load": 8, "stopped_early": True}
-    assert [p["load"] for p in s["points"]] == [1, 2, 4, 8] and s["ladder"] == [1, 2, 4, 8, 16, 32]
-    assert s["workload_argv"][-2:] == ["--metric-percentiles", "50,99"]
+    assert f"operating point: concurrency {loads[op]} — " in out
+    not_run = s["ladder"][last + 1:]
+    if knee.saturated:
+        skipped = f"; stopped early ({', '.join(map(str, not_run))} not run)" if not_run else ""
+        assert f"saturated at concurrency {loads[sat]}: {knee.reason}{skipped}" in out
+    else:
+        assert f"not saturated: {knee.reason} (raise --stop to look further)" in out
+    assert s["knee"] == {**s["knee"], "operating_load": loads[op], "saturated_load": loads[sat] if knee.saturated else None,
+                         "stopped_early": bool(not_run)}
     first = s["points"][0]
     assert first["errors"] == 0 and first["completed"] == 12 and {"median_ttft", "p99_e2el"} <= set(first["latency_ms"])
     assert (Path(first["folder"]) / "run.json").is_file()  # a study run: the marker says done
@@ -102,7 +121,8 @@ def test_an_interrupted_sweep_resumes_keeping_the_points_done(tmp_path, qwen3_pa
     assert "point 2 · concurrency 2: kept from an earlier run: " in out
     assert "point 3 · concurrency 4: measuring" in out
     assert (engine / "c1" / "1" / "result.json").stat().st_mtime_ns == kept
-    assert summary(tmp_path)["knee"]["operating_load"] == 4
+    s = summary(tmp_path)
+    assert s["knee"]["operating_load"] == s["points"][find_knee(measured(s)).operating_index]["load"]
     assert (engine / "c4" / "1" / "run.json").is_file()
 
 
@@ -118,17 +138,28 @@ def test_a_fully_done_sweep_starts_no_engine(tmp_path, qwen3_path, monkeypatch, 
 
 
 def test_slo_search_brackets_then_bisects_and_names_the_binding_limit(tmp_path, qwen3_path, capsys):
-    # at concurrency ≤ 4 no request waits (p99 TTFT ≈ 10 ms); above 4 some wait a whole request
+    """At concurrency ≤ 4 no request waits (p99 TTFT ≈ 10 ms); above 4 some wait a whole request
+    (≈ 48 ms), so on a quiet machine the search runs 1, 2, 4, 8, then bisects 6, 5: 4 meets, 5 fails.
+    A busy machine can push a short run's p99 past 30 ms anywhere, so the test replays the
+    search over the points as measured: the sweep must have run exactly what the search
+    (tests/sweep/test_slo.py) asks for with those answers, and reported its result."""
     argv = sweep(tmp_path, qwen3_path, free_port(), "--name", "slo", "--slo", "ttft:30", "--stop", "64",
                  max_open=4, prompts=16)
     assert main.main(argv) == 0
     out = capsys.readouterr().out
     s = summary(tmp_path, "slo")["slo"]
-    assert (s["status"], s["best_load"], s["first_fail_load"], s["binding_limit"]) == ("met", 4, 5, "p99_ttft")
-    assert s["evidence_loads"] == [1, 2, 4, 8, 6, 5]  # bracket [4, 8], then bisection — not 1-step walking
-    assert "SLO: most load that meets it: concurrency 4 (measured)" in out
-    assert "concurrency 5 fails: p99_ttft " in out and "> 30" in out
-    assert "SLO evidence: 6 runs at concurrency 1, 2, 4, 8, 6, 5" in out
+    by_load = {p.load: p for p in measured(summary(tmp_path, "slo"))}
+    replay = search(by_load.__getitem__, [1, 2, 4, 8, 16, 32, 64], {"p99_ttft": 30.0})
+    assert s["evidence_loads"] == [p.load for p in replay.evidence]
+    assert s["status"] == replay.status and s["best_load"] == (replay.best.load if replay.best else None)
+    assert s["first_fail_load"] == (replay.first_fail.load if replay.first_fail else None)
+    assert s["binding_limit"] == "p99_ttft"
+    if replay.best:
+        assert f"SLO: most load that meets it: concurrency {replay.best.load:g} (measured)" in out
+    if replay.first_fail:
+        assert f"concurrency {replay.first_fail.load:g} fails: p99_ttft " in out and "> 30" in out
+    runs = ", ".join(f"{p.load:g}" for p in replay.evidence)
+    assert f"SLO evidence: {len(replay.evidence)} runs at concurrency {runs}" in out
     assert "goodput req/s" in out and "most load meeting SLO" in out
     assert (tmp_path / "results" / "slo" / "sweep-goodput.png").is_file()
     points = summary(tmp_path, "slo")["points"]

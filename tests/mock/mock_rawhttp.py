@@ -11,6 +11,8 @@ import json
 import socket
 from dataclasses import dataclass, field
 
+from prometheus_client.parser import text_string_to_metric_families
+
 
 @dataclass
 class Response:
@@ -109,7 +111,10 @@ def request(port: int, method: str, path: str, body: object = None, headers: dic
 
 
 def metric(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
+    """The first sample ``name`` on the mock's /metrics page, read by the format's
+    reference parser, so a page it cannot read fails the test."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
     raise KeyError(name)

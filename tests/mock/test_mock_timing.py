@@ -4,11 +4,16 @@ import asyncio
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from mock_rawhttp import Conn, metric, request
 
-from servelab.mock import lateness_ns, mean_open, schedule
+from servelab.mock import MockConfig, lateness_ns, mean_open, schedule
+from servelab.mock.dialect import Wire
+from servelab.mock.plan import Plan
+from servelab.mock.server import Generation
+from servelab.mock.truth import RequestLog
 
 MS = 1_000_000
 
@@ -37,14 +42,62 @@ def test_truth_follows_the_schedule(start_mock, alarm):
     assert t_send <= req.recv_ns <= req.event_ns[0] <= req.event_ns[-1] <= req.end_ns <= t_done
     if sys.platform == "linux":  # the kernel stamped its arrival; the true TTFT counts from there
         assert t_send <= req.wire_ns <= req.recv_ns and req.ttft_ns == req.event_ns[0] - req.wire_ns
-    assert 80 * MS <= req.ttft_ns <= 80 * MS + 20 * MS
-    assert all(5 * MS <= g <= 25 * MS for g in req.itl_ns)
-    # absolute schedule: the last event is due at 80 + 7·15 = 185 ms, late only by jitter
-    assert 185 * MS <= req.event_ns[-1] - req.recv_ns <= 185 * MS + 20 * MS
-    late = sorted(lateness_ns(req, 80, 15))
-    assert late[0] >= 0  # never written before its due time
-    assert late[len(late) // 2] <= 5 * MS
+    late = lateness_ns(req, 80, 15)
+    assert len(late) == 8 and min(late) >= 0  # never written before its due time
+    # How late is the machine's business (a busy one wakes the mock late; the figure is
+    # tests/mock/perf_mock.py's); the grid is asserted exactly below. These bounds only catch
+    # a TTFT or ITL taken twice over (160 ms; 80 + 7·30 = 290 ms).
+    assert 80 * MS <= req.ttft_ns < 140 * MS
+    assert 185 * MS <= req.event_ns[-1] - req.recv_ns < 275 * MS  # the last event is due at 80 + 7·15
     assert req.finish == "ok" and req.output_tokens == 8
+
+
+class FakeConn:
+    """The mock's side of a connection, keeping what is written."""
+
+    closed = paused = False
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.transport = SimpleNamespace(write=self.writes.append)
+
+    def done(self, keep_alive: bool) -> None:
+        pass
+
+
+def generation(stream: bool, n_tokens: int, **config) -> Generation:
+    """A response as the mock plans it, driven by hand: ``fire(now)`` at chosen instants."""
+    cfg = MockConfig(port=0, **config)
+    released = []
+    server = SimpleNamespace(config=cfg, success={}, generation_tokens_total=0, released=released,
+                             scheduler=SimpleNamespace(add=lambda due, job: None),
+                             release=lambda gen, t, why: released.append(why))
+    log = RequestLog("r", "completions", stream, recv_ns=0)
+    wire = Wire(False, "cmpl-r", cfg.model, 0)
+    return Generation(server, FakeConn(), log, wire, Plan(None, n_tokens, "length"), True, False)
+
+
+def test_each_event_is_due_on_the_absolute_grid_and_a_late_tick_catches_up():
+    """Event j is due at admit + ttft + j·itl, whenever the previous one was written: a tick
+    65 ms late writes everything due by then, and the next due time stays on the grid."""
+    gen = generation(True, 8, ttft_ms=80, itl_ms=15)
+    t0 = 1_000 * MS
+    gen.admit(t0)
+    assert gen.fire(t0 + 50 * MS) == t0 + 80 * MS and gen.log.event_tokens == []  # too early: nothing
+    assert gen.fire(t0 + 80 * MS) == t0 + 95 * MS and len(gen.log.event_tokens) == 1
+    # late: at 160 ms events 1..5 (due 95 … 155) are all due; event 6 is due at 170, not 160 + 15
+    assert gen.fire(t0 + 160 * MS) == t0 + 170 * MS and len(gen.log.event_tokens) == 6
+    assert gen.fire(t0 + 170 * MS) == t0 + 185 * MS and len(gen.log.event_tokens) == 7
+    assert gen.fire(t0 + 185 * MS) is None and gen.log.event_tokens == [1] * 8
+    assert gen.server.released == ["ok"]
+
+
+def test_a_non_streamed_response_is_due_when_its_last_token_would_be():
+    gen = generation(False, 5, ttft_ms=30, itl_ms=10)
+    t0 = 1_000 * MS
+    gen.admit(t0)
+    assert gen.fire(t0 + 69 * MS) == t0 + 70 * MS and gen.conn.writes == []  # 30 + 4·10
+    assert gen.fire(t0 + 70 * MS) is None and gen.log.event_tokens == [5] and len(gen.conn.writes) == 1
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="timerfd is Linux-only")
@@ -63,7 +116,8 @@ def test_non_streamed_response_comes_when_the_last_token_would(start_mock):
     request(mock.port, "POST", "/v1/completions", {"prompt": "a", "max_tokens": 5})
     (req,) = mock.truth().requests
     assert req.event_tokens == (5,)
-    assert 70 * MS <= req.event_ns[0] - req.recv_ns <= 90 * MS  # 30 + 4·10
+    # due at 30 + 4·10 = 70 ms (exactly so in the test above); < 110 catches a 5th ITL or a doubled one
+    assert 70 * MS <= req.event_ns[0] - req.recv_ns < 110 * MS
 
 
 def _background_streams(port, n, max_tokens):
@@ -114,11 +168,14 @@ def test_open_edges_give_mean_concurrency(start_mock):
     for t in threads:
         t.join()
     truth = mock.truth()
-    first = min(r.recv_ns for r in truth.requests)
-    last = max(r.end_ns for r in truth.requests)
-    assert max(truth.open_n) == 4 and truth.open_n[-1] == 0
-    # all four overlap for ~200 ms of the ~200 ms window
-    assert 3.0 <= mean_open(truth, first, last) <= 4.0
+    arrived = [r.arrived_ns for r in truth.requests]
+    first, last = min(arrived), max(r.end_ns for r in truth.requests)
+    assert max(truth.open_n) == 4 and truth.open_n[-1] == 0  # each is open >= 200 ms: they overlap
+    # The open count integrates to the requests' own [arrival, end) intervals, however the
+    # threads were staggered. An arrival parsed after a later one has its edge moved up to
+    # that one (edges stay in time order): by at most the spread of the arrivals.
+    area = sum(r.end_ns - r.arrived_ns for r in truth.requests)
+    assert abs(mean_open(truth, first, last) * (last - first) - area) <= 4 * (max(arrived) - first)
 
 
 def test_zero_delay_streams_everything_in_batches(start_mock):

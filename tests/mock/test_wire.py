@@ -76,14 +76,17 @@ def served(request):
 @linux_only
 def test_a_request_read_late_keeps_the_time_it_arrived(served):
     loop, proto, client = served
-    sent = perf_counter_ns()
+    before = perf_counter_ns()
     client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    after = perf_counter_ns()
     time.sleep(0.05)  # the loop is not running: the bytes wait in the socket, as on a busy mock
     run_until(loop, lambda: proto.reads)
     data, wire_ns, read_ns = proto.reads[0]
     assert data == b"GET / HTTP/1.1\r\n\r\n"
-    assert sent <= wire_ns < sent + 10_000_000  # arrived at once (loopback)...
-    assert read_ns - wire_ns >= 45_000_000  # ...and was read ~50 ms later
+    # Loopback delivers (and the kernel stamps) inside the sender's send call, however
+    # long a busy machine makes that call: the stamp is bracketed by it...
+    assert before <= wire_ns <= after
+    assert read_ns - wire_ns >= 50_000_000  # ...and the read came after the 50 ms sleep
 
 
 def test_writes_past_the_high_water_mark_pause_and_resume_the_protocol(served):

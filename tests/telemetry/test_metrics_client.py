@@ -9,13 +9,14 @@ import threading
 import pytest
 
 from servelab.telemetry.engine import MetricsClient, describe_error
+from servelab.telemetry.scrape import EngineScraper
 
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, status: int = 200, close: bool = False) -> None:
-        self.status, self.close, self.connections = status, close, 0
+    def __init__(self, status: int = 200, close: bool = False, page: str | None = None) -> None:
+        self.status, self.close, self.connections, self.page = status, close, 0, page
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -32,7 +33,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.connections += 1
 
     def do_GET(self) -> None:
-        body = f"vllm:num_requests_running 3\n# path {self.path}\n".encode()
+        body = (self.server.page or f"vllm:num_requests_running 3\n# path {self.path}\n").encode()
         self.send_response(self.server.status)
         self.send_header("Content-Length", str(len(body)))
         if self.server.close:
@@ -84,3 +85,12 @@ def test_errors(server):
         MetricsClient(f"http://127.0.0.1:{port}/metrics", timeout_s=2.0).get()
     assert describe_error(refused.value) == "unreachable (Connection refused)"
     assert describe_error(TimeoutError()) == "timed out"
+
+
+def test_a_malformed_page_is_one_error_sample_and_the_scraper_goes_on(server):
+    srv = server(page="vllm:num_requests_running{engine=0} 3\n")  # label value not quoted
+    scraper = EngineScraper(srv.url, timeout_s=2.0)
+    [sample] = scraper.sample()
+    assert sample["error"] == "malformed /metrics line 'vllm:num_requests_running{engine=0} 3'"
+    srv.page = 'vllm:num_requests_running{engine="0"} 3\n'
+    assert scraper.sample()[-1]["running"] == 3.0

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from prometheus_client.parser import text_string_to_metric_families
+
 _NUM = r"([\d,]+(?:\.\d+)?)"  # vLLM formats token counts with thousands separators ("46,592")
 
 
@@ -117,8 +119,7 @@ def _number(text: str, name: str) -> float | int:
 
 
 # vllm:cache_config_info{block_size="16",...,num_gpu_blocks="2912",...} 1.0
-_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_CACHE_INFO = "vllm:cache_config_info"
 
 
 # label -> (field, scale). Newer vLLM (0.32) also exports the KV capacity it logs,
@@ -139,10 +140,7 @@ def parse_cache_config_info(metrics_text: str) -> dict[str, float | int]:
     vLLM exports its CacheConfig as labels of a gauge fixed at 1; a label reads
     "None" when unset (e.g. num_gpu_blocks on some builds), and is then skipped.
     """
-    match = _CACHE_INFO.search(metrics_text)
-    if not match:
-        return {}
-    labels = dict(_LABEL.findall(match.group("labels")))
+    labels = _cache_info_labels(metrics_text)
     found: dict[str, float | int] = {}
     for label, (name, scale) in CACHE_INFO_LABELS.items():
         try:
@@ -151,6 +149,18 @@ def parse_cache_config_info(metrics_text: str) -> dict[str, float | int]:
             continue
         found[name] = int(value) if scale is None else round(value * scale, 4)
     return found
+
+
+def _cache_info_labels(metrics_text: str) -> dict[str, str]:
+    """The labels of the first ``vllm:cache_config_info`` sample, read by
+    prometheus_client (only that line is parsed; the page has ~600). A line it
+    cannot read gives none: the report then keeps what the log said."""
+    lines = [x for x in metrics_text.splitlines() if x.split("{", 1)[0].strip() == _CACHE_INFO]
+    try:
+        samples = [s for f in text_string_to_metric_families("\n".join(lines[:1])) for s in f.samples]
+    except ValueError:
+        return {}
+    return samples[0].labels if samples else {}
 
 
 def with_cache_info(report: MemoryReport, info: dict[str, float | int]) -> MemoryReport:

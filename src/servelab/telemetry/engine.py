@@ -6,6 +6,7 @@ import http.client
 import ssl
 import urllib.parse
 
+from servelab.errors import ServerError
 from servelab.telemetry import names
 from servelab.telemetry.prometheus import Exposition, parse
 
@@ -63,7 +64,7 @@ class HTTPStatus(Exception):
 
 
 def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, HTTPStatus):
+    if isinstance(exc, (HTTPStatus, ServerError)):  # ServerError: a page that is not Prometheus text
         return str(exc)
     if isinstance(exc, TimeoutError):
         return "timed out"

@@ -41,10 +41,10 @@ class EngineScraper:
         t1 = _now()
         try:
             text = self.client.get()
-        except Exception as exc:  # any failure is a data point, never the end of the scraper
+            t2 = _now()
+            values, used, cache = engine.sample(text)
+        except Exception as exc:  # any failure (a malformed page too) is a data point, never the end
             return [{"src": "engine", "t_ns": t1, "error": engine.describe_error(exc)}]
-        t2 = _now()
-        values, used, cache = engine.sample(text)
         # The gauges describe some instant between request and reply: stamp the midpoint.
         lines = [{"src": "engine", "t_ns": (t1 + t2) // 2, "scrape_ms": round((t2 - t1) / 1e6, 3), **values}]
         if used != self.used:
@@ -109,14 +109,12 @@ def _leave_client_cpus() -> None:
 
 
 def _yield_cpu() -> None:
-    """Run only when the CPU would otherwise idle. Under SCHED_IDLE (Linux) any
-    ordinary task that wakes — the client, pinned to the same core by taskset,
-    or the engine — preempts the scraper at once; elsewhere, a nice of 10."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        if hasattr(os, "nice"):
-            os.nice(10)
+    """Give way to the client and the engine, but keep sampling: a nice of 10 weighs
+    ~1/10 of an ordinary task, so a woken client or engine runs first. (SCHED_IDLE, used
+    before, starved the scraper outright when both cores of a 2-core machine were busy:
+    runs came back with almost no engine samples, and nothing to diagnose from.)"""
+    if hasattr(os, "nice"):
+        os.nice(10)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
