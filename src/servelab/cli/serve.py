@@ -129,7 +129,7 @@ def memory_rows(report) -> list[tuple[str, str]]:
     blocks = "-"
     if report.num_gpu_blocks is not None:
         blocks = f"{report.num_gpu_blocks:,}" + (f" x {report.block_size} tokens" if report.block_size else "")
-    return [
+    rows = [
         ("weights", _fmt(report.weights_gib, "{:.2f} GiB")),
         ("load time", _fmt(report.load_time_s, "{:.2f} s")),
         ("KV cache", _fmt(report.kv_cache_gib, "{:.2f} GiB")),
@@ -137,6 +137,9 @@ def memory_rows(report) -> list[tuple[str, str]]:
         ("max concurrency", concurrency),
         ("KV blocks", blocks),
     ]
+    if report.slots is not None:  # llama.cpp: fixed slots, each with its share of the cells
+        rows.append(("slots", f"{report.slots} x {_fmt(report.context_per_slot, '{:,}')} tokens"))
+    return rows
 
 
 def _fmt(value, pattern: str) -> str:

@@ -21,6 +21,8 @@ class MemoryReport:
     max_concurrency: how many requests of ``max_concurrency_tokens`` tokens each
     fit in the KV cache at once (vLLM's "Maximum concurrency for N tokens per
     request: X x"), i.e. kv_cache_tokens / max_concurrency_tokens.
+    slots/context_per_slot: llama.cpp's fixed request slots (``--parallel``) and the
+    KV cells each one owns; a hard cap on requests decoded at once.
     """
 
     weights_gib: float | None = None
@@ -31,6 +33,8 @@ class MemoryReport:
     max_concurrency_tokens: int | None = None
     num_gpu_blocks: int | None = None
     block_size: int | None = None
+    slots: int | None = None
+    context_per_slot: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,7 +94,7 @@ LOG_PATTERNS: list[tuple[re.Pattern[str], dict[str, int]]] = [
     # (The CPU build prints no weights size; its memory report leaves weights_gib None.)
 ]
 
-_INTS = {"kv_cache_tokens", "max_concurrency_tokens", "num_gpu_blocks", "block_size"}
+_INTS = {"kv_cache_tokens", "max_concurrency_tokens", "num_gpu_blocks", "block_size", "slots", "context_per_slot"}
 
 
 def parse_memory_report(log_text: str) -> MemoryReport:
