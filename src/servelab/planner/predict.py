@@ -106,3 +106,31 @@ class Comparison:
 def compare(measured: MemoryReport, predicted: MemoryReport) -> list[Comparison]:
     return [Comparison(name, getattr(measured, name), getattr(predicted, name)) for name in COMPARED
             if getattr(measured, name) is not None or getattr(predicted, name) is not None]
+
+
+def prediction_facts(engine) -> dict | None:
+    """What a result stores beside the engine's memory report: the prediction and its errors."""
+    try:
+        plan = plan_for_engine(engine)
+    except InputError:
+        return None
+    if plan is None:
+        return None
+    predicted = plan.report()
+    errors = {c.field: c.error for c in compare(engine.memory_report, predicted) if c.error is not None}
+    return {"predicted": True, "memory_report": predicted.to_dict(), "errors": errors}
+
+
+def prediction_line(facts: dict) -> str:
+    """One progress line: the predicted KV tokens, concurrency and weights, each with its error."""
+    report, errors = facts["memory_report"], facts["errors"]
+
+    def err(name: str) -> str:
+        return "" if name not in errors else " (exact)" if errors[name] == 0 else f" ({errors[name]:+.1%})"
+
+    parts = [f"KV cache {report['kv_cache_tokens']:,} tokens{err('kv_cache_tokens')}"]
+    if report.get("max_concurrency") is not None:
+        parts.append(f"{report['max_concurrency']:.2f} requests of {report['max_concurrency_tokens']:,} tokens"
+                     f"{err('max_concurrency')}")
+    parts.append(f"weights {report['weights_gib']:.2f} GiB{err('weights_gib')}")
+    return "predicted by servelab plan: " + " · ".join(parts)
