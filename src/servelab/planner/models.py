@@ -114,6 +114,8 @@ _TABLE = [
        experts=128, active_experts=8, moe_intermediate=768),
     _m("Qwen/Qwen3-235B-A22B", 94, 4096, 64, 4, 128, 12288, 151936, 40960,
        experts=128, active_experts=8, moe_intermediate=1536),
+    _m("Qwen/Qwen3-Coder-480B-A35B-Instruct", 62, 6144, 96, 8, 128, 8192, 151936, 262144,
+       experts=160, active_experts=8, moe_intermediate=2560),
     _m("mistralai/Mistral-7B-Instruct-v0.3", 32, 4096, 32, 8, 128, 14336, 32768, 32768),
     _m("mistralai/Mistral-Nemo-Instruct-2407", 40, 5120, 32, 8, 128, 14336, 131072, 131072),
     _m("mistralai/Mistral-Small-24B-Instruct-2501", 40, 5120, 32, 8, 128, 32768, 131072, 32768),
