@@ -32,6 +32,7 @@ KEEPS_EMBEDDINGS = {"awq", "gptq", "int4", "fp8", "int8", "w8a8"}
 FP8_COMPUTE = {"fp8"}
 # GGUF block-quantized types (F16/BF16/F32 files are plain).
 GGUF_QUANTIZED = {name for name in WEIGHT_BITS if name[0] == "Q"}
+GGUF_FLOATS = {"F16", "BF16"}  # GGUF's spelling; vLLM's is bf16/fp16
 
 # --kv-cache-dtype (vLLM) / --cache-type-k (llama.cpp) -> bytes per element
 KV_BYTES: dict[str, Fraction] = {

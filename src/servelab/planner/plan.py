@@ -14,7 +14,8 @@ from fractions import Fraction
 from servelab.engines.memory import MemoryReport
 from servelab.errors import InputError
 from servelab.planner import budget
-from servelab.planner.dtypes import FP8_COMPUTE, GGUF_QUANTIZED, KEEPS_EMBEDDINGS, kv_element_bytes, weight_bits
+from servelab.planner.dtypes import (FP8_COMPUTE, GGUF_FLOATS, GGUF_QUANTIZED, KEEPS_EMBEDDINGS, kv_element_bytes,
+                                     weight_bits)
 from servelab.planner.gpus import Gpu
 from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape
@@ -81,7 +82,7 @@ class Plan:
         """The prediction in the shape of the engine's memory report."""
         pool = self.pool
         return MemoryReport(
-            weights_gib=round(self.weights_per_gpu / GIB, 4), kv_cache_gib=round(self.kv_budget_bytes / GIB, 4),
+            weights_gib=round(self.weights_per_gpu / GIB, 6), kv_cache_gib=round(self.kv_budget_bytes / GIB, 6),
             kv_cache_tokens=self.kv_tokens, max_concurrency=round(self.max_concurrency, 2),
             max_concurrency_tokens=self.context_tokens, num_gpu_blocks=pool.num_blocks if pool else None,
             block_size=pool.block_size if pool else None, slots=self.slots,
@@ -122,26 +123,24 @@ def tensor_parallel(spec: PlanSpec) -> int:
 
 def weights_bytes(model: ModelShape, quant: str) -> int:
     """Parameters × bits / 8; AWQ/GPTQ/fp8/int8 leave the embedding and LM head at 16 bits;
-    GGUF quantized types follow llama.cpp's quantizer (``gguf_weights_bytes``)."""
+    GGUF files (Q4_1, Q8_0, F16 — GGUF's spelling) follow llama.cpp's layout (``gguf_weights_bytes``)."""
     bits = weight_bits(quant)
     if quant.lower() in KEEPS_EMBEDDINGS:
         kept = model.embedding_params
         return int((model.total_params - kept) * bits / 8) + kept * 2
-    if quant.upper() in GGUF_QUANTIZED:
+    if quant.upper() in GGUF_QUANTIZED or quant in GGUF_FLOATS:
         return gguf_weights_bytes(model, quant.upper())
     return int(model.total_params * bits / 8)
 
 
 def gguf_weights_bytes(model: ModelShape, quant: str) -> int:
-    """llama.cpp's quantizer (llama-quant.cpp) keeps norms in F32 and stores the output head
-    (the embedding when tied) as Q6_K, or Q8_0 when rows are not a multiple of 256 values;
-    the other tensors take the file's type. (K-quant mixes like Q4_K_M also raise a few
-    attn_v/ffn_down tensors a step: not modelled, a few % low.)"""
+    """llama.cpp's layout (llama-quant.cpp, convert_hf_to_gguf.py): norms stay F32; the output
+    head (the embedding when tied) is stored as Q6_K, or Q8_0 when rows are not a multiple of
+    256 values, never below the file's own type; the other tensors take the file's type.
+    (K-quant mixes like Q4_K_M also raise a few attn_v/ffn_down tensors a step: not modelled.)"""
     norms = (2 * model.layers + 1) * model.hidden
     head = model.vocab * model.hidden
-    head_bits = weight_bits("Q6_K" if model.hidden % 256 == 0 else "Q8_0")
-    if quant == "Q8_0":  # a Q8_0 file keeps its head at Q8_0
-        head_bits = weight_bits(quant)
+    head_bits = max(weight_bits("Q6_K" if model.hidden % 256 == 0 else "Q8_0"), weight_bits(quant))
     rest = model.total_params - norms - head
     return int(head * head_bits / 8) + norms * 4 + int(rest * weight_bits(quant) / 8)
 

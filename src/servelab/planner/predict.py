@@ -126,7 +126,7 @@ def prediction_line(facts: dict) -> str:
     report, errors = facts["memory_report"], facts["errors"]
 
     def err(name: str) -> str:
-        return "" if name not in errors else " (exact)" if errors[name] == 0 else f" ({errors[name]:+.1%})"
+        return "" if name not in errors else " (exact)" if errors[name] == 0 else f" ({errors[name]:+.2%})"
 
     parts = [f"KV cache {report['kv_cache_tokens']:,} tokens{err('kv_cache_tokens')}"]
     if report.get("max_concurrency") is not None:
