@@ -36,8 +36,8 @@ def test_the_embedded_engine_on_this_machine(capsys):
         "  other memory        -\n"
         "\n"
         "speed floor (roofline, predicted)\n"
-        "  TPOT at batch 1     26.90 ms (weights / bandwidth)\n"
-        "  compute-bound from  20 sequences\n"
+        "  TPOT at batch 1     10.76 ms (weights / bandwidth)\n"
+        "  compute-bound from  8 sequences\n"
         "  prefill per 1k tok  1345.2 ms\n"
         "\n"
         "fits: 22 requests of 2,048 tokens at once\n"
@@ -88,6 +88,33 @@ def test_unknown_input_is_one_line(argv, message, tmp_path):
     done = subprocess.run([sys.executable, "-m", "servelab.cli.main", "plan", *argv], capture_output=True, text=True,
                           env={"HF_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"servelab: error: {message}\n")
+
+
+def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+    from servelab.telemetry.timeline import Timeline, write
+
+    # Steps of 10 ms + 2 ms per running sequence: 4 running → 18 ms per step, 4 tokens a step.
+    for name, running in (("a", 4), ("b", 2), ("c", 4)):
+        step = 0.010 + 0.002 * running
+        samples = [{"t_ms": k * 250.0, "src": "engine", "running": float(running), "waiting": 0.0,
+                    "generation_tokens": k * running * 0.25 / step, "prompt_tokens": 0.0} for k in range(8)]
+        (tmp_path / name).mkdir()
+        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), tmp_path / name / "r.timeline.jsonl")
+    out = run(capsys, "--max-model-len", "2048", "--gpu-bandwidth-gbs", "269.03", "--calibrate", str(tmp_path))
+    calibrated = out.split("calibrated step time (from measured runs)\n")[1]
+    assert calibrated.startswith("  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + "
+                                 "weight read 1.00 ms\n  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
+                                 f"  held-out error    +0.0% on {tmp_path}/c/r.timeline.jsonl\n"
+                                 "  TPOT at batch 1   12.00 ms (calibrated)\n")
+
+
+def test_calibrate_without_telemetry_is_one_line(tmp_path):
+    from servelab.errors import InputError
+
+    parser = argparse.ArgumentParser()
+    plan.add_arguments(parser)
+    with pytest.raises(InputError, match="no telemetry"):
+        plan.run(parser.parse_args(["--calibrate", str(tmp_path)]))
 
 
 def test_the_tables_list_every_entry(capsys):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 GIB = 2**30
 
@@ -40,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-tflops", type=float, help="dense bf16 peak of a GPU not in the table")
     parser.add_argument("--list-models", action="store_true", help="print the bundled model table and exit")
     parser.add_argument("--list-gpus", action="store_true", help="print the bundled GPU table and exit")
+    parser.add_argument("--calibrate", nargs="+", metavar="RUN", type=Path,
+                        help="fit the step-time model to these runs' telemetry (result folders, studies or "
+                             ".timeline.jsonl files); the last run is held out to report the error")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -48,8 +52,61 @@ def run(args: argparse.Namespace) -> int:
         print(list_models() if args.list_models else list_gpus())
         return 0
     plan = make(args)
-    print(json.dumps(plan_json(plan), indent=1) if args.json else format_plan(plan))
+    fitted = calibration(args.calibrate, plan) if args.calibrate else None
+    if args.json:
+        print(json.dumps({**plan_json(plan), "calibration": fitted}, indent=1))
+    else:
+        print(format_plan(plan) + (format_calibration(fitted) if fitted else ""))
     return 0
+
+
+def calibration(runs: list[Path], plan) -> dict:
+    """The step model fitted to the runs' telemetry, its error on them, and on the last run held out."""
+    from dataclasses import asdict
+
+    from servelab.errors import InputError
+    from servelab.planner import calibrate
+    from servelab.telemetry.timeline import read
+
+    paths = [p for run in runs for p in ([run] if run.is_file() else sorted(run.rglob("*.timeline.jsonl")))]
+    if not paths:
+        raise InputError(f"no telemetry (*.timeline.jsonl) under {' '.join(map(str, runs))}")
+    per_run = [calibrate.intervals(read(path).during("engine")) for path in paths]
+    read_s = plan.speed.tpot_batch1_s
+    model = calibrate.fit([i for run in per_run for i in run], read_s)
+    held_out = None
+    if len(per_run) > 1:
+        held_out = calibrate.error(calibrate.fit([i for run in per_run[:-1] for i in run], read_s), per_run[-1])
+    return {"runs": [str(p) for p in paths], "intervals": sum(map(len, per_run)), "step_model": asdict(model),
+            "fit_error": calibrate.error(model, [i for run in per_run for i in run]),
+            "held_out": str(paths[-1]) if held_out is not None else None, "held_out_error": held_out}
+
+
+def format_calibration(fitted: dict) -> str:
+    from servelab.planner import StepModel
+
+    m = StepModel(**fitted["step_model"])
+    held = "-" if fitted["held_out_error"] is None else f"{_pct(fitted['held_out_error'])} on {fitted['held_out']}"
+    rows = [("step model", f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
+                           f"{m.per_token_s * 1e3:.3f} ms per token + weight read {m.weight_read_s * 1e3:.2f} ms"),
+            ("fit error", f"{_pct(fitted['fit_error'])} over {fitted['intervals']} loaded intervals, "
+                          f"{len(fitted['runs'])} run(s)"),
+            ("held-out error", held)]
+    rows += [(f"TPOT at batch {b}", f"{m.step_s(b, b) * 1e3:.2f} ms (calibrated)") for b in (1, 8, 32)]
+    if m.overhead_s < 0:  # the fitted per-step time is below the roofline's weight read
+        rows.append(("note", "the per-step time fitted is below weights ÷ bandwidth: the bandwidth figure "
+                             "is too low for this machine (pass --gpu-bandwidth-gbs)"))
+    return "\n\ncalibrated step time (from measured runs)\n" + _rows(rows)
+
+
+def _pct(fraction: float) -> str:
+    return f"{round(fraction, 3) + 0.0:+.1%}"  # + 0.0: a float error of -1e-16 prints +0.0%, not -0.0%
+
+
+def _rows(rows) -> str:
+    from servelab.cli.serve import _table
+
+    return _table(rows, max(len(label) for label, _ in rows))
 
 
 def make(args: argparse.Namespace):
