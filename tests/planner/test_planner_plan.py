@@ -85,6 +85,9 @@ def test_llamacpp_kv_is_cells_times_bytes_per_token():
     assert plan.kv_budget_bytes == 180 * 2**20 and plan.kv_tokens == 8192
     four = make_plan(PlanSpec(model=SMOL, gpu=CPU, engine="llamacpp", ctx_size=4096, parallel=4))
     assert (four.report().slots, four.report().context_per_slot, four.requests_at_once) == (4, 1024, 4)
+    # no --ctx-size: every slot gets the trained context (llama.cpp logged n_slots = 2, n_ctx_slot = 8192)
+    two = make_plan(PlanSpec(model=SMOL, gpu=CPU, engine="llamacpp", parallel=2))
+    assert (two.kv_tokens, two.report().context_per_slot) == (16384, 8192)
 
 
 def test_activations_grow_with_the_token_budget():

@@ -10,8 +10,8 @@ estimated here (``OtherMemory``), which is where a GPU prediction can miss.
 vLLM's CPU build (``CpuPlatform.check_and_update_config``, vllm/platforms/cpu.py):
     KV budget = VLLM_CPU_KVCACHE_SPACE (whole GiB) × 2**30, block size 128 (16 for MLA).
 
-llama.cpp (``llama_kv_cache``): one cell per token of ``n_ctx`` (the model's trained
-context when 0), K and V for every layer at ``--cache-type-k/-v`` (f16 by default);
+llama.cpp (``llama_kv_cache``): one cell per token of ``n_ctx`` (when 0: the model's trained
+context per slot), K and V for every layer at ``--cache-type-k/-v`` (f16 by default);
 the slots (``--parallel``) split the cells, ``n_ctx_slot = n_ctx / n_parallel``.
 """
 
@@ -68,9 +68,10 @@ def vllm_cpu_budget(kvcache_space_gib: int) -> int:
     return kvcache_space_gib * GIB
 
 
-def llamacpp_cells(model: ModelShape, n_ctx: int) -> int:
-    """llama.cpp's KV cells: ``--ctx-size``, or the model's trained context when 0."""
-    return n_ctx or model.max_position
+def llamacpp_cells(model: ModelShape, n_ctx: int, parallel: int = 1) -> int:
+    """llama.cpp's KV cells: ``--ctx-size``; when 0, the model's trained context for every slot
+    (seen here: ``--parallel 2`` alone gave n_ctx 16384, ``n_ctx_slot = 8192``)."""
+    return n_ctx or model.max_position * parallel
 
 
 def llamacpp_kv_bytes(cells: int, bytes_per_token: Fraction) -> int:

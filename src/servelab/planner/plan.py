@@ -179,7 +179,7 @@ def _llamacpp_plan(spec: PlanSpec) -> Plan:
     model = spec.model
     weights = _weights(spec)
     per_token = kv_bytes_per_token(model, kv_element_bytes(spec.kv_cache_dtype, 2))
-    cells = budget.llamacpp_cells(model, spec.ctx_size)
+    cells = budget.llamacpp_cells(model, spec.ctx_size, spec.parallel)
     kv = budget.llamacpp_kv_bytes(cells, per_token)
     fits = weights + kv <= int(spec.gpu.memory_gib * GIB)
     return Plan(spec, weights, weights, per_token, kv, cells, float(spec.parallel), cells // spec.parallel,
