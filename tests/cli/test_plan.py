@@ -79,7 +79,8 @@ def test_a_gpu_given_by_its_figures(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--gpu", "X100"], "unknown GPU 'X100': pass --gpu-memory-gib and --gpu-bandwidth-gbs (see --list-gpus for the table)"),
+    (["--gpu", "X100"], "unknown GPU 'X100': pass --gpu-memory-gib and --gpu-bandwidth-gbs "
+                        "(see --list-gpus for the table)"),
     (["--model", "no/such-model"], "unknown model 'no/such-model': pass a local folder or config.json path, a .gguf "
                                    "file, or a model from `servelab plan --list-models`"),
     (["--gpu", "H100:x"], "--gpu H100:x: COUNT must be a positive whole number"),

@@ -183,7 +183,8 @@ def speed_rows(speed) -> list[tuple[str, str]]:
 def answer(plan) -> str:
     tokens = f"{plan.context_tokens:,}"
     if not plan.fits:
-        return f"does not fit: not one request of {tokens} tokens (weights {plan.weights_per_gpu / GIB:.2f} GiB per GPU)"
+        weights = f"{plan.weights_per_gpu / GIB:.2f} GiB per GPU"
+        return f"does not fit: not one request of {tokens} tokens (weights {weights})"
     count = plan.requests_at_once
     return f"fits: {count:,} request{'' if count == 1 else 's'} of {tokens} tokens at once"
 
