@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from servelab.errors import InputError
-from servelab.planner import GPUS, PlanSpec, find_model, make_plan
+from servelab.planner import GPUS, MODELS, PlanSpec, find_model, make_plan
 from servelab.planner.budget import OtherMemory, estimate_other, vllm_gpu_budget
 from servelab.planner.plan import default_batch, weights_bytes
 
@@ -106,3 +106,14 @@ def test_activations_grow_with_the_token_budget():
 def test_bad_input_is_one_line(change, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         make_plan(dataclasses.replace(PlanSpec(model=SMOL, gpu=CPU), **change))
+
+
+def test_every_table_model_on_every_table_gpu_gets_an_answer():
+    gpus = [dataclasses.replace(g, memory_gib=g.memory_gib or 23.5) for g in GPUS.values()]
+    for model in MODELS.values():
+        for gpu in gpus:
+            plan = make_plan(PlanSpec(model=model, gpu=gpu, max_model_len=4096))
+            assert plan.weights_bytes > 0 and plan.speed.tpot_batch1_s > 0
+            holds_one = plan.kv_tokens >= 4096
+            # on a GPU: fits = the KV holds one request; on the CPU the weights must fit in RAM too
+            assert plan.fits == holds_one if gpu.name != "cpu" else plan.fits <= holds_one, (model.name, gpu.name)
