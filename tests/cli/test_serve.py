@@ -53,6 +53,21 @@ def test_format_engine_is_one_aligned_table():
     )
 
 
+def test_the_prediction_stands_beside_the_report_with_its_error():
+    import dataclasses
+
+    from servelab.planner import GPUS, PlanSpec, find_model, make_plan
+
+    plan = make_plan(PlanSpec(model=find_model("SmolLM2-135M-Instruct"), max_model_len=2048,
+                              gpu=dataclasses.replace(GPUS["cpu"], memory_gib=23.5)))
+    measured = MemoryReport(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=22.75,
+                            max_concurrency_tokens=2048, num_gpu_blocks=370, block_size=128)
+    assert serve.predicted_rows(measured, plan.report()) == [
+        ("weights", "0.25 GiB"), ("KV cache", "1.00 GiB  (exact)"), ("KV cache tokens", "46,592  (exact)"),
+        ("max concurrency", "22.75x at 2,048 tokens per request  (exact)"),
+        ("KV blocks", "364 x 128 tokens  (-1.6%)")]
+
+
 def test_memory_rows_say_dash_when_the_engine_said_nothing():
     assert serve.memory_rows(MemoryReport()) == [
         ("weights", "-"), ("load time", "-"), ("KV cache", "-"), ("KV cache tokens", "-"),

@@ -195,6 +195,26 @@ def test_llamacpp_has_no_kv_gauge_and_still_shows_its_slot_cap():
     assert "kv-capacity" not in [v.id for v in d.verdicts]
 
 
+def test_llamacpp_slots_from_its_memory_report_are_the_known_cap():
+    tl = make_timeline(client=client_at(16), engine=engine_at(4, 12, kv=None),
+                       names={"running": "llamacpp:requests_processing", "waiting": "llamacpp:requests_deferred"})
+    d = run(tl, max_concurrency=16, slots=4)
+    assert d.top.id == "scheduler-cap" and d.top.confidence == 0.9
+    assert "running sits at llama.cpp's 4 slots (--parallel 4, from its log)" in d.top.summary
+    assert d.top.next.startswith("Raise --parallel from 4 (e.g. to 8) and --ctx-size with it")
+    assert d.top.evidence["slots"] == 4
+    assert not any("not known" in line for line in d.not_checked)
+    # below a known cap of 8 slots, 4 running is not the slot cap (and no plateau is guessed)
+    assert "scheduler-cap" not in [v.id for v in run(tl, max_concurrency=16, slots=8).verdicts]
+
+
+def test_slots_are_read_from_the_results_memory_report():
+    from servelab.diagnose.evidence import facts_from_result
+
+    result = {"servelab": {"engine": {"memory_report": {"slots": 4, "kv_cache_tokens": 4096}}}}
+    assert facts_from_result(result).slots == 4
+
+
 def test_client_cap_equal_to_the_engine_cap_is_flagged():
     tl = make_timeline(client=client_at(8), engine=engine_at(8, 0))
     ev = evidence(RunFacts(max_concurrency=8, max_num_seqs=8), tl)

@@ -66,7 +66,21 @@ def test_nothing_said_means_none_not_zero():
     assert parse_memory_report("INFO nothing to see\n") == MemoryReport()
     assert MemoryReport().to_dict() == dict.fromkeys(
         ["weights_gib", "load_time_s", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
-         "max_concurrency_tokens", "num_gpu_blocks", "block_size"])
+         "max_concurrency_tokens", "num_gpu_blocks", "block_size", "slots", "context_per_slot"])
+
+
+def test_llamacpp_sums_its_buffers_and_kv_caches():
+    # A model split over a GPU and the CPU, and a sliding-window model's two KV caches.
+    log = ("load_tensors:        CUDA0 model buffer size =  4403.49 MiB\n"
+           "load_tensors:   CPU_Mapped model buffer size =   281.81 MiB\n"
+           "llama_kv_cache: size =  512.00 MiB (  1024 cells,  26 layers,  4/4 seqs), K (f16): …\n"
+           "llama_kv_cache: size =  256.00 MiB (   512 cells,  26 layers,  4/4 seqs), K (f16): …\n"
+           "srv    load_model: initializing, n_slots = 4, n_ctx_slot = 1024, kv_unified = 'false'\n")
+    report = parse_memory_report(log)
+    assert report.weights_gib == round((4403.49 + 281.81) / 1024, 6)
+    assert report.kv_cache_gib == 0.75 and report.kv_cache_tokens == 4096
+    assert (report.slots, report.context_per_slot, report.max_concurrency, report.max_concurrency_tokens) == (
+        4, 1024, 4.0, 1024)
 
 
 def test_metrics_complete_but_never_override_the_log():

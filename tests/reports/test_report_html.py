@@ -46,6 +46,16 @@ def test_memory_budget_splits_weights_kv_and_other(tmp_path):
     assert (m["weights"], m["KV cache"], m["other"], m["estimated"]) == (0.25, 1.0, 1.75, True)
 
 
+def test_the_planners_kv_tokens_stand_beside_the_engines(tmp_path):
+    from servelab.reports.markdown import predicted_kv
+
+    folder = make_study(tmp_path, {"base": {"w": [{}]}})
+    [m] = build_report([folder]).memory
+    assert (m["kv_tokens"], predicted_kv(m)) == (46592, "46,592 (exact)")
+    assert predicted_kv({**m, "kv_tokens_error": 0.0123}) == "46,592 (+1.2%)"
+    assert predicted_kv({**m, "kv_tokens_predicted": None}) == "-"
+
+
 def test_in_flight_steps_and_itl_gaps():
     recs = [{"sent_ms": 0, "done_ms": 100}, {"sent_ms": 50, "done_ms": 150}, {"sent_ms": 100, "done_ms": 120}]
     xs, ys = in_flight_series(recs)

@@ -92,7 +92,7 @@ def _serve_until_stopped(engine) -> int:
     from servelab.errors import EngineError
 
     try:  # from the first print on, a signal is the normal way to end serve
-        print(format_engine(engine), flush=True)
+        print(format_engine(engine, predict(engine)), flush=True)
         print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
         while engine.alive():
             time.sleep(0.5)
@@ -104,8 +104,20 @@ def _serve_until_stopped(engine) -> int:
     raise EngineError(f"engine {engine.spec.name!r} died while serving; last log lines:\n{lines}")
 
 
-def format_engine(engine) -> str:
-    """The block printed once the engine is ready: where it is, then its memory report."""
+def predict(engine):
+    """The planner's prediction for this engine, or None (an engine or model it cannot read)."""
+    from servelab.errors import ServelabError
+    from servelab.planner.predict import plan_for_engine
+
+    try:
+        return plan_for_engine(engine)
+    except ServelabError:
+        return None
+
+
+def format_engine(engine, plan=None) -> str:
+    """The block printed once the engine is ready: where it is, its memory report, and the
+    planner's prediction beside it when there is one."""
     head = [
         ("engine", f"{engine.spec.name} ({engine.spec.kind})"),
         ("endpoint", f"{engine.base_url}/v1"),
@@ -116,8 +128,35 @@ def format_engine(engine) -> str:
     if engine.ready_s is not None:
         head.append(("ready in", f"{engine.ready_s:.1f} s"))
     memory = memory_rows(engine.memory_report)
-    width = max(len(label) for label, _ in head + memory)  # one column for both tables
-    return _table(head, width) + "\n\nmemory report\n" + _table(memory, width)
+    predicted = predicted_rows(engine.memory_report, plan.report()) if plan else []
+    width = max(len(label) for label, _ in head + memory + predicted)  # one column for all tables
+    text = _table(head, width) + "\n\nmemory report\n" + _table(memory, width)
+    if predicted:
+        text += "\n\npredicted by servelab plan (error against the report)\n" + _table(predicted, width)
+    return text
+
+
+# memory_rows label -> the MemoryReport field its error is taken on
+_ERROR_FIELD = {"weights": "weights_gib", "KV cache": "kv_cache_gib", "KV cache tokens": "kv_cache_tokens",
+                "max concurrency": "max_concurrency", "KV blocks": "num_gpu_blocks", "slots": "slots"}
+
+
+def predicted_rows(measured, predicted) -> list[tuple[str, str]]:
+    """The prediction's rows, each with its error where the engine reported the same figure."""
+    from servelab.planner.predict import compare
+
+    errors = {c.field: c.error for c in compare(measured, predicted)}
+    rows = []
+    for label, value in memory_rows(predicted):
+        if label == "load time":
+            continue
+        error = errors.get(_ERROR_FIELD.get(label, ""))
+        rows.append((label, value + ("" if error is None else f"  ({_error(error)})")))
+    return rows
+
+
+def _error(error: float) -> str:
+    return "exact" if error == 0 else f"{error:+.1%}"
 
 
 def memory_rows(report) -> list[tuple[str, str]]:
@@ -128,7 +167,7 @@ def memory_rows(report) -> list[tuple[str, str]]:
     blocks = "-"
     if report.num_gpu_blocks is not None:
         blocks = f"{report.num_gpu_blocks:,}" + (f" x {report.block_size} tokens" if report.block_size else "")
-    return [
+    rows = [
         ("weights", _fmt(report.weights_gib, "{:.2f} GiB")),
         ("load time", _fmt(report.load_time_s, "{:.2f} s")),
         ("KV cache", _fmt(report.kv_cache_gib, "{:.2f} GiB")),
@@ -136,6 +175,9 @@ def memory_rows(report) -> list[tuple[str, str]]:
         ("max concurrency", concurrency),
         ("KV blocks", blocks),
     ]
+    if report.slots is not None:  # llama.cpp: fixed slots, each with its share of the cells
+        rows.append(("slots", f"{report.slots} x {_fmt(report.context_per_slot, '{:,}')} tokens"))
+    return rows
 
 
 def _fmt(value, pattern: str) -> str:

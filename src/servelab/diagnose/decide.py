@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from servelab.diagnose.evidence import Evidence
-from servelab.diagnose.rules import RULES, family, mean, preemptions_text
+from servelab.diagnose.rules import RULES, family, known_cap, mean, preemptions_text
 from servelab.diagnose.verdict import Diagnosis, Verdict, ranked
 
 _SOURCE_NAMES = {"engine": "engine /metrics", "gpu": "GPU (NVML)", "telemetry": "engine, GPU and client"}
@@ -60,7 +60,7 @@ def _engine_line(e) -> str:
 
 def not_checked_lines(ev: Evidence) -> list[str]:
     out = [f"{_SOURCE_NAMES.get(src, src)}: {why}" for src, why in ev.missing.items()]
-    if ev.engine is not None and ev.facts.max_num_seqs is None:
+    if ev.engine is not None and known_cap(ev.facts, family(ev.engine)) is None:
         cap = "slots (--parallel)" if family(ev.engine) == "llamacpp" else "max_num_seqs"
         out.append(f"{cap} not known (a cap is inferred from a plateau)")
     return out

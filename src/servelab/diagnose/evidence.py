@@ -36,6 +36,7 @@ class RunFacts:
     kv_cache_tokens: int | None = None
     weights_gib: float | None = None  # the engine's memory report (or the checkpoint's size)
     tensor_parallel: int | None = None  # the engine's --tensor-parallel-size
+    slots: int | None = None  # llama.cpp's request slots, from its memory report: a known cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
     ours = result.get("servelab") or {}
     engine = ours.get("engine") or {}
     args = [str(a) for a in engine.get("args") or []]
+    memory = engine.get("memory_report") or {}
     rate = result.get("request_rate", "inf")
     return RunFacts(
         max_concurrency=result.get("max_concurrency"),
@@ -96,10 +98,9 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         schedule_lag_p99_ms=(ours.get("schedule_lag_ms") or {}).get("p99"),
         max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs"),
         max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
-        kv_cache_tokens=(engine.get("memory_report") or {}).get("kv_cache_tokens"),
+        kv_cache_tokens=memory.get("kv_cache_tokens"), slots=memory.get("slots"),
         tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
-        weights_gib=(engine.get("memory_report") or {}).get("weights_gib")
-        or (engine.get("model_files") or {}).get("weights_gib"))
+        weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"))
 
 
 def flag_value(args: list[str], flag: str) -> int | None:

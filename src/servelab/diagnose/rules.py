@@ -118,7 +118,8 @@ def scheduler_cap(ev: Evidence) -> Verdict | None:
     if e is None or mean(e.waiting) < 1.0 or share(e.waiting, lambda w: w >= 1) < QUEUED:
         return None
     queued = [r for r, w in zip(e.running, e.waiting) if w >= 1]
-    found = _count_cap(queued, f.max_num_seqs, family(e)) or _token_cap(e.tokens_per_step, f.max_num_batched_tokens)
+    found = _count_cap(queued, known_cap(f, family(e)), family(e)) \
+        or _token_cap(e.tokens_per_step, f.max_num_batched_tokens)
     if found is None:
         return None
     conf, what, next_step, evidence = found
@@ -131,6 +132,11 @@ def scheduler_cap(ev: Evidence) -> Verdict | None:
                f"(mean {mean(e.waiting):.1f}, max {max(e.waiting):.0f}), running mean {mean(e.running):.1f}; "
                f"{kv}, {preemptions_text(e.preemptions)}.")
     return Verdict("scheduler-cap", conf, summary, evidence, next_step)
+
+
+def known_cap(facts, engine: str) -> int | None:
+    """The engine's stated cap on running requests: llama.cpp's slots, vLLM's max_num_seqs."""
+    return facts.slots if engine == "llamacpp" else facts.max_num_seqs
 
 
 def family(e) -> str:
@@ -147,16 +153,25 @@ PLATEAU_NEXT = {
 }
 
 
+# A known cap, by engine family: (what it is called, what to raise, the evidence key).
+KNOWN_CAP = {
+    "vllm": ("max_num_seqs {s}", "Raise --max-num-seqs from {s} (e.g. to {s2}, {s4}) and re-run the same load; "
+             "watch KV usage and preemptions as it rises.", "max_num_seqs"),
+    "llamacpp": ("llama.cpp's {s} slots (--parallel {s}, from its log)",
+                 "Raise --parallel from {s} (e.g. to {s2}) and --ctx-size with it, since the slots share the "
+                 "context. Re-run the same load.", "slots"),
+}
+
+
 def _count_cap(queued: list[float], seqs: int | None, engine: str = "vllm"):
-    """Running pinned at the known max_num_seqs, else at a plateau (its own maximum)."""
+    """Running pinned at the known cap (max_num_seqs, llama.cpp's slots), else at a plateau (its own maximum)."""
     if seqs is not None:
         at = share(queued, lambda r: r >= seqs)
         if at < PINNED:
             return None  # below the known cap: something else stops admission
-        return (0.9, f"running sits at max_num_seqs {seqs} ({at:.0%} of queued samples)",
-                f"Raise --max-num-seqs from {seqs} (e.g. to {2 * seqs}, {4 * seqs}) and re-run the same load; "
-                "watch KV usage and preemptions as it rises.",
-                {"max_num_seqs": seqs, "at_cap_share": _r(at)})
+        name, next_step, key = KNOWN_CAP.get(engine, KNOWN_CAP["vllm"])
+        return (0.9, f"running sits at {name.format(s=seqs)} ({at:.0%} of queued samples)",
+                next_step.format(s=seqs, s2=2 * seqs, s4=4 * seqs), {key: seqs, "at_cap_share": _r(at)})
     plateau = max(queued)
     at = share(queued, lambda r: r >= plateau)
     if plateau < 1 or at < PINNED:

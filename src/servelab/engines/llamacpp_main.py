@@ -26,6 +26,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--n-gpu-layers", "-ngl", type=int)
     parser.add_argument("--alias", "-a", help="model name clients send (default: the path)")
     parser.add_argument("--no-metrics", action="store_true", help="do not expose /metrics")
+    # 4 (info) prints the lines servelab's memory report reads (model buffers, KV cache size);
+    # llama-server's default 3 leaves only the slot count.
+    parser.add_argument("--verbosity", "-lv", type=int, default=4)
     return parser.parse_args(argv)
 
 
@@ -35,6 +38,7 @@ def params(args: argparse.Namespace):
     p = xllamacpp.CommonParams()
     p.model.path, p.hostnames, p.port = args.model, [args.host], args.port
     p.endpoint_metrics = not args.no_metrics  # servelab's telemetry reads llamacpp:* from it
+    p.verbosity = args.verbosity
     for flag, attr in (("ctx_size", "n_ctx"), ("parallel", "n_parallel"), ("batch_size", "n_batch"),
                        ("ubatch_size", "n_ubatch"), ("n_gpu_layers", "n_gpu_layers")):
         if getattr(args, flag) is not None:

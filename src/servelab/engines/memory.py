@@ -23,6 +23,8 @@ class MemoryReport:
     max_concurrency: how many requests of ``max_concurrency_tokens`` tokens each
     fit in the KV cache at once (vLLM's "Maximum concurrency for N tokens per
     request: X x"), i.e. kv_cache_tokens / max_concurrency_tokens.
+    slots/context_per_slot: llama.cpp's fixed request slots (``--parallel``) and the
+    KV cells each one owns; a hard cap on requests decoded at once.
     """
 
     weights_gib: float | None = None
@@ -33,6 +35,8 @@ class MemoryReport:
     max_concurrency_tokens: int | None = None
     num_gpu_blocks: int | None = None
     block_size: int | None = None
+    slots: int | None = None
+    context_per_slot: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,9 +94,26 @@ LOG_PATTERNS: list[tuple[re.Pattern[str], dict[str, int]]] = [
     # V0: "# GPU blocks: 189945, # CPU blocks: 21845"; early V1: "# GPU blocks: 1381"
     (re.compile(rf"# GPU blocks: {_NUM}"), {"num_gpu_blocks": 1}),
     # (The CPU build prints no weights size; its memory report leaves weights_gib None.)
+    # llama.cpp (xllamacpp, verbosity >= 4; servelab's llamacpp_main asks for it):
+    #   "llama_kv_cache: size =  180.00 MiB (  8192 cells,  30 layers,  1/1 seqs), K (f16): …"
+    # cells are per stream: with --parallel 4 (not unified) "1024 cells, 30 layers, 4/4 seqs" holds 4 × 1024
+    # tokens; "N/M seqs" is streams / sequences (a unified cache is 1 stream).
+    (re.compile(r"llama_kv_cache: size =\s*[\d.]+ MiB \(\s*(\d+) cells,\s*\d+ layers,\s*(\d+)/\d+ seqs"),
+     {"kv_cells": 1, "kv_streams": 2}),
+    # server: "load_model: initializing, n_slots = 1, n_ctx_slot = 8192, kv_unified = 'false'"
+    (re.compile(r"n_slots = (\d+), n_ctx_slot = (\d+)"), {"slots": 1, "context_per_slot": 2}),
 ]
 
-_INTS = {"kv_cache_tokens", "max_concurrency_tokens", "num_gpu_blocks", "block_size"}
+# Fields summed over every matching line, in MiB: llama.cpp prints one model buffer per
+# device ("load_tensors:   CPU_Mapped model buffer size =    92.10 MiB", "CUDA0 model buffer …")
+# and one KV cache per attention kind (sliding-window models have two).
+SUMMED_MIB: dict[str, re.Pattern[str]] = {
+    "weights_gib": re.compile(r"load_tensors:\s+\S+ model buffer size =\s*([\d.]+) MiB"),
+    "kv_cache_gib": re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB"),
+}
+
+_INTS = {"kv_cells", "kv_streams", "kv_cache_tokens", "max_concurrency_tokens", "num_gpu_blocks", "block_size",
+         "slots", "context_per_slot"}
 
 
 def parse_memory_report(log_text: str) -> MemoryReport:
@@ -110,7 +131,21 @@ def parse_memory_report(log_text: str) -> MemoryReport:
     if "weights_mib" in found:
         found.setdefault("weights_gib", found["weights_mib"] / 1024)
         del found["weights_mib"]
+    for name, pattern in SUMMED_MIB.items():
+        mib = [float(value) for value in pattern.findall(log_text)]
+        if mib:
+            found.setdefault(name, round(sum(mib) / 1024, 6))
+    if "kv_cells" in found:
+        found.setdefault("kv_cache_tokens", found.pop("kv_cells") * found.pop("kv_streams"))
+    _slots_as_concurrency(found)
     return MemoryReport(**found)
+
+
+def _slots_as_concurrency(found: dict) -> None:
+    """llama.cpp's slots are its concurrency: each holds n_ctx_slot tokens of the cells."""
+    if "slots" in found:
+        found.setdefault("max_concurrency", float(found["slots"]))
+        found.setdefault("max_concurrency_tokens", found.get("context_per_slot"))
 
 
 def _number(text: str, name: str) -> float | int:

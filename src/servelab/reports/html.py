@@ -62,10 +62,10 @@ table.text td, table.text th { text-align: left; white-space: normal; }
 {{ figures("memory") }}
 <table>
 <thead><tr><th>engine</th><th>weights GiB</th><th>KV cache GiB</th><th>other GiB</th><th>total GiB (source)</th>
-<th>KV cache tokens</th><th>max concurrency</th></tr></thead>
+<th>KV cache tokens</th><th>KV tokens predicted (servelab plan)</th><th>max concurrency</th></tr></thead>
 <tbody>{% for m in r.memory %}<tr><td>{{ m.name }}</td><td>{{ num(m.weights, 3) }}{% if m.estimated %}*{% endif %}</td>
 <td>{{ num(m["KV cache"], 2) }}</td><td>{{ num(m.other, 2) }}</td><td>{{ num(m.total, 2) }} ({{ m.total_source }})</td>
-<td>{{ num(m.kv_tokens, 0) }}</td><td>{% if m.max_concurrency %}{{ num(m.max_concurrency, 2) }}× at {{ num(m.max_concurrency_tokens, 0) }} tokens{% else %}-{% endif %}</td></tr>
+<td>{{ num(m.kv_tokens, 0) }}</td><td>{{ predicted_kv(m) }}</td><td>{% if m.max_concurrency %}{{ num(m.max_concurrency, 2) }}× at {{ num(m.max_concurrency_tokens, 0) }} tokens{% else %}-{% endif %}</td></tr>
 {% endfor %}</tbody></table>
 {% if r.memory | selectattr("estimated") | list %}<p class="notes">* from the size of the checkpoint's weight files: the engine did not report its weights.</p>{% endif %}
 
@@ -109,12 +109,13 @@ def render_html(report) -> str:
     from jinja2 import Environment
 
     from servelab.reports import verdict as v
+    from servelab.reports.markdown import predicted_kv
     from servelab.reports.table import footer
 
     env = Environment(autoescape=True, trim_blocks=False)
     template = env.from_string(TEMPLATE)
     return template.render(r=report, rule=v.rule_text(report.floor), num=_num, cell_class=_cell_class,
-                           footer=lambda t: footer(t, report.floor), figures=lambda s: _figures(report, s))
+                           predicted_kv=predicted_kv, footer=lambda t: footer(t, report.floor), figures=lambda s: _figures(report, s))
 
 
 def _figures(report, section: str) -> Markup:

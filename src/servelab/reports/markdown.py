@@ -26,15 +26,25 @@ def render_markdown(report) -> str:
 
 
 def _memory(report) -> list[str]:
-    rows = ["| engine | weights GiB | KV cache GiB | other GiB | total GiB | KV tokens | max concurrency |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| engine | weights GiB | KV cache GiB | other GiB | total GiB | KV tokens | KV tokens predicted "
+            "| max concurrency |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for m in report.memory:
         weights = _num(m["weights"], 3) + ("*" if m["estimated"] else "")
         rows.append(f"| {m['name']} | {weights} | {_num(m['KV cache'], 2)} | {_num(m['other'], 2)} | "
-                    f"{_num(m['total'], 2)} | {_num(m['kv_tokens'], 0)} | {_num(m['max_concurrency'], 2)} |")
+                    f"{_num(m['total'], 2)} | {_num(m['kv_tokens'], 0)} | {predicted_kv(m)} | "
+                    f"{_num(m['max_concurrency'], 2)} |")
     if any(m["estimated"] for m in report.memory):
         rows += ["", "\\* from the size of the checkpoint's weight files: the engine did not report its weights."]
     return rows
+
+
+def predicted_kv(m: dict) -> str:
+    """servelab plan's KV tokens and its error, e.g. "46,592 (exact)"; "-" without a prediction."""
+    if m.get("kv_tokens_predicted") is None:
+        return "-"
+    error = m.get("kv_tokens_error")
+    label = "" if error is None else " (exact)" if error == 0 else f" ({error:+.1%})"
+    return f"{m['kv_tokens_predicted']:,}{label}"
 
 
 def _prompts(report) -> list[str]:

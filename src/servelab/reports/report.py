@@ -102,7 +102,15 @@ def memory_budget(config: str, run: Run) -> dict:
     other = max(0.0, total - (weights or 0) - (kv or 0)) if total is not None else None
     return {"name": config, "weights": weights, "KV cache": kv, "other": other, "total": total,
             "total_source": source, "estimated": estimated, "kv_tokens": mem.get("kv_cache_tokens"),
-            "max_concurrency": mem.get("max_concurrency"), "max_concurrency_tokens": mem.get("max_concurrency_tokens")}
+            "max_concurrency": mem.get("max_concurrency"), "max_concurrency_tokens": mem.get("max_concurrency_tokens"),
+            **_predicted(mem)}
+
+
+def _predicted(mem: dict) -> dict:
+    """servelab plan's KV tokens for this engine (stored beside the run), and its error against the engine's."""
+    plan = mem.get("plan") or {}
+    return {"kv_tokens_predicted": (plan.get("memory_report") or {}).get("kv_cache_tokens"),
+            "kv_tokens_error": (plan.get("errors") or {}).get("kv_cache_tokens")}
 
 
 def _measured_total(run: Run, mem: dict) -> tuple[float | None, str]:

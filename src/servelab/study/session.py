@@ -37,6 +37,7 @@ from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
 from servelab.results.runs import run_result
 from servelab.results import layout as files
+from servelab.planner.predict import prediction_facts, prediction_line
 from servelab.study import gpu_memory, layout
 from servelab.study.measure import BenchOutcome, bench_tokenizer, execute
 from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
@@ -130,7 +131,9 @@ class Session:
             ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
             self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
             self.facts = {**engine_context(engine), **engine_facts(engine),
-                          "log_ready_bytes": _size(engine.log_path)}
+                          "log_ready_bytes": _size(engine.log_path), "plan": prediction_facts(engine)}
+            if self.facts["plan"]:
+                self.show.say(f"engine {self.name}: {prediction_line(self.facts['plan'])}")
             _warm_up(self.study, engine, first, folder, self.show)
             self.facts["footprint_gib"] = footprint_gib(engine)
             layout.write_json_atomic(folder / files.ENGINE_FILE, self.facts)
@@ -230,7 +233,7 @@ def _after_run(engine, folder: Path, facts: dict, log_from: int) -> None:
     if engine.log_path.is_file():
         write_log_slice(engine.log_path, folder / "engine.log", facts.get("log_ready_bytes", 0), log_from)
     memory = {**engine.memory_report.to_dict(), "footprint_gib": facts.get("footprint_gib"),
-              "checkpoint_gib": (facts.get("model_files") or {}).get("weights_gib")}
+              "checkpoint_gib": (facts.get("model_files") or {}).get("weights_gib"), "plan": facts.get("plan")}
     (folder / files.MEMORY_FILE).write_text(json.dumps(memory, indent=1), encoding="utf-8")
 
 

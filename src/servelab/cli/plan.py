@@ -1,0 +1,235 @@
+"""``servelab plan``: does a model fit, how many requests at once, how fast at best — before launching.
+
+    servelab plan --model Qwen/Qwen3-14B --gpu H100 --max-model-len 8192
+    servelab plan --model ./my-model --gpu A10:2 --quantization awq --kv-cache-dtype fp8
+    servelab plan --model SmolLM2-135M-Instruct --gpu cpu --max-model-len 2048   # the embedded engine
+    servelab plan --engine llamacpp --model model.gguf --gpu cpu
+
+Prints the rows of ``servelab serve``'s memory report, predicted, plus the speed floor.
+Top-level imports stay light so ``servelab --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+GIB = 2**30
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct",
+                        help="table name, local folder or config.json, .gguf file, or a hub id in the local "
+                             "Hugging Face cache (default: the embedded %(default)s)")
+    parser.add_argument("--gpu", default="cpu", metavar="NAME[:COUNT]",
+                        help="accelerator from the table (see --list-gpus), or 'cpu' (default) for this machine")
+    parser.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm")
+    parser.add_argument("--quantization", help="none, fp8, int8, awq, gptq, or a GGUF type (Q4_0, Q4_1, Q8_0, F16…)")
+    parser.add_argument("--kv-cache-dtype", default="auto", help="auto, bf16, fp16, fp8 (llama.cpp: f16, q8_0, q4_0)")
+    parser.add_argument("--max-model-len", type=int, help="context length per request (default: the model's)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.92, help="vLLM's (default %(default)s)")
+    parser.add_argument("--tensor-parallel-size", type=int, help="default: the GPU count")
+    parser.add_argument("--max-num-seqs", type=int, help="vLLM's cap on running requests (default: vLLM's)")
+    parser.add_argument("--max-num-batched-tokens", type=int, help="vLLM's token budget per step (default: vLLM's)")
+    parser.add_argument("--enforce-eager", action="store_true", help="vLLM without CUDA graphs")
+    parser.add_argument("--cpu-kv-space-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (default %(default)s)")
+    parser.add_argument("--ctx-size", type=int, default=0, help="llama.cpp --ctx-size (default: the model's)")
+    parser.add_argument("--parallel", type=int, default=1, help="llama.cpp --parallel, its slots (default 1)")
+    parser.add_argument("--gpu-memory-gib", type=float, help="memory of a GPU not in the table (or override)")
+    parser.add_argument("--gpu-bandwidth-gbs", type=float, help="memory bandwidth of a GPU not in the table")
+    parser.add_argument("--gpu-tflops", type=float, help="dense bf16 peak of a GPU not in the table")
+    parser.add_argument("--list-models", action="store_true", help="print the bundled model table and exit")
+    parser.add_argument("--list-gpus", action="store_true", help="print the bundled GPU table and exit")
+    parser.add_argument("--calibrate", nargs="+", metavar="RUN", type=Path,
+                        help="fit the step-time model to these runs' telemetry (result folders, studies or "
+                             ".timeline.jsonl files); the last run is held out to report the error")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_models or args.list_gpus:
+        print(list_models() if args.list_models else list_gpus())
+        return 0
+    plan = make(args)
+    fitted = calibration(args.calibrate, plan) if args.calibrate else None
+    if args.json:
+        print(json.dumps({**plan_json(plan), "calibration": fitted}, indent=1))
+    else:
+        print(format_plan(plan) + (format_calibration(fitted) if fitted else ""))
+    return 0
+
+
+def calibration(runs: list[Path], plan) -> dict:
+    """The step model fitted to the runs' telemetry, its error on them, and on the last run held out."""
+    from dataclasses import asdict
+
+    from servelab.errors import InputError
+    from servelab.planner import calibrate
+    from servelab.telemetry.timeline import read
+
+    paths = [p for run in runs for p in ([run] if run.is_file() else sorted(run.rglob("*.timeline.jsonl")))]
+    if not paths:
+        raise InputError(f"no telemetry (*.timeline.jsonl) under {' '.join(map(str, runs))}")
+    per_run = [calibrate.intervals(read(path).during("engine")) for path in paths]
+    read_s = plan.speed.tpot_batch1_s
+    model = calibrate.fit([i for run in per_run for i in run], read_s)
+    held_out = None
+    if len(per_run) > 1:
+        held_out = calibrate.error(calibrate.fit([i for run in per_run[:-1] for i in run], read_s), per_run[-1])
+    return {"runs": [str(p) for p in paths], "intervals": sum(map(len, per_run)), "step_model": asdict(model),
+            "fit_error": calibrate.error(model, [i for run in per_run for i in run]),
+            "held_out": str(paths[-1]) if held_out is not None else None, "held_out_error": held_out}
+
+
+def format_calibration(fitted: dict) -> str:
+    from servelab.planner import StepModel
+
+    m = StepModel(**fitted["step_model"])
+    held = "-" if fitted["held_out_error"] is None else f"{_pct(fitted['held_out_error'])} on {fitted['held_out']}"
+    rows = [("step model", f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
+                           f"{m.per_token_s * 1e3:.3f} ms per token + weight read {m.weight_read_s * 1e3:.2f} ms"),
+            ("fit error", f"{_pct(fitted['fit_error'])} over {fitted['intervals']} loaded intervals, "
+                          f"{len(fitted['runs'])} run(s)"),
+            ("held-out error", held)]
+    rows += [(f"TPOT at batch {b}", f"{m.step_s(b, b) * 1e3:.2f} ms (calibrated)") for b in (1, 8, 32)]
+    if m.overhead_s < 0:  # the fitted per-step time is below the roofline's weight read
+        rows.append(("note", "the per-step time fitted is below weights ÷ bandwidth: the bandwidth figure "
+                             "is too low for this machine (pass --gpu-bandwidth-gbs)"))
+    return "\n\ncalibrated step time (from measured runs)\n" + _rows(rows)
+
+
+def _pct(fraction: float) -> str:
+    return f"{round(fraction, 3) + 0.0:+.1%}"  # + 0.0: a float error of -1e-16 prints +0.0%, not -0.0%
+
+
+def _rows(rows) -> str:
+    from servelab.cli.serve import _table
+
+    return _table(rows, max(len(label) for label, _ in rows))
+
+
+def make(args: argparse.Namespace):
+    from servelab.planner import PlanSpec, make_plan
+    from servelab.planner.files import load_model
+
+    source = load_model(args.model)
+    gpu, count = resolve_gpu(args)
+    spec = PlanSpec(
+        model=source.shape, gpu=gpu, gpu_count=count, engine=args.engine,
+        quantization=args.quantization or source.quantization, kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
+        tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
+        cpu_kv_space_gib=args.cpu_kv_space_gib, ctx_size=args.ctx_size, parallel=args.parallel,
+        weights_bytes=source.weights_bytes if not args.quantization else None)
+    return make_plan(spec)
+
+
+def resolve_gpu(args: argparse.Namespace):
+    """(Gpu, count) from --gpu NAME[:COUNT] and the overrides; the machine's memory for 'cpu'."""
+    import dataclasses
+
+    from servelab.errors import InputError
+    from servelab.planner import Gpu, find_gpu
+
+    name, _, count = args.gpu.partition(":")
+    if count and (not count.isdigit() or int(count) < 1):
+        raise InputError(f"--gpu {args.gpu}: COUNT must be a positive whole number")
+    gpu = find_gpu(name)
+    if gpu is None:
+        if args.gpu_memory_gib is None or args.gpu_bandwidth_gbs is None:
+            raise InputError(f"unknown GPU {name!r}: pass --gpu-memory-gib and --gpu-bandwidth-gbs "
+                             "(see --list-gpus for the table)")
+        gpu = Gpu(name, args.gpu_memory_gib, args.gpu_bandwidth_gbs, args.gpu_tflops or 0.0)
+    memory = args.gpu_memory_gib or gpu.memory_gib or (machine_memory_gib() if gpu.name == "cpu" else None)
+    gpu = dataclasses.replace(gpu, memory_gib=memory, bandwidth_gbs=args.gpu_bandwidth_gbs or gpu.bandwidth_gbs)
+    return gpu, int(count or 1)
+
+
+def machine_memory_gib() -> float:
+    import psutil
+
+    return psutil.virtual_memory().total / GIB
+
+
+def format_plan(plan) -> str:
+    from servelab.cli.serve import _table, memory_rows
+
+    rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
+    rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
+    speed = speed_rows(plan.speed)
+    width = max(len(label) for label, _ in rows + speed)
+    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", _table(rows, width),
+             "", "speed floor (roofline, predicted)", _table(speed, width), "", answer(plan)]
+    return "\n".join(lines + [f"note: {note}" for note in plan.notes])
+
+
+def describe(plan) -> str:
+    from servelab.planner.plan import quantization, tensor_parallel
+
+    spec = plan.spec
+    return (f"{spec.model.name} on {spec.gpu.name} x{spec.gpu_count} ({spec.gpu.memory_gib:.1f} GiB each), "
+            f"{spec.engine}, weights {quantization(spec)}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
+
+
+def speed_rows(speed) -> list[tuple[str, str]]:
+    batch = "-" if speed.compute_bound_batch is None else f"{speed.compute_bound_batch:,.0f} sequences"
+    prefill = "-" if speed.prefill_per_1k_s is None else f"{speed.prefill_per_1k_s * 1000:.1f} ms"
+    return [("TPOT at batch 1", f"{speed.tpot_batch1_s * 1000:.2f} ms (weights / bandwidth)"),
+            ("compute-bound from", batch), ("prefill per 1k tok", prefill)]
+
+
+def answer(plan) -> str:
+    tokens = f"{plan.context_tokens:,}"
+    if not plan.fits:
+        weights = f"{plan.weights_per_gpu / GIB:.2f} GiB per GPU"
+        return f"does not fit: not one request of {tokens} tokens (weights {weights})"
+    count = plan.requests_at_once
+    return f"fits: {count:,} request{'' if count == 1 else 's'} of {tokens} tokens at once"
+
+
+def _other(plan) -> str:
+    if plan.other is None:
+        return "-"
+    o = plan.other
+    return (f"{o.total / GIB:.2f} GiB (activations {o.activations / GIB:.2f}, non-torch {o.non_torch / GIB:.2f}, "
+            f"CUDA graphs {o.cuda_graphs / GIB:.2f}; estimated)")
+
+
+def _bytes(value) -> str:
+    value = float(value)
+    return f"{value / 1024:,.2f} KiB" if value >= 1024 else f"{value:,.0f} B"
+
+
+def plan_json(plan) -> dict:
+    from dataclasses import asdict
+
+    from servelab.planner.plan import quantization
+
+    spec = plan.spec
+    return {"predicted": True, "model": spec.model.name, "gpu": spec.gpu.name, "gpu_count": spec.gpu_count,
+            "engine": spec.engine, "quantization": quantization(spec), "kv_cache_dtype": spec.kv_cache_dtype,
+            "memory_report": plan.report().to_dict(), "weights_bytes": plan.weights_bytes,
+            "kv_bytes_per_token": float(plan.kv_bytes_per_token), "kv_budget_bytes": plan.kv_budget_bytes,
+            "other_memory": asdict(plan.other) if plan.other else None, "speed_floor": asdict(plan.speed),
+            "fits": plan.fits, "requests_at_once": plan.requests_at_once, "notes": list(plan.notes)}
+
+
+def list_models() -> str:
+    from servelab.planner import MODELS
+
+    lines = [f"{'model':<44} {'params':>9} {'layers':>6} {'kv heads':>8} {'head dim':>8}"]
+    for m in MODELS.values():
+        lines.append(f"{m.name:<44} {m.total_params / 1e9:>8.2f}B {m.layers:>6} {m.kv_heads:>8} {m.head_dim:>8}")
+    return "\n".join(lines)
+
+
+def list_gpus() -> str:
+    from servelab.planner import GPUS
+
+    lines = [f"{'gpu':<10} {'GiB':>7} {'GB/s':>6} {'bf16 TF':>8} {'fp8 TF':>7}"]
+    for g in GPUS.values():
+        memory = "machine" if g.memory_gib is None else f"{g.memory_gib:.1f}"
+        lines.append(f"{g.name:<10} {memory:>7} {g.bandwidth_gbs:>6g} {g.bf16_tflops:>8g} {g.fp8_tflops or '-':>7}")
+    return "\n".join(lines)

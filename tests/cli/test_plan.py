@@ -1,0 +1,124 @@
+"""``servelab plan``: exact output for the embedded engine, a GPU, llama.cpp; one-line errors."""
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from servelab.cli import plan
+
+
+def run(capsys, *argv: str) -> str:
+    parser = argparse.ArgumentParser()
+    plan.add_arguments(parser)
+    assert plan.run(parser.parse_args(argv)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture(autouse=True)
+def fixed_machine(monkeypatch):
+    monkeypatch.setattr(plan, "machine_memory_gib", lambda: 23.5)
+
+
+def test_the_embedded_engine_on_this_machine(capsys):
+    assert run(capsys, "--max-model-len", "2048") == (
+        "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, weights none, KV auto, TP 1\n"
+        "\n"
+        "memory report (predicted)\n"
+        "  weights             0.25 GiB\n"
+        "  KV cache            1.00 GiB\n"
+        "  KV cache tokens     46,592\n"
+        "  max concurrency     22.75x at 2,048 tokens per request\n"
+        "  KV blocks           364 x 128 tokens\n"
+        "  KV per token        22.50 KiB\n"
+        "  other memory        -\n"
+        "\n"
+        "speed floor (roofline, predicted)\n"
+        "  TPOT at batch 1     10.76 ms (weights / bandwidth)\n"
+        "  compute-bound from  8 sequences\n"
+        "  prefill per 1k tok  1345.2 ms\n"
+        "\n"
+        "fits: 22 requests of 2,048 tokens at once\n"
+    )
+
+
+def test_qwen3_14b_on_an_h100(capsys):
+    out = run(capsys, "--model", "Qwen3-14B", "--gpu", "H100", "--max-model-len", "8192")
+    assert "  KV per token        160.00 KiB\n" in out
+    assert "  KV blocks           17,381 x 16 tokens\n" in out
+    assert "\nfits: 33 requests of 8,192 tokens at once\n" in out
+    assert out.endswith("note: activations, CUDA graphs and non-torch memory are estimates; the rest is exact\n")
+
+
+def test_llamacpp_slots(capsys):
+    out = run(capsys, "--engine", "llamacpp", "--model", "SmolLM2-135M-Instruct", "--quantization", "Q4_1",
+              "--ctx-size", "4096", "--parallel", "4")
+    assert "  KV cache            0.09 GiB\n  KV cache tokens     4,096\n" in out
+    assert "  slots               4 x 1,024 tokens\n" in out
+    assert "\nfits: 4 requests of 1,024 tokens at once\n" in out
+
+
+def test_a_model_that_does_not_fit(capsys):
+    out = run(capsys, "--model", "Llama-3.1-70B-Instruct", "--gpu", "L4")
+    assert "\ndoes not fit: not one request of 131,072 tokens (weights 131.42 GiB per GPU)\n" in out
+
+
+def test_json_for_scripts(capsys):
+    data = json.loads(run(capsys, "--max-model-len", "2048", "--json"))
+    assert data["predicted"] is True
+    assert data["memory_report"]["kv_cache_tokens"] == 46_592
+    assert data["requests_at_once"] == 22 and data["weights_bytes"] == 269_030_016
+
+
+def test_a_gpu_given_by_its_figures(capsys):
+    out = run(capsys, "--model", "Qwen3-8B", "--gpu", "X9:2", "--gpu-memory-gib", "48", "--gpu-bandwidth-gbs", "1000")
+    assert out.startswith("plan: Qwen/Qwen3-8B on X9 x2 (48.0 GiB each), vllm, weights none, KV auto, TP 2\n")
+    assert "  compute-bound from  -\n" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu", "X100"], "unknown GPU 'X100': pass --gpu-memory-gib and --gpu-bandwidth-gbs "
+                        "(see --list-gpus for the table)"),
+    (["--model", "no/such-model"], "unknown model 'no/such-model': pass a local folder or config.json path, a .gguf "
+                                   "file, or a model from `servelab plan --list-models`"),
+    (["--gpu", "H100:x"], "--gpu H100:x: COUNT must be a positive whole number"),
+])
+def test_unknown_input_is_one_line(argv, message, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "servelab.cli.main", "plan", *argv], capture_output=True, text=True,
+                          env={"HF_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"servelab: error: {message}\n")
+
+
+def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+    from servelab.telemetry.timeline import Timeline, write
+
+    # Steps of 10 ms + 2 ms per running sequence: 4 running → 18 ms per step, 4 tokens a step.
+    for name, running in (("a", 4), ("b", 2), ("c", 4)):
+        step = 0.010 + 0.002 * running
+        samples = [{"t_ms": k * 250.0, "src": "engine", "running": float(running), "waiting": 0.0,
+                    "generation_tokens": k * running * 0.25 / step, "prompt_tokens": 0.0} for k in range(8)]
+        (tmp_path / name).mkdir()
+        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), tmp_path / name / "r.timeline.jsonl")
+    out = run(capsys, "--max-model-len", "2048", "--gpu-bandwidth-gbs", "269.03", "--calibrate", str(tmp_path))
+    calibrated = out.split("calibrated step time (from measured runs)\n")[1]
+    assert calibrated.startswith("  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + "
+                                 "weight read 1.00 ms\n  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
+                                 f"  held-out error    +0.0% on {tmp_path}/c/r.timeline.jsonl\n"
+                                 "  TPOT at batch 1   12.00 ms (calibrated)\n")
+
+
+def test_calibrate_without_telemetry_is_one_line(tmp_path):
+    from servelab.errors import InputError
+
+    parser = argparse.ArgumentParser()
+    plan.add_arguments(parser)
+    with pytest.raises(InputError, match="no telemetry"):
+        plan.run(parser.parse_args(["--calibrate", str(tmp_path)]))
+
+
+def test_the_tables_list_every_entry(capsys):
+    models = run(capsys, "--list-models")
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in models and "deepseek-ai/DeepSeek-V3" in models
+    assert run(capsys, "--list-gpus").splitlines()[-1].startswith("cpu        machine")
