@@ -122,3 +122,25 @@ def test_the_tables_list_every_entry(capsys):
     models = run(capsys, "--list-models")
     assert "HuggingFaceTB/SmolLM2-135M-Instruct" in models and "deepseek-ai/DeepSeek-V3" in models
     assert run(capsys, "--list-gpus").splitlines()[-1].startswith("cpu        machine")
+
+
+
+def test_the_plan_drives_the_simulated_engine(tmp_path, capsys):
+    """--sim-step-model: the planner's step model, written for the simulator, gives the same
+    step time (weight read + per-token compute) and the printed flags carry the plan's KV cache."""
+    from servelab.cli.main import main
+    from servelab.sim.options import load_step_model
+
+    flags = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A40", "--max-model-len", "4096"]
+    assert main([*flags, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    path = tmp_path / "step.json"
+    assert main([*flags, "--sim-step-model", str(path)]) == 0
+    out = capsys.readouterr().out
+    kv, step = plan["memory_report"]["kv_cache_tokens"], plan["speed_floor"]["step"]
+    assert f"--sim-kv-cache-tokens {kv} " in out and f"--kv-cache-tokens {kv} " in out and "SIMULATED" in out
+    sim = load_step_model(str(path))
+    assert sim.source == "planner roofline: Qwen/Qwen3-8B on A40"
+    for seqs, tokens in ((1, 1), (32, 32), (4, 2048)):
+        planned = step["overhead_s"] + step["per_seq_s"] * seqs + step["per_token_s"] * tokens + step["weight_read_s"]
+        assert sim.step_ns(seqs, tokens, 0) == round(planned * 1e9)

@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fit the step-time model to these runs' telemetry (result folders, studies or "
                              ".timeline.jsonl files); the last run is held out to report the error")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--sim-step-model", type=Path, metavar="FILE",
+                        help="write the plan's step model (the calibrated one with --calibrate) for the simulated "
+                             "engine, and print the flags that run it with this plan's KV cache and limits")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +60,34 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**plan_json(plan), "calibration": fitted}, indent=1))
     else:
         print(format_plan(plan) + (format_calibration(fitted) if fitted else ""))
+    if args.sim_step_model:
+        print(write_sim_engine(plan, fitted, args.sim_step_model))
     return 0
+
+
+def write_sim_engine(plan, fitted: dict | None, path: Path) -> str:
+    """The planner's step model as the simulator's (``sim.model.StepModel``), written as JSON;
+    and how to run the simulated engine on this plan. The planner's step adds the weight read
+    to every step, so it is folded into the simulator's per-step overhead (same formula)."""
+    from servelab.errors import InputError
+    from servelab.planner import StepModel
+    from servelab.planner.plan import default_batch
+
+    step = StepModel(**fitted["step_model"]) if fitted else plan.speed.step
+    source = f"planner {'calibration' if fitted else 'roofline'}: {plan.spec.model.name} on {plan.spec.gpu.name}"
+    sim_model = {"overhead_s": step.overhead_s + step.weight_read_s, "per_seq_s": step.per_seq_s,
+                 "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0, "source": source}
+    try:
+        path.write_text(json.dumps(sim_model, indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--sim-step-model {path}: cannot write it ({exc})") from None
+    tokens, seqs = default_batch(plan.spec)
+    block = plan.pool.block_size if plan.pool else 16
+    flags = (f"--max-num-seqs {seqs} --max-num-batched-tokens {tokens} --block-size {block} "
+             f"--kv-cache-tokens {plan.kv_tokens} --step-model {path}")
+    return (f"\nsimulated engine (SIMULATED numbers, from this plan): step model written to {path}\n"
+            f"  servelab serve --engine sim -- {flags}\n"
+            f"  servelab bench --simulate {' '.join('--sim-' + f[2:] if f.startswith('--') else f for f in flags.split())}")
 
 
 def calibration(runs: list[Path], plan) -> dict:
