@@ -78,6 +78,7 @@ class WorkersRun:
     run: BenchRun
     section: dict = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # one line per dead worker
+    shards: list[ShardRun] = field(default_factory=list)  # what each worker returned, as returned
 
 
 def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None) -> WorkersRun:
@@ -206,7 +207,7 @@ def _merged(workers: list[_Worker], t0_ns: int) -> WorkersRun:
     run = BenchRun(records, outcome, wall, cpu, models)
     lines = [f"worker {w.shard.index} (pid {w.proc.pid}) died ({_how(w.exitcode)}) mid-run: its "
              f"{len(w.shard.samples)} requests are lost" for w in failed]
-    return WorkersRun(run, _section(workers, t0_ns), lines)
+    return WorkersRun(run, _section(workers, t0_ns), lines, runs)
 
 
 def _section(workers: list[_Worker], t0_ns: int) -> dict:
