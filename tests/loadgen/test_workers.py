@@ -155,3 +155,16 @@ def test_the_cli_runs_two_workers_from_its_real_entry_point(mock_server, qwen3_p
     assert done.returncode == 0, done.stderr
     assert "2 client workers, one schedule dealt round-robin; max concurrency split [2, 1]" in done.stdout
     assert json.loads((tmp_path / "cli.json").read_text())["completed"] == 12
+
+
+def test_telemetry_sees_the_workers_summed_counters(mock_server, qwen3_path, tmp_path):
+    """The client samples (progress, timeline, diagnosis) read the workers' counters, summed:
+    in flight reaches the cap split between two workers, never more."""
+    mock = mock_server(ttft_ms=20, itl_ms=30)
+    spec = spec_for(mock.url, tmp_path, qwen3_path, 2)
+    spec = dataclasses.replace(spec, load=dataclasses.replace(spec.load, request_rate=float("inf")),
+                               output=dataclasses.replace(spec.output, telemetry=True, telemetry_interval_s=0.05))
+    outcome = execute(spec)
+    client = outcome.result["servelab"]["telemetry"]["client"]
+    assert client["in_flight"]["max"] == 5
+    assert client["cpu"]["max"] > 0

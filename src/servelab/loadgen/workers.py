@@ -23,16 +23,19 @@ import asyncio
 import ctypes
 import multiprocessing as mp
 import os
+import resource
 import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
 import numpy as np
 
-from servelab.errors import ServelabError, ServerError
+from servelab.errors import InputError, ServelabError, ServerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, run_bench, schedule
 from servelab.loadgen.pacer import Counters, RunOutcome
+from servelab.loadgen.progress import Progress
 from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, merge, split
 from servelab.records import RequestRecord
 
@@ -65,10 +68,37 @@ class _Worker:
     core: int | None
     proc: mp.Process
     conn: object
+    live: object  # the worker's counters, in shared memory (LIVE_FIELDS)
     ready: bool = False
     run: ShardRun | None = None
     error: str | None = None  # a servelab error before the start (one line)
     exitcode: int | None = None
+
+
+# What each worker publishes every PUBLISH_S, for the progress line and the telemetry's
+# client samples. Aligned int64 slots: a reader never sees half a value (x86-64, arm64).
+LIVE_FIELDS = ("dispatched", "done", "failed", "in_flight", "lag_ns", "cpu_ns")
+PUBLISH_S = 0.05
+
+
+@dataclass(slots=True)
+class Live:
+    """The workers' counters as one client's (duck-typed like pacer.Counters): sums, except
+    lag (the latest worst) and ``cpu_s``, the busiest worker's CPU (the core that binds)."""
+
+    arrays: list
+    dispatched: int = 0
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    lag_ns: int = 0
+    cpu_s: float = 0.0
+
+    def refresh(self) -> None:
+        rows = [list(a) for a in self.arrays]
+        self.dispatched, self.done, self.failed, self.in_flight = (sum(r[i] for r in rows) for i in range(4))
+        self.lag_ns = max(r[4] for r in rows)
+        self.cpu_s = max(r[5] for r in rows) / 1e9
 
 
 @dataclass(slots=True)
@@ -81,27 +111,49 @@ class WorkersRun:
     shards: list[ShardRun] = field(default_factory=list)  # what each worker returned, as returned
 
 
-def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None) -> WorkersRun:
-    """Drive ``samples`` with ``n`` worker processes; ``on_start(counters)`` at the shared t0."""
+def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False) -> WorkersRun:
+    """Drive ``samples`` with ``n`` worker processes; ``on_start(counters)`` at the shared t0,
+    inside the parent's event loop, with counters summed from the workers' (``Live``)."""
     if len(samples) < n:
-        raise ServerError(f"--workers {n}: only {len(samples)} requests to share")  # pragma: no cover
+        raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
     shards = split(samples, schedule(config, len(samples)), config.load.max_concurrency, n)
     ctx = mp.get_context("spawn")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     workers = [_start(ctx, config, s, tokenizer, core, go, t0) for s, core in zip(shards, _cores(n))]
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        _until(workers, lambda w: w.ready or w.exitcode is not None)
-        if not all(w.ready for w in workers):
-            _release(go, t0, -1)  # abort: nobody starts
-            _until(workers, lambda w: w.exitcode is not None)
-            raise ServerError(_first_error(workers))
-        _release(go, t0, time.perf_counter_ns() + START_AHEAD_NS)
-        if on_start is not None:
-            on_start(Counters())  # counters live in the workers; their sum comes back as records
-        _collect(workers)
+        _loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0))
     finally:
+        for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
+            signal.signal(sig, handler)
         _reap(workers)
     return _merged(workers, t0.value)
+
+
+async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: int) -> None:
+    """Wait for every worker to be ready, release them at one instant, wait for them to end.
+    Ctrl-C or SIGTERM here stops every worker; they return what they completed."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _stop, workers)
+    await _until(workers, lambda w: w.ready or w.exitcode is not None)
+    if not all(w.ready for w in workers):
+        _release(go, t0, -1)  # abort: nobody starts
+        await _until(workers, lambda w: w.exitcode is not None)
+        raise ServerError(_first_error(workers))
+    _release(go, t0, time.perf_counter_ns() + START_AHEAD_NS)
+    live = Live([w.live for w in workers])
+    await asyncio.sleep(max(0.0, (t0.value - time.perf_counter_ns()) / 1e9))
+    bar = Progress(progress_total, live) if progress_total else None
+    if bar:
+        bar.start()
+    if on_start is not None:
+        on_start(live)
+    try:
+        await _until(workers, lambda w: w.exitcode is not None, live.refresh)
+    finally:
+        if bar:
+            bar.stop()
 
 
 def _cores(n: int) -> list[int | None]:
@@ -115,11 +167,13 @@ def _start(ctx, config: BenchConfig, shard: Shard, tokenizer, core, go, t0) -> _
     if shard.index > 0:  # the ready check and warm-ups are the first worker's, once
         load = replace(load, num_warmups=0, ready_check_timeout_s=0)
     parent_end, child_end = ctx.Pipe(duplex=False)
+    live = ctx.Array("q", len(LIVE_FIELDS), lock=False)
     proc = ctx.Process(target=_worker_main, name=f"servelab-worker-{shard.index}", daemon=True,
-                       args=(replace(config, load=load), shard, tokenizer, core, child_end, go, t0, os.getpid()))
+                       args=(replace(config, load=load), shard, tokenizer, core, child_end, go, t0, live,
+                             os.getpid()))
     proc.start()
     child_end.close()
-    return _Worker(shard, core, proc, parent_end)
+    return _Worker(shard, core, proc, parent_end, live)
 
 
 def _release(go, t0, value: int) -> None:
@@ -127,16 +181,16 @@ def _release(go, t0, value: int) -> None:
     go.set()
 
 
-def _until(workers: list[_Worker], done) -> None:
+async def _until(workers: list[_Worker], done, tick=None) -> None:
     """Read messages and exits until ``done(worker)`` holds for every worker. A worker that
-    dies mid-run stops the others (they return what they completed); Ctrl-C stops them all."""
+    dies mid-run stops the others (they return what they completed). Polled every 20 ms:
+    the parent has no hot path, and a poll keeps its event loop free for telemetry."""
     while not all(done(w) for w in workers):
+        await asyncio.sleep(0.02)
+        if tick is not None:
+            tick()
         live = [w for w in workers if w.exitcode is None]
-        try:
-            ready = wait([w.conn for w in live if not w.conn.closed] + [w.proc.sentinel for w in live], 0.5)
-        except KeyboardInterrupt:
-            _stop(workers)
-            continue
+        ready = wait([w.conn for w in live if not w.conn.closed] + [w.proc.sentinel for w in live], 0)
         for w in live:
             if w.conn in ready or (w.proc.sentinel in ready and not w.conn.closed):
                 _read(w)
@@ -163,10 +217,6 @@ def _read(w: _Worker) -> None:
         w.run = value
     else:
         w.error = value
-
-
-def _collect(workers: list[_Worker]) -> None:
-    _until(workers, lambda w: w.exitcode is not None)
 
 
 def _stop(workers: list[_Worker]) -> None:
@@ -243,36 +293,51 @@ class _Aborted(Exception):
     """The parent called the run off before the start (another worker failed)."""
 
 
-def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t0, parent: int) -> None:
+def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t0, live, parent: int) -> None:
     _die_with(parent)
     if core is not None:
         os.sched_setaffinity(0, {core})
+    counters, stopped = Counters(), threading.Event()
 
     def start() -> int:
         conn.send(("ready", None))
         go.wait()
         if t0.value < 0:
             raise _Aborted
+        threading.Thread(target=_publish, args=(counters, live, stopped), daemon=True).start()
         return t0.value
 
     try:
-        run = _loop_run(_shard(config, shard, tokenizer, start))
+        run = _loop_run(_shard(config, shard, tokenizer, start, counters))
     except _Aborted:
         return
     except ServelabError as exc:
         conn.send(("error", str(exc)))
         return
+    finally:
+        stopped.set()
     conn.send(("done", ShardRun(shard.index, os.getpid(), core, len(shard.samples), run.records,
                                 run.outcome.t0_ns, run.outcome.end_ns, run.outcome.interrupted,
                                 run.outcome.not_sent, run.client_cpu_s, run.wall_start, run.server_models)))
 
 
-async def _shard(config: BenchConfig, shard: Shard, tokenizer, start) -> BenchRun:
+def _publish(counters: Counters, live, stopped: threading.Event) -> None:
+    """Copy this worker's counters into shared memory every PUBLISH_S (a thread: the
+    event loop's hot path does not pay for it, bar the GIL for microseconds)."""
+    while True:
+        last = stopped.wait(PUBLISH_S)
+        c, ru = counters, resource.getrusage(resource.RUSAGE_SELF)
+        live[:] = [c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, int((ru.ru_utime + ru.ru_stime) * 1e9)]
+        if last:
+            return
+
+
+async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: Counters) -> BenchRun:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop, keep what completed, send it back
         loop.add_signal_handler(sig, stop.set)
-    return await run_bench(config, list(shard.samples), tokenizer, stop, Counters(), on_start=start,
+    return await run_bench(config, list(shard.samples), tokenizer, stop, counters, on_start=start,
                            offsets_ns=shard.offsets_ns)
 
 

@@ -197,7 +197,7 @@ def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
     print(f"servelab: {spec.load.workers} client workers, one schedule dealt round-robin; "
           f"max concurrency split {concurrency_shares(config.load.max_concurrency, spec.load.workers)}",
           flush=True)
-    workers = run_workers(config, samples, tokenizer, spec.load.workers, on_start)
+    workers = run_workers(config, samples, tokenizer, spec.load.workers, on_start, progress=spec.output.progress)
     return workers.run, workers
 
 
