@@ -168,3 +168,28 @@ def test_telemetry_sees_the_workers_summed_counters(mock_server, qwen3_path, tmp
     client = outcome.result["servelab"]["telemetry"]["client"]
     assert client["in_flight"]["max"] == 5
     assert client["cpu"]["max"] > 0
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_what_completed(mock_server, qwen3_path, tmp_path):
+    """SIGINT to servelab (as a terminal's Ctrl-C): every worker stops, the completed records are
+    written, exit 130, and no worker is left behind."""
+    import subprocess
+    import sys
+
+    mock = mock_server(ttft_ms=5, itl_ms=50)
+    argv = [sys.executable, "-m", "servelab.cli.main", "bench", "--base-url", mock.url, "--tokenizer", qwen3_path,
+            "--dataset-name", "random", "--num-prompts", "60", "--random-input-len", "8",
+            "--random-output-len", "10", "--request-rate", "20", "--workers", "2", "--no-telemetry",
+            "--save-result", "--result-dir", str(tmp_path), "--result-filename", "int.json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while len(mock.truth().requests) < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = psutil.Process(proc.pid).children()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    result = json.loads((tmp_path / "int.json").read_text())
+    assert result["servelab"]["interrupted"] and 0 < result["completed"] < 60
+    assert all(w["failed"] is None and w["interrupted"] for w in result["servelab"]["workers"]["per_worker"])
+    assert len(workers) >= 2 and not [w for w in workers if w.is_running() and w.status() != "zombie"]
