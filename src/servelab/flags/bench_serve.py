@@ -47,6 +47,9 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="client processes, each on its own core, sharing one schedule (round-robin) and "
                         "one start instant; --max-concurrency is split between them, floor/ceil shares "
                         "summing to it (default: %(default)s)")
+    g.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="drive the load from every node of a Ray cluster (default address: auto), one "
+                        "shard per node, clocks aligned by an NTP-style exchange; needs servelab[ray]")
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
     g = p.add_argument_group("requests")
     g.add_argument("--ignore-eos", action="store_true", help="ask the server to generate the full output length")
@@ -165,6 +168,8 @@ def _check_workers(spec: BenchSpec) -> None:
     if load.max_concurrency is not None and load.workers > load.max_concurrency:
         raise InputError(f"--workers {load.workers} is more than --max-concurrency {load.max_concurrency}: "
                          f"each worker needs at least one of the run's concurrency slots")
+    if load.ray is not None and (load.workers > 1 or spec.simulate is not None):
+        raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
     if load.workers > 1 and spec.simulate is not None:
         raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
 
@@ -216,7 +221,7 @@ def _server(args: argparse.Namespace) -> ServerSpec:
 
 def _load(args: argparse.Namespace) -> LoadSpec:
     return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
-                    workers=args.workers, num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
+                    workers=args.workers, ray=args.ray, num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
 
 
 def _request(args: argparse.Namespace) -> RequestSpec:

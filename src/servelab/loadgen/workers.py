@@ -122,7 +122,7 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, 
     workers = [_start(ctx, config, s, tokenizer, core, go, t0) for s, core in zip(shards, _cores(n))]
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        _loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0))
+        loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0))
     finally:
         for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
             signal.signal(sig, handler)
@@ -162,14 +162,20 @@ def _cores(n: int) -> list[int | None]:
     return cores[:n] if len(cores) >= n else [None] * n
 
 
-def _start(ctx, config: BenchConfig, shard: Shard, tokenizer, core, go, t0) -> _Worker:
+def shard_config(config: BenchConfig, shard: Shard) -> BenchConfig:
+    """The run's config as one shard runs it: its share of the cap; the ready check and
+    warm-ups are the first shard's, once."""
     load = replace(config.load, max_concurrency=shard.max_concurrency, workers=1)
-    if shard.index > 0:  # the ready check and warm-ups are the first worker's, once
+    if shard.index > 0:
         load = replace(load, num_warmups=0, ready_check_timeout_s=0)
+    return replace(config, load=load)
+
+
+def _start(ctx, config: BenchConfig, shard: Shard, tokenizer, core, go, t0) -> _Worker:
     parent_end, child_end = ctx.Pipe(duplex=False)
     live = ctx.Array("q", len(LIVE_FIELDS), lock=False)
     proc = ctx.Process(target=_worker_main, name=f"servelab-worker-{shard.index}", daemon=True,
-                       args=(replace(config, load=load), shard, tokenizer, core, child_end, go, t0, live,
+                       args=(shard_config(config, shard), shard, tokenizer, core, child_end, go, t0, live,
                              os.getpid()))
     proc.start()
     child_end.close()
@@ -308,7 +314,7 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t
         return t0.value
 
     try:
-        run = _loop_run(_shard(config, shard, tokenizer, start, counters))
+        run = loop_run(_shard(config, shard, tokenizer, start, counters))
     except _Aborted:
         return
     except ServelabError as exc:
@@ -316,9 +322,14 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t
         return
     finally:
         stopped.set()
-    conn.send(("done", ShardRun(shard.index, os.getpid(), core, len(shard.samples), run.records,
-                                run.outcome.t0_ns, run.outcome.end_ns, run.outcome.interrupted,
-                                run.outcome.not_sent, run.client_cpu_s, run.wall_start, run.server_models)))
+    conn.send(("done", shard_run(shard, core, run)))
+
+
+def shard_run(shard: Shard, core: int | None, run: BenchRun) -> ShardRun:
+    """What a shard sends back: its records and the little the parent needs of its outcome."""
+    return ShardRun(shard.index, os.getpid(), core, len(shard.samples), run.records, run.outcome.t0_ns,
+                    run.outcome.end_ns, run.outcome.interrupted, run.outcome.not_sent, run.client_cpu_s,
+                    run.wall_start, run.server_models)
 
 
 def _publish(counters: Counters, live, stopped: threading.Event) -> None:
@@ -351,7 +362,7 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _loop_run(coro):
+def loop_run(coro):
     try:
         import uvloop
 

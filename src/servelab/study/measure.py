@@ -192,6 +192,12 @@ def _preamble(config: BenchConfig) -> None:
 
 def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
     """The run in this process, or split between ``--workers`` processes (loadgen/workers.py)."""
+    if spec.load.ray is not None:
+        from servelab.loadgen.ray_shards import run_ray  # Ray is optional: imported only here
+
+        print(f"servelab: load from the Ray cluster at {spec.load.ray}, one shard per node", flush=True)
+        workers = run_ray(config, samples, tokenizer, spec.load.ray, on_start)
+        return workers.run, workers
     if spec.load.workers == 1:
         return _run(config, samples, tokenizer, progress=spec.output.progress, on_start=on_start), None
     print(f"servelab: {spec.load.workers} client workers, one schedule dealt round-robin; "
