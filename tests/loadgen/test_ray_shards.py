@@ -49,3 +49,33 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
     by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
     assert [by_id[s.request_id] for s in reqs] == [int(o) for o in schedule(config, 30)]
     assert sorted(r.request_id for r in mock.truth().requests) == sorted(by_id)
+
+
+def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(two_nodes, mock_server):
+    import os
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    def kill_one_shard() -> None:
+        time.sleep(0.8)
+        shard = next(p for p in psutil.process_iter(["cmdline"])
+                     if (p.info["cmdline"] or [""])[0].startswith("ray::ShardActor"))
+        os.kill(shard.pid, signal.SIGKILL)
+
+    mock = mock_server(ttft_ms=5, itl_ms=20)
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=20.0), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(60)]
+    killer = threading.Thread(target=kill_one_shard)
+    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start())
+    killer.join()
+    failed = [w for w in got.section["per_worker"] if w["failed"]]
+    assert len(failed) == 1 and failed[0]["lost_requests"] == 30 and "Actor" in failed[0]["failed"]
+    assert len(got.failed) == 1 and "30 requests are lost" in got.failed[0]
+    kept = got.run.records
+    survivor = next(w for w in got.section["per_worker"] if not w["failed"])
+    assert 0 < len(kept) < 30 and survivor["records"] == len(kept)  # stopped early, its records kept
+    assert got.run.outcome.interrupted

@@ -46,6 +46,7 @@ class ShardActor:
         self.config, self.shard, self.tokenizer = config, shard, tokenizer
         self.ready, self.go = threading.Event(), threading.Event()
         self.t0 = 0
+        self.stopper = None  # (loop, asyncio.Event) once the shard's loop runs
 
     def clock(self) -> int:
         return time.perf_counter_ns()
@@ -56,6 +57,13 @@ class ShardActor:
     def release(self, t0_local: int) -> None:
         self.t0 = t0_local
         self.go.set()
+
+    def stop(self) -> None:
+        """End the shard now (another node failed), keeping what completed."""
+        if self.stopper is not None:
+            loop, event = self.stopper
+            loop.call_soon_threadsafe(event.set)
+        self.release(time.perf_counter_ns())
 
     def run(self) -> ShardRun:
         import asyncio
@@ -69,7 +77,8 @@ class ShardActor:
             return self.t0
 
         async def main() -> BenchRun:
-            return await run_bench(self.config, list(self.shard.samples), self.tokenizer, asyncio.Event(),
+            self.stopper = (asyncio.get_running_loop(), asyncio.Event())
+            return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
                                    Counters(), on_start=start, offsets_ns=self.shard.offsets_ns)
 
         return shard_run(self.shard, None, loop_run(main()))
@@ -95,7 +104,7 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
         from servelab.loadgen.pacer import Counters
 
         on_start(Counters())  # the counters live on the nodes
-    got = _gather(ray, runs)
+    got = _gather(ray, runs, actors)
     return _merged(shards, nodes, clocks, got, t0)
 
 
@@ -120,15 +129,19 @@ def clock_offset(ray, actor) -> tuple[int, int]:
     return offset, rtt // 2
 
 
-def _gather(ray, runs) -> list[ShardRun | str]:
-    """Each shard's run, or why its actor failed (the others' records are kept)."""
-    out = []
-    for ref in runs:
+def _gather(ray, runs, actors) -> list[ShardRun | str]:
+    """Each shard's run, or why its actor failed. A failure ends the run: the other shards
+    are stopped and return what they completed."""
+    got, pending = {}, list(runs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
         try:
-            out.append(ray.get(ref))
-        except Exception as exc:  # a dead actor or node: Ray's error, named in the result
-            out.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    return out
+            got[done[0]] = ray.get(done[0])
+        except Exception as exc:  # a dead actor or node, in Ray's words; named in the result
+            got[done[0]] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+            for actor in actors:
+                actor.stop.remote()  # fire and forget: the dead one's call fails, unread
+    return [got[ref] for ref in runs]
 
 
 def shifted(r: RequestRecord, by: int) -> RequestRecord:
