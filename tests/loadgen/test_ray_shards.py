@@ -79,3 +79,22 @@ def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(tw
     survivor = next(w for w in got.section["per_worker"] if not w["failed"])
     assert 0 < len(kept) < 30 and survivor["records"] == len(kept)  # stopped early, its records kept
     assert got.run.outcome.interrupted
+
+
+def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_server, qwen3_path, tmp_path, capsys):
+    import dataclasses
+
+    from servelab.config import BenchSpec, DatasetSpec, OutputSpec, ServerSpec
+    from servelab.study.measure import execute
+
+    mock = mock_server(ttft_ms=2, itl_ms=1)
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url), load=LoadSpec(request_rate=300.0, max_concurrency=4),
+                     dataset=DatasetSpec(name="random", num_prompts=20, random_input_len=16, random_output_len=6),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    one = execute(spec)
+    on_ray = execute(dataclasses.replace(spec, load=dataclasses.replace(spec.load, ray=two_nodes.address)))
+    assert on_ray.exit_code == 0 and on_ray.summary.completed == 20
+    assert set(on_ray.result) == set(one.result)
+    assert set(on_ray.result["servelab"]) - {"workers"} == set(one.result["servelab"])
+    assert [w["records"] for w in on_ray.result["servelab"]["workers"]["per_worker"]] == [10, 10]
+    assert "one shard per node" in capsys.readouterr().out

@@ -193,3 +193,20 @@ def test_ctrl_c_stops_every_worker_and_keeps_what_completed(mock_server, qwen3_p
     assert all(w["failed"] is None and w["interrupted"] for w in result["servelab"]["workers"]["per_worker"])
     pids = [w["pid"] for w in result["servelab"]["workers"]["per_worker"]]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+
+def test_ray_without_ray_installed_is_a_one_line_error():
+    import importlib.util
+
+    import pytest
+
+    from servelab.errors import InputError
+    from servelab.flags.bench_serve import check_spec
+    from servelab.loadgen.ray_shards import run_ray
+
+    with pytest.raises(InputError, match="--ray cannot be used with --workers"):
+        check_spec(dataclasses.replace(BenchSpec(), load=LoadSpec(workers=2, ray="auto")))
+    if importlib.util.find_spec("ray") is not None:
+        pytest.skip("ray is installed here")
+    with pytest.raises(InputError, match=r"pip install 'servelab\[ray\]'"):
+        run_ray(bench_config("http://127.0.0.1:9", 1.0, None), samples(2), None, "auto")
