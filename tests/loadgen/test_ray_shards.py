@@ -87,14 +87,18 @@ def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_serv
     from servelab.config import BenchSpec, DatasetSpec, OutputSpec, ServerSpec
     from servelab.study.measure import execute
 
-    mock = mock_server(ttft_ms=2, itl_ms=1)
+    mock = mock_server(ttft_ms=2, itl_ms=40)
     spec = BenchSpec(server=ServerSpec(base_url=mock.url), load=LoadSpec(request_rate=300.0, max_concurrency=4),
                      dataset=DatasetSpec(name="random", num_prompts=20, random_input_len=16, random_output_len=6),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
     one = execute(spec)
-    on_ray = execute(dataclasses.replace(spec, load=dataclasses.replace(spec.load, ray=two_nodes.address)))
+    # telemetry on: the nodes' counters, polled, are the client samples
+    on_ray = execute(dataclasses.replace(
+        spec, load=dataclasses.replace(spec.load, ray=two_nodes.address, request_rate=100.0),
+        output=dataclasses.replace(spec.output, telemetry=True, telemetry_interval_s=0.05)))
     assert on_ray.exit_code == 0 and on_ray.summary.completed == 20
     assert set(on_ray.result) == set(one.result)
-    assert set(on_ray.result["servelab"]) - {"workers"} == set(one.result["servelab"])
+    assert set(on_ray.result["servelab"]) - {"workers", "telemetry"} == set(one.result["servelab"])
+    assert 0 < on_ray.result["servelab"]["telemetry"]["client"]["in_flight"]["max"] <= 4
     assert [w["records"] for w in on_ray.result["servelab"]["workers"]["per_worker"]] == [10, 10]
     assert "one shard per node" in capsys.readouterr().out

@@ -17,17 +17,19 @@ Offsets and bounds go into the result. Needs ``servelab[ray]`` (ray).
 from __future__ import annotations
 
 import dataclasses
+import resource
 import threading
 import time
 
 from servelab.errors import InputError, ServerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
-from servelab.loadgen.pacer import RunOutcome
+from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, merge, split
-from servelab.loadgen.workers import ShardRun, WorkersRun, loop_run, shard_config, shard_run
+from servelab.loadgen.workers import LIVE_FIELDS, Live, ShardRun, WorkersRun, loop_run, shard_config, shard_run
 from servelab.records import RequestRecord
 
 CLOCK_SAMPLES = 16
+POLL_S = 0.25  # the nodes' counters, for the progress line and telemetry's client samples
 START_AHEAD_NS = 500_000_000  # a release crosses the cluster (Ray RPC) before each node's t0
 
 
@@ -47,6 +49,7 @@ class ShardActor:
         self.ready, self.go = threading.Event(), threading.Event()
         self.t0 = 0
         self.stopper = None  # (loop, asyncio.Event) once the shard's loop runs
+        self.live = Counters()
 
     def clock(self) -> int:
         return time.perf_counter_ns()
@@ -57,6 +60,11 @@ class ShardActor:
     def release(self, t0_local: int) -> None:
         self.t0 = t0_local
         self.go.set()
+
+    def counters(self) -> list[int]:
+        """This shard's live counters and CPU, as a local worker publishes them (LIVE_FIELDS)."""
+        c, ru = self.live, resource.getrusage(resource.RUSAGE_SELF)
+        return [c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, int((ru.ru_utime + ru.ru_stime) * 1e9)]
 
     def stop(self) -> None:
         """End the shard now (another node failed), keeping what completed."""
@@ -69,7 +77,6 @@ class ShardActor:
         import asyncio
 
         from servelab.loadgen.drive import run_bench
-        from servelab.loadgen.pacer import Counters
 
         def start() -> int:
             self.ready.set()
@@ -79,7 +86,7 @@ class ShardActor:
         async def main() -> BenchRun:
             self.stopper = (asyncio.get_running_loop(), asyncio.Event())
             return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
-                                   Counters(), on_start=start, offsets_ns=self.shard.offsets_ns)
+                                   self.live, on_start=start, offsets_ns=self.shard.offsets_ns)
 
         return shard_run(self.shard, None, loop_run(main()))
 
@@ -100,12 +107,39 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     clocks = [clock_offset(ray, a) for a in actors]
     t0 = time.perf_counter_ns() + START_AHEAD_NS
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
-    if on_start is not None:
-        from servelab.loadgen.pacer import Counters
-
-        on_start(Counters())  # the counters live on the nodes
-    got = _gather(ray, runs, actors)
+    got = loop_run(_supervise(ray, runs, actors, t0, on_start))
     return _merged(shards, nodes, clocks, got, t0)
+
+
+async def _supervise(ray, runs, actors, t0: int, on_start) -> list[ShardRun | str]:
+    """In an event loop (telemetry's client sampler runs in it): ``on_start(live)`` at t0,
+    the nodes' counters polled into ``live`` every POLL_S until every shard has ended."""
+    import asyncio
+
+    await asyncio.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9))
+    live = Live([[0] * len(LIVE_FIELDS) for _ in actors])
+    if on_start is not None:
+        on_start(live)
+    got, pending = {}, list(runs)
+    while pending:
+        await asyncio.sleep(POLL_S)
+        done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+        for ref in done:
+            got[ref] = _outcome(ray, ref, actors)
+        live.arrays = _counters(ray, actors, live.arrays)
+        live.refresh()
+    return [got[ref] for ref in runs]
+
+
+def _counters(ray, actors, last: list) -> list:
+    """Each node's counters now (a node that cannot answer keeps its last row)."""
+    rows = []
+    for actor, row in zip(actors, last):
+        try:
+            rows.append(ray.get(actor.counters.remote(), timeout=1.0))
+        except Exception:  # a dead or busy actor: its last row stands
+            rows.append(row)
+    return rows
 
 
 def _place(ray, node: str, config: BenchConfig, shard: Shard, tokenizer):
@@ -129,19 +163,15 @@ def clock_offset(ray, actor) -> tuple[int, int]:
     return offset, rtt // 2
 
 
-def _gather(ray, runs, actors) -> list[ShardRun | str]:
-    """Each shard's run, or why its actor failed. A failure ends the run: the other shards
+def _outcome(ray, ref, actors) -> ShardRun | str:
+    """A shard's run, or why its actor failed. A failure ends the run: the other shards
     are stopped and return what they completed."""
-    got, pending = {}, list(runs)
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        try:
-            got[done[0]] = ray.get(done[0])
-        except Exception as exc:  # a dead actor or node, in Ray's words; named in the result
-            got[done[0]] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-            for actor in actors:
-                actor.stop.remote()  # fire and forget: the dead one's call fails, unread
-    return [got[ref] for ref in runs]
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # a dead actor or node, in Ray's words; named in the result
+        for actor in actors:
+            actor.stop.remote()  # fire and forget: the dead one's call fails, unread
+        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
 
 
 def shifted(r: RequestRecord, by: int) -> RequestRecord:
