@@ -210,3 +210,20 @@ def test_ray_without_ray_installed_is_a_one_line_error():
         pytest.skip("ray is installed here")
     with pytest.raises(InputError, match=r"pip install 'servelab\[ray\]'"):
         run_ray(bench_config("http://127.0.0.1:9", 1.0, None), samples(2), None, "auto")
+
+
+def test_a_worker_that_fails_before_the_start_calls_the_run_off_in_one_line():
+    """Worker 0's ready check fails: nobody starts, every worker ends, the error names the worker."""
+    import socket
+
+    import pytest
+
+    from servelab.errors import ServerError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    config = dataclasses.replace(bench_config(url, 10.0, None), load=LoadSpec(ready_check_timeout_s=1))
+    with pytest.raises(ServerError, match=r"^worker 0: .* not ready after 1 s"):
+        run_workers(config, samples(4), None, 2)
+    assert not multiprocessing.active_children()
