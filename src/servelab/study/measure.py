@@ -73,6 +73,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         _preamble(config)
         if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
             run, timeline, labels = simulated.run(spec, config, samples)
+            workers = None
         else:
             run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
             timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
