@@ -60,7 +60,9 @@ class LoadSpec:
 
     request_rate: float = float("inf")  # inf: every request at t0
     burstiness: float = 1.0  # gamma shape of the gaps; 1 = Poisson
-    max_concurrency: int | None = None  # requests in flight at most (the client's cap)
+    max_concurrency: int | None = None  # requests in flight at most (the client's cap), whole run
+    workers: int = 1  # client processes sharing one schedule (loadgen/workers.py)
+    ray: str | None = None  # a Ray cluster's address ("auto": the local one): one shard per node
     num_warmups: int = 0
     ready_check_timeout_s: int = 0
 

@@ -69,8 +69,9 @@ def client_bound(ev: Evidence) -> Verdict | None:
         "client-bound", max(conf for conf, _ in found),
         "The client limits this run (" + "; ".join(r for _, r in found) + "): the numbers understate the server.",
         {"client_cpu_fraction": _r(cpu), "cpu_saturated_share": _r(hot), "schedule_lag_p99_ms": _r(lag)},
-        "Give the client more CPU — its own cores (taskset), or the load split across several client "
-        "processes or machines — and re-run; if throughput rises, this run measured the client.")
+        "Split the load across client processes — re-run with `--workers N` (one core each, one "
+        "schedule), or give the client its own cores (taskset) — and compare; if throughput rises, "
+        "this run measured the client.")
 
 
 def client_concurrency_cap(ev: Evidence) -> Verdict | None:

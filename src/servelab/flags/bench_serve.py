@@ -43,6 +43,13 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="gamma shape of the gaps between arrivals; 1 is Poisson (default: %(default)s)")
     g.add_argument("--max-concurrency", type=int, default=None,
                    help="requests in flight at most, across the whole run (default: no cap)")
+    g.add_argument("--workers", type=int, default=1,
+                   help="client processes, each on its own core, sharing one schedule (round-robin) and "
+                        "one start instant; --max-concurrency is split between them, floor/ceil shares "
+                        "summing to it (default: %(default)s)")
+    g.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="drive the load from every node of a Ray cluster (default address: auto), one "
+                        "shard per node, clocks aligned by an NTP-style exchange; needs servelab[ray]")
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
     g = p.add_argument_group("requests")
     g.add_argument("--ignore-eos", action="store_true", help="ask the server to generate the full output length")
@@ -139,6 +146,7 @@ def check_spec(spec: BenchSpec) -> None:
     load = spec.load
     if load.max_concurrency is not None and load.max_concurrency <= 0:
         raise InputError("--max-concurrency must be greater than 0")
+    _check_workers(spec)
     if not load.request_rate > 0 or math.isnan(load.request_rate):
         raise InputError("--request-rate must be positive (or inf)")
     if not load.burstiness > 0:
@@ -149,6 +157,21 @@ def check_spec(spec: BenchSpec) -> None:
         raise InputError("--num-warmups must be >= 0")
     if not spec.output.telemetry_interval_s > 0:
         raise InputError("--telemetry-interval must be positive")
+
+
+def _check_workers(spec: BenchSpec) -> None:
+    from servelab.errors import InputError
+
+    load = spec.load
+    if load.workers < 1:
+        raise InputError("--workers must be at least 1")
+    if load.max_concurrency is not None and load.workers > load.max_concurrency:
+        raise InputError(f"--workers {load.workers} is more than --max-concurrency {load.max_concurrency}: "
+                         f"each worker needs at least one of the run's concurrency slots")
+    if load.ray is not None and (load.workers > 1 or spec.simulate is not None):
+        raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
+    if load.workers > 1 and spec.simulate is not None:
+        raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
 
 
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
@@ -198,7 +221,7 @@ def _server(args: argparse.Namespace) -> ServerSpec:
 
 def _load(args: argparse.Namespace) -> LoadSpec:
     return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
-                    num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
+                    workers=args.workers, ray=args.ray, num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
 
 
 def _request(args: argparse.Namespace) -> RequestSpec:

@@ -98,8 +98,12 @@ async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
 
 async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
                     stop: asyncio.Event, counters: Counters | None = None,
-                    on_start=None) -> BenchRun:
-    """Run ``samples`` against the server; ``stop`` ends it early, keeping results."""
+                    on_start=None, offsets_ns=None) -> BenchRun:
+    """Run ``samples`` against the server; ``stop`` ends it early, keeping results.
+
+    ``offsets_ns``: the schedule, when a caller drew it (a worker's shard of one
+    schedule); ``on_start`` may return the absolute t0 (the workers' shared instant).
+    """
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
     try:
         payloads = prepare(config, samples, pool)
@@ -111,13 +115,11 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
             await wait_ready(config, pool, probe)
         if config.load.num_warmups > 0:
             await warm_up(config, pool, probe)
-        offsets = arrival_offsets_ns(len(samples), config.load.request_rate, config.load.burstiness,
-                                     np.random.default_rng(config.seed))
+        offsets = offsets_ns if offsets_ns is not None else schedule(config, len(samples))
         await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
-        if on_start is not None:
-            on_start()
+        t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
-        outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters)
+        outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters, t0)
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()
@@ -125,6 +127,12 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
     if outcome.interrupted:  # in-flight requests were cut off: not measured, not failures
         records = [r for r in records if r.error != _CUT]
     return BenchRun(records, outcome, wall0, cpu, models)
+
+
+def schedule(config: BenchConfig, n: int):
+    """The run's arrival offsets, drawn from its seed: the same for one worker or many."""
+    return arrival_offsets_ns(n, config.load.request_rate, config.load.burstiness,
+                              np.random.default_rng(config.seed))
 
 
 _CUT = "interrupted before completion"

@@ -57,10 +57,12 @@ class Counters:
 
 
 async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concurrency: int | None,
-                       stop: asyncio.Event, counters: Counters | None = None) -> RunOutcome:
+                       stop: asyncio.Event, counters: Counters | None = None,
+                       t0_ns: int | None = None) -> RunOutcome:
     """Send ``payloads[i]`` at ``t0 + offsets_ns[i]``; return every attempt.
 
-    ``max_concurrency`` caps requests in flight (``None``: no cap).
+    ``max_concurrency`` caps requests in flight (``None``: no cap); ``t0_ns``: an
+    absolute start instant shared with other workers (``None``: now).
     """
     counters = counters or Counters()
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
@@ -70,7 +72,7 @@ async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concur
     gc.freeze()  # the request loop allocates little; no GC pauses inside it
     gc.disable()
     try:
-        t0 = _now()
+        t0 = _now() if t0_ns is None else t0_ns
         stopper = asyncio.ensure_future(stop.wait())
         for i, offset in enumerate(offsets_ns):
             attempt = Attempt(i, t0 + int(offset))

@@ -31,6 +31,8 @@ from servelab.diagnose.rules import client_limits
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
+from servelab.loadgen.shards import concurrency_shares
+from servelab.loadgen.workers import run_workers
 from servelab.loadgen.progress import Progress, elapsed
 from servelab.loadgen.pacer import Counters
 from servelab.metrics.console import console_block
@@ -71,9 +73,9 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         _preamble(config)
         if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
             run, timeline, labels = simulated.run(spec, config, samples)
+            workers = None
         else:
-            run = _run(config, samples, tokenizer, progress=spec.output.progress,
-                       on_start=_with_telemetry(recorder, on_start))
+            run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
             timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
             labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     out = spec.output
@@ -88,7 +90,11 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     extra = servelab_section(spec, config, run, summary, tokenizer)
     extra.update(labels)
     extra.update(context or {})
+    if workers is not None:
+        extra["workers"] = workers.section
     _footer(extra)
+    for line in workers.failed if workers is not None else ():
+        print(f"servelab: WARNING {line}; results cover the other workers' records")
     result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
     print(render_diagnosis(diagnosis))
     code = 130 if run.outcome.interrupted else (1 if summary.completed == 0 else 0)
@@ -183,6 +189,23 @@ def _preamble(config: BenchConfig) -> None:
     dist = "Poisson process" if load.burstiness == 1.0 else "Gamma distribution"
     print(f"Burstiness factor: {load.burstiness} ({dist})")
     print(f"Maximum request concurrency: {load.max_concurrency}", flush=True)
+
+
+def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
+    """The run in this process, or split between ``--workers`` processes (loadgen/workers.py)."""
+    if spec.load.ray is not None:
+        from servelab.loadgen.ray_shards import run_ray  # Ray is optional: imported only here
+
+        print(f"servelab: load from the Ray cluster at {spec.load.ray}, one shard per node", flush=True)
+        workers = run_ray(config, samples, tokenizer, spec.load.ray, on_start)
+        return workers.run, workers
+    if spec.load.workers == 1:
+        return _run(config, samples, tokenizer, progress=spec.output.progress, on_start=on_start), None
+    print(f"servelab: {spec.load.workers} client workers, one schedule dealt round-robin; "
+          f"max concurrency split {concurrency_shares(config.load.max_concurrency, spec.load.workers)}",
+          flush=True)
+    workers = run_workers(config, samples, tokenizer, spec.load.workers, on_start, progress=spec.output.progress)
+    return workers.run, workers
 
 
 def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:

@@ -1,0 +1,213 @@
+"""``--ray [ADDRESS]``: one run's schedule driven from every node of a Ray cluster.
+
+Ray is the control plane only: it places one actor per alive node (node affinity,
+not soft), carries the shard there and the records back in bulk. Each actor runs a
+whole shard (loadgen/shards.py) with the same ``run_bench`` as a local worker, in a
+thread of its own with its own event loop, so the actor can still answer ``clock``
+and ``release`` while the shard waits to start.
+
+Clocks: ``perf_counter_ns`` is per machine. Before the start the driver measures
+each node's offset with an NTP-style exchange — send at ``a``, the node reads its
+clock ``r``, reply at ``b``: offset = r − (a + b)/2, error at most (b − a)/2 — and
+keeps the sample with the smallest round trip. The start instant is sent in each
+node's own clock (t0 + offset); records come back shifted onto the driver's clock.
+Offsets and bounds go into the result. Needs ``servelab[ray]`` (ray).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import threading
+import time
+
+from servelab.errors import InputError, ServerError
+from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
+from servelab.loadgen.pacer import Counters, RunOutcome
+from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, merge, split
+from servelab.loadgen.workers import LIVE_FIELDS, Live, ShardRun, WorkersRun, loop_run, shard_config, shard_run
+from servelab.records import RequestRecord
+
+CLOCK_SAMPLES = 16
+POLL_S = 0.25  # the nodes' counters, for the progress line and telemetry's client samples
+START_AHEAD_NS = 500_000_000  # a release crosses the cluster (Ray RPC) before each node's t0
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'servelab[ray]'") from None
+    return ray
+
+
+class ShardActor:
+    """One node's shard. ``run`` blocks (in Ray's thread pool) until the shard ends."""
+
+    def __init__(self, config: BenchConfig, shard: Shard, tokenizer) -> None:
+        self.config, self.shard, self.tokenizer = config, shard, tokenizer
+        self.ready, self.go = threading.Event(), threading.Event()
+        self.t0 = 0
+        self.stopper = None  # (loop, asyncio.Event) once the shard's loop runs
+        self.live = Counters()
+
+    def clock(self) -> int:
+        return time.perf_counter_ns()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return self.ready.wait(timeout_s)
+
+    def release(self, t0_local: int) -> None:
+        self.t0 = t0_local
+        self.go.set()
+
+    def counters(self) -> list[int]:
+        """This shard's live counters and CPU, as a local worker publishes them (LIVE_FIELDS)."""
+        c, ru = self.live, resource.getrusage(resource.RUSAGE_SELF)
+        return [c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, int((ru.ru_utime + ru.ru_stime) * 1e9)]
+
+    def stop(self) -> None:
+        """End the shard now (another node failed), keeping what completed."""
+        if self.stopper is not None:
+            loop, event = self.stopper
+            loop.call_soon_threadsafe(event.set)
+        self.release(time.perf_counter_ns())
+
+    def run(self) -> ShardRun:
+        import asyncio
+
+        from servelab.loadgen.drive import run_bench
+
+        def start() -> int:
+            self.ready.set()
+            self.go.wait()
+            return self.t0
+
+        async def main() -> BenchRun:
+            self.stopper = (asyncio.get_running_loop(), asyncio.Event())
+            return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
+                                   self.live, on_start=start, offsets_ns=self.shard.offsets_ns)
+
+        return shard_run(self.shard, None, loop_run(main()))
+
+
+def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None) -> WorkersRun:
+    """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address or "auto", log_to_driver=False)
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    if len(samples) < len(nodes):
+        raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
+    shards = split(samples, schedule(config, len(samples)), config.load.max_concurrency, len(nodes))
+    actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
+    runs = [a.run.remote() for a in actors]
+    if not all(ray.get([a.wait_ready.remote(300.0) for a in actors])):
+        raise ServerError("--ray: a node's shard was not ready in 300 s")
+    clocks = [clock_offset(ray, a) for a in actors]
+    t0 = time.perf_counter_ns() + START_AHEAD_NS
+    ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
+    got = loop_run(_supervise(ray, runs, actors, t0, on_start))
+    return _merged(shards, nodes, clocks, got, t0)
+
+
+async def _supervise(ray, runs, actors, t0: int, on_start) -> list[ShardRun | str]:
+    """In an event loop (telemetry's client sampler runs in it): ``on_start(live)`` at t0,
+    the nodes' counters polled into ``live`` every POLL_S until every shard has ended."""
+    import asyncio
+
+    await asyncio.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9))
+    live = Live([[0] * len(LIVE_FIELDS) for _ in actors])
+    if on_start is not None:
+        on_start(live)
+    got, pending = {}, list(runs)
+    while pending:
+        await asyncio.sleep(POLL_S)
+        done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+        for ref in done:
+            got[ref] = _outcome(ray, ref, actors)
+        live.arrays = _counters(ray, actors, live.arrays)
+        live.refresh()
+    return [got[ref] for ref in runs]
+
+
+def _counters(ray, actors, last: list) -> list:
+    """Each node's counters now (a node that cannot answer keeps its last row)."""
+    rows = []
+    for actor, row in zip(actors, last):
+        try:
+            rows.append(ray.get(actor.counters.remote(), timeout=1.0))
+        except Exception:  # a dead or busy actor: its last row stands
+            rows.append(row)
+    return rows
+
+
+def _place(ray, node: str, config: BenchConfig, shard: Shard, tokenizer):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    cls = ray.remote(num_cpus=1, max_concurrency=4)(ShardActor)
+    where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+    return cls.options(scheduling_strategy=where).remote(shard_config(config, shard), shard, tokenizer)
+
+
+def clock_offset(ray, actor) -> tuple[int, int]:
+    """(node clock − driver clock, its error bound) from the minimum-round-trip sample."""
+    best = None
+    for _ in range(CLOCK_SAMPLES):
+        a = time.perf_counter_ns()
+        r = ray.get(actor.clock.remote())
+        b = time.perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, r - (a + b) // 2)
+    rtt, offset = best
+    return offset, rtt // 2
+
+
+def _outcome(ray, ref, actors) -> ShardRun | str:
+    """A shard's run, or why its actor failed. A failure ends the run: the other shards
+    are stopped and return what they completed."""
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # a dead actor or node, in Ray's words; named in the result
+        for actor in actors:
+            actor.stop.remote()  # fire and forget: the dead one's call fails, unread
+        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+
+
+def shifted(r: RequestRecord, by: int) -> RequestRecord:
+    """A record from a node's clock onto the driver's (``by`` = −offset)."""
+    return dataclasses.replace(r, intended_ns=r.intended_ns + by, dispatched_ns=r.dispatched_ns + by,
+                               sent_ns=r.sent_ns + by, done_ns=r.done_ns + by,
+                               token_ns=tuple(t + by for t in r.token_ns))
+
+
+def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int) -> WorkersRun:
+    runs = [g for g in got if isinstance(g, ShardRun)]
+    by_shard = [[shifted(r, -off) for r in g.records] if isinstance(g, ShardRun) else []
+                for g, (off, _) in zip(got, clocks)]
+    ends = [g.end_ns - off for g, (off, _) in zip(got, clocks) if isinstance(g, ShardRun)]
+    failed = [g for g in got if not isinstance(g, ShardRun)]
+    outcome = RunOutcome(t0, max(ends, default=t0), [], bool(failed) or any(g.interrupted for g in runs),
+                         sum(g.not_sent for g in runs))
+    run = BenchRun(merge(by_shard), outcome, min((g.wall_start for g in runs), default=time.time()),
+                   max((g.cpu_s for g in runs), default=0.0),
+                   next((g.server_models for g in runs if g.server_models), None))
+    entries = [_entry(s, n, c, g) for s, n, c, g in zip(shards, nodes, clocks, got)]
+    lines = [f"Ray node {e['node'][:12]} (shard {e['worker']}) failed ({e['failed']}): its "
+             f"{e['lost_requests']} requests are lost" for e in entries if e["failed"]]
+    section = {"count": len(shards), "placement": "one actor per alive node, node affinity (not soft)",
+               "start_perf_ns": t0, "concurrency_rule": CONCURRENCY_RULE,
+               "max_concurrency_shares": [s.max_concurrency for s in shards],
+               "clock": f"NTP-style, min round trip of {CLOCK_SAMPLES}; offset = node − driver",
+               "per_worker": entries}
+    return WorkersRun(run, section, lines, runs)
+
+
+def _entry(shard: Shard, node: str, clock, got) -> dict:
+    offset, bound = clock
+    entry = {"worker": shard.index, "node": node, "clock_offset_ns": offset, "clock_bound_ns": bound,
+             "requests": len(shard.samples), "max_concurrency": shard.max_concurrency}
+    if not isinstance(got, ShardRun):
+        return {**entry, "failed": got, "lost_requests": len(shard.samples)}
+    return {**entry, "failed": None, "lost_requests": 0, "records": len(got.records), "cpu_s": got.cpu_s,
+            "pid": got.pid}

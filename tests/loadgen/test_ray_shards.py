@@ -1,0 +1,104 @@
+"""``--ray`` (loadgen/ray_shards.py) on a real 2-node Ray cluster on this machine
+(Ray's own ``cluster_utils.Cluster``: two raylets), against the mock. Skipped where Ray
+is not installed (it is the optional extra ``servelab[ray]``)."""
+
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from servelab.config import LoadSpec  # noqa: E402
+from servelab.loadgen.drive import BenchConfig, schedule  # noqa: E402
+from servelab.loadgen.ray_shards import run_ray  # noqa: E402
+from servelab.records import SampleRequest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes, mock_server):
+    mock = mock_server(ttft_ms=2, itl_ms=2)
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=200.0, max_concurrency=5), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 5, f"ray-{i}") for i in range(30)]
+    got = run_ray(config, reqs, None, two_nodes.address)
+    section = got.section
+    nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert section["count"] == 2 and {w["node"] for w in section["per_worker"]} == nodes
+    assert section["max_concurrency_shares"] == [3, 2]
+    assert all(w["failed"] is None and w["records"] == 15 for w in section["per_worker"])
+    # offsets measured and bounded (one machine: one clock, so |offset| ≤ its bound)
+    assert all(0 < w["clock_bound_ns"] and abs(w["clock_offset_ns"]) <= w["clock_bound_ns"]
+               for w in section["per_worker"])
+    # the merge is exactly what the shards measured, on the driver's clock
+    assert sorted(r.request_id for r in got.run.records) == sorted(r.request_id for s in got.shards
+                                                                   for r in s.records)
+    assert all(r.success for r in got.run.records) and len(got.run.records) == 30
+    # and follows the one schedule from the one start instant
+    by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
+    assert [by_id[s.request_id] for s in reqs] == [int(o) for o in schedule(config, 30)]
+    assert sorted(r.request_id for r in mock.truth().requests) == sorted(by_id)
+
+
+def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(two_nodes, mock_server):
+    import os
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    def kill_one_shard() -> None:
+        time.sleep(0.8)
+        shard = next(p for p in psutil.process_iter(["cmdline"])
+                     if (p.info["cmdline"] or [""])[0].startswith("ray::ShardActor"))
+        os.kill(shard.pid, signal.SIGKILL)
+
+    mock = mock_server(ttft_ms=5, itl_ms=20)
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=20.0), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(60)]
+    killer = threading.Thread(target=kill_one_shard)
+    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start())
+    killer.join()
+    failed = [w for w in got.section["per_worker"] if w["failed"]]
+    assert len(failed) == 1 and failed[0]["lost_requests"] == 30 and "Actor" in failed[0]["failed"]
+    assert len(got.failed) == 1 and "30 requests are lost" in got.failed[0]
+    kept = got.run.records
+    survivor = next(w for w in got.section["per_worker"] if not w["failed"])
+    assert 0 < len(kept) < 30 and survivor["records"] == len(kept)  # stopped early, its records kept
+    assert got.run.outcome.interrupted
+
+
+def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_server, qwen3_path, tmp_path, capsys):
+    import dataclasses
+
+    from servelab.config import BenchSpec, DatasetSpec, OutputSpec, ServerSpec
+    from servelab.study.measure import execute
+
+    mock = mock_server(ttft_ms=2, itl_ms=40)
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url), load=LoadSpec(request_rate=300.0, max_concurrency=4),
+                     dataset=DatasetSpec(name="random", num_prompts=20, random_input_len=16, random_output_len=6),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    one = execute(spec)
+    # telemetry on: the nodes' counters, polled, are the client samples
+    on_ray = execute(dataclasses.replace(
+        spec, load=dataclasses.replace(spec.load, ray=two_nodes.address, request_rate=100.0),
+        output=dataclasses.replace(spec.output, telemetry=True, telemetry_interval_s=0.05)))
+    assert on_ray.exit_code == 0 and on_ray.summary.completed == 20
+    assert set(on_ray.result) == set(one.result)
+    assert set(on_ray.result["servelab"]) - {"workers", "telemetry"} == set(one.result["servelab"])
+    assert 0 < on_ray.result["servelab"]["telemetry"]["client"]["in_flight"]["max"] <= 4
+    assert [w["records"] for w in on_ray.result["servelab"]["workers"]["per_worker"]] == [10, 10]
+    assert "one shard per node" in capsys.readouterr().out

@@ -1,0 +1,39 @@
+"""loadgen/shards.py: one schedule dealt to workers, and their records merged back (pure)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.loadgen.shards import concurrency_shares, merge, split
+from servelab.records import RequestRecord, SampleRequest
+
+
+def samples(n: int) -> list[SampleRequest]:
+    return [SampleRequest(f"p{i}", 3, 4, f"r{i}") for i in range(n)]
+
+
+def test_the_shards_together_are_exactly_the_one_schedule():
+    offsets = arrival_offsets_ns(101, 50.0, 0.5, np.random.default_rng(7))
+    shards = split(samples(101), offsets, None, 3)
+    pairs = sorted((int(o), s.request_id) for sh in shards for o, s in zip(sh.offsets_ns, sh.samples))
+    assert pairs == sorted((int(o), f"r{i}") for i, o in enumerate(offsets))
+    assert [len(sh.samples) for sh in shards] == [34, 34, 33]
+    assert [s.request_id for s in shards[1].samples[:3]] == ["r1", "r4", "r7"]  # round-robin
+
+
+def test_concurrency_shares_sum_to_the_cap_and_differ_by_at_most_one():
+    for cap in range(2, 40):
+        for n in range(1, cap + 1):
+            shares = concurrency_shares(cap, n)
+            assert sum(shares) == cap and max(shares) - min(shares) <= 1 and min(shares) >= 1
+    assert concurrency_shares(5, 2) == [3, 2]
+    assert concurrency_shares(None, 3) == [None, None, None]
+
+
+def test_merge_orders_every_record_by_intended_time():
+    def rec(rid: str, intended: int) -> RequestRecord:
+        return RequestRecord(rid, 1, 1, intended, intended, intended, intended + 5)
+
+    a, b = [rec("a0", 0), rec("a1", 20)], [rec("b0", 10), rec("b1", 30)]
+    assert [r.request_id for r in merge([a, b])] == ["a0", "b0", "a1", "b1"]
