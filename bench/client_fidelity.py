@@ -33,6 +33,7 @@ from pathlib import Path
 import psutil
 
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
+from servelab.errors import ServelabError
 from servelab.mock.config import MockConfig
 from servelab.mock.launch import run_in_subprocess
 from servelab.selftest.fidelity import Seen, compare
@@ -153,7 +154,10 @@ def main() -> None:
     cpus = (allowed[0], allowed[-1])
     clients = ["servelab", "servelab-no-telemetry"]
     clients += [] if args.no_vllm or not (VENV_BIN / "vllm").exists() else ["vllm"]
-    figs = [measure(c, cpus, args.quick) for c in clients]
+    try:
+        figs = [measure(c, cpus, args.quick) for c in clients]
+    except ServelabError as exc:  # e.g. no request matched the truth: no figure to print
+        raise SystemExit(f"client_fidelity: error: {exc}") from None
     print(table(figs))
     print(json.dumps(figs, indent=1))
 

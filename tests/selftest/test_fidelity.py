@@ -1,5 +1,6 @@
 import pytest
 
+from servelab.errors import ServerError
 from servelab.mock.truth import RequestTruth, Truth
 from servelab.selftest.fidelity import Seen, compare, open_mean, steady_window
 
@@ -61,3 +62,20 @@ def test_the_mocks_late_read_is_part_of_the_truth_not_the_clients_error():
 def test_steady_window_counts_arrivals_at_the_socket():
     t = truth([req("a", 9, [20], wire=2), req("b", 10, [20], wire=4), req("c", 12, [20])])
     assert steady_window(t, 2) == (4, 12)
+
+
+def test_no_request_on_both_sides_is_an_error_not_a_perfect_score():
+    t = truth([req("a", 0, [50 * MS, 60 * MS])])
+    with pytest.raises(ServerError, match="no request matched"):
+        compare({"other": Seen(51.0, [10.0])}, t, concurrency=1)
+
+
+def test_selftest_that_matched_nothing_fails_in_one_line(monkeypatch, capsys):
+    from servelab.cli.main import main
+    from servelab.selftest import run as selftest_run
+
+    monkeypatch.setattr(selftest_run, "client_view", lambda records: {})  # ids that match nothing
+    rc = main(["selftest", "--concurrency", "2", "--num-prompts", "2", "--output-len", "2", "--skip-ceiling"])
+    captured = capsys.readouterr()
+    assert rc == 2 and "+0.000" not in captured.out
+    assert captured.err.strip().count("\n") == 0 and "no request matched" in captured.err

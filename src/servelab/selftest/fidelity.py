@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from servelab.errors import ServerError
 from servelab.mock.truth import Truth
 from servelab.records import RequestRecord, SampleRequest
 
@@ -105,7 +106,12 @@ def steady_window(truth: Truth, concurrency: int) -> tuple[int, int]:
 
 
 def compare(client: dict[str, Seen], truth: Truth, concurrency: int) -> Fidelity:
+    """Raises ``ServerError`` when no request is on both sides: errors over nothing would
+    print +0.00 ms, a perfect score for nothing measured."""
     both = [(client[r.request_id], r) for r in truth.requests if r.request_id in client and r.event_ns]
+    if not both:
+        raise ServerError(f"no request matched between the client ({len(client)} succeeded) and the mock's "
+                          f"truth ({len(truth.requests)} recorded): nothing was measured")
     c_ttft = np.array([c.ttft_ms for c, _ in both] or [0.0])
     t_ttft = np.array([r.ttft_ns / NS_PER_MS for _, r in both] or [0.0])
     c_itl = np.array([g for c, _ in both for g in c.itl_ms] or [0.0])
