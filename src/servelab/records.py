@@ -51,6 +51,9 @@ class RequestRecord:
     generated_text: str = ""
     error: str | None = None
     http_status: int | None = None
+    # a finish_reason or [DONE] ended the stream. A stream that just stops counts as a
+    # success (as vLLM's client counts it), but the result says how many did.
+    finished: bool = True
 
     @property
     def success(self) -> bool:

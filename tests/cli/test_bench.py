@@ -152,7 +152,7 @@ def test_interrupt_writes_what_was_measured(sig, qwen3_path, tmp_path):
             time.sleep(0.1)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err  # the convention: Ctrl-C 130, SIGTERM 143
     result = json.loads((tmp_path / "r.json").read_text())
     assert 0 < result["completed"] < 400 and result["failed"] == 0
     assert result["servelab"]["interrupted"] is True
@@ -173,3 +173,28 @@ def test_ready_check_warmups_and_detailed_lists(mock_server, qwen3_path, tmp_pat
     assert len(result["ttfts"]) == len(result["itls"]) == len(result["generated_texts"]) == 5
     assert all(len(x) == 7 for x in result["itls"])  # 8 tokens per request
     assert result["gpu"] == "none" and result["tp"] == "1"
+
+
+def test_a_server_dying_mid_run_leaves_no_request_uncounted(qwen3_path, tmp_path, capsys):
+    """8 of 40 complete, those in flight die with the server, the rest are refused: each one
+    is counted once (console, result, records) and written once, with its error."""
+    from standin_server import StandIn
+
+    server = StandIn(tokens=8, gap_s=0.01, die_after=8)
+    try:
+        rc = main(bench_args(server.url, qwen3_path, "--num-prompts", "40", "--max-concurrency", "4",
+                             "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"))
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    result = json.loads((tmp_path / "r.json").read_text())
+    records = [json.loads(x) for x in open(result["servelab"]["records_file"])]
+    assert rc == 0 and result["completed"] >= 8 and result["completed"] + result["failed"] == 40
+
+    def console_count(row: str) -> int:
+        return int(next(x for x in out.splitlines() if x.startswith(row)).split()[-1])
+
+    assert (console_count("Successful requests:"), console_count("Failed requests:")) == \
+        (result["completed"], result["failed"])
+    assert len(records) == len({r["request_id"] for r in records}) == 40
+    assert sum(r["error"] is not None for r in records) == result["failed"] >= 24

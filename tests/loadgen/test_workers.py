@@ -11,6 +11,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.loadgen.drive import BenchConfig, schedule
@@ -170,7 +171,8 @@ def test_telemetry_sees_the_workers_summed_counters(mock_server, qwen3_path, tmp
     assert client["cpu"]["max"] > 0
 
 
-def test_ctrl_c_stops_every_worker_and_keeps_what_completed(mock_server, qwen3_path, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_every_worker_and_keeps_what_completed(sig, mock_server, qwen3_path, tmp_path):
     """SIGINT to servelab (as a terminal's Ctrl-C): every worker stops, the completed records are
     written, exit 130, and no worker is left behind."""
     import subprocess
@@ -185,9 +187,9 @@ def test_ctrl_c_stops_every_worker_and_keeps_what_completed(mock_server, qwen3_p
     deadline = time.monotonic() + 60
     while len(mock.truth().requests) < 10 and time.monotonic() < deadline:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
+    assert proc.returncode == 128 + sig, out  # Ctrl-C 130, SIGTERM 143
     result = json.loads((tmp_path / "int.json").read_text())
     assert result["servelab"]["interrupted"] and 0 < result["completed"] < 60
     assert all(w["failed"] is None and w["interrupted"] for w in result["servelab"]["workers"]["per_worker"])

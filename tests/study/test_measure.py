@@ -64,3 +64,41 @@ def test_an_explicit_tokenizer_that_cannot_load_is_an_error(tmp_path):
 
     with pytest.raises(TokenizerError):
         bench_tokenizer(BenchSpec(tokenizer=str(tmp_path / "missing")), "m")
+
+
+def test_streams_that_end_without_a_finish_are_counted_and_said(qwen3_path, tmp_path, capsys):
+    """A server whose stream ends (cleanly framed) with neither a finish_reason nor [DONE]:
+    each request counts as a success, as vLLM's client counts it, but the result and the
+    console say how many ended that way."""
+    import http.server
+    import threading
+
+    events = b"".join(b'data: {"choices": [{"index": 0, "text": "%s"}]}\n\n' % w for w in (b"a", b"b", b"c"))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(events)))
+            self.end_headers()
+            self.wfile.write(events)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        spec = spec_for(f"http://127.0.0.1:{server.server_port}", tmp_path, qwen3_path)
+        spec = dataclasses.replace(spec, server=dataclasses.replace(spec.server, model="m"),
+                                   dataset=dataclasses.replace(spec.dataset, num_prompts=4))
+        outcome = execute(spec)
+    finally:
+        server.shutdown()
+    assert outcome.summary.completed == 4 and outcome.result["servelab"]["unfinished_streams"] == 4
+    assert "servelab: 4 successful requests' streams ended without a finish_reason or [DONE]" in capsys.readouterr().out
+    lines = (tmp_path / "r.records.jsonl").read_text().splitlines()
+    assert [json.loads(x)["finished"] for x in lines] == [False] * 4

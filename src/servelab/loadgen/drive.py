@@ -123,7 +123,8 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()
-    records = [to_record(config.kind, samples[a.index], a, tokenizer) for a in outcome.attempts if a.sent_ns]
+    records = [to_record(config.kind, samples[a.index], a, tokenizer) for a in outcome.attempts
+               if a.sent_ns or a.response is not None]  # refused before sending: a failure too
     if outcome.interrupted:  # in-flight requests were cut off: not measured, not failures
         records = [r for r in records if r.error != _CUT]
     return BenchRun(records, outcome, wall0, cpu, models)
@@ -144,9 +145,11 @@ def _cpu_s() -> float:
 
 
 def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> RequestRecord:
+    # a request refused before its bytes went out (a dead server) has no send time: it
+    # failed where it was released, so it counts once, as a failure, like any other
     base = dict(request_id=sample.request_id, prompt_len=sample.prompt_len,
                 expected_output_len=sample.expected_output_len, intended_ns=a.intended_ns,
-                dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns)
+                dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns or a.dispatched_ns)
     resp = a.response
     if resp is None:
         return RequestRecord(**base, done_ns=a.sent_ns, error=_CUT)
@@ -162,7 +165,8 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
     return RequestRecord(
         **base, done_ns=resp.done_ns, token_ns=stream.token_ns,
         token_counts=split_counts(stream.texts, n_out, tokenizer), output_tokens=n_out,
-        output_tokens_source=source, generated_text=text, error=error, http_status=200)
+        output_tokens_source=source, generated_text=text, error=error, http_status=200,
+        finished=stream.finished)
 
 
 def _stream_problem(stream: openai.Stream, closed_early: bool) -> str | None:

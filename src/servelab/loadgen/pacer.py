@@ -43,6 +43,7 @@ class RunOutcome:
     attempts: list[Attempt] = field(default_factory=list)
     interrupted: bool = False
     not_sent: int = 0  # requests the stop came too early for
+    stopped_by: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM), if one did
 
 
 @dataclass(slots=True)

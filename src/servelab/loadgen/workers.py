@@ -121,21 +121,24 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, 
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     workers = [_start(ctx, config, s, tokenizer, core, go, t0) for s, core in zip(shards, _cores(n))]
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopped: list[int] = []  # the signal that stopped the run, if one did
     try:
-        loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0))
+        loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0, stopped))
     finally:
         for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
             signal.signal(sig, handler)
         _reap(workers)
-    return _merged(workers, t0.value)
+    merged = _merged(workers, t0.value)
+    merged.run.outcome.stopped_by = stopped[0] if stopped else None
+    return merged
 
 
-async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: int) -> None:
+async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: int, stopped: list[int]) -> None:
     """Wait for every worker to be ready, release them at one instant, wait for them to end.
     Ctrl-C or SIGTERM here stops every worker; they return what they completed."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _stop, workers)
+        loop.add_signal_handler(sig, _stop, workers, stopped, sig)
     await _until(workers, lambda w: w.ready or w.exitcode is not None)
     if not all(w.ready for w in workers):
         _release(go, t0, -1)  # abort: nobody starts
@@ -225,7 +228,9 @@ def _read(w: _Worker) -> None:
         w.error = value
 
 
-def _stop(workers: list[_Worker]) -> None:
+def _stop(workers: list[_Worker], stopped: list[int] | None = None, sig: int | None = None) -> None:
+    if stopped is not None and sig is not None:
+        stopped.append(sig)
     for w in workers:
         if w.exitcode is None and w.proc.is_alive():
             os.kill(w.proc.pid, signal.SIGTERM)

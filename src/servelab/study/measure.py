@@ -97,7 +97,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         print(f"servelab: WARNING {line}; results cover the other workers' records")
     result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
     print(render_diagnosis(diagnosis))
-    code = 130 if run.outcome.interrupted else (1 if summary.completed == 0 else 0)
+    code = exit_code(run.outcome, summary.completed)
     return BenchOutcome(summary, run, result, path, code)
 
 
@@ -191,6 +191,13 @@ def _preamble(config: BenchConfig) -> None:
     print(f"Maximum request concurrency: {load.max_concurrency}", flush=True)
 
 
+def exit_code(outcome, completed: int) -> int:
+    """128 + the signal that stopped the run (Ctrl-C 130, SIGTERM 143); 1 when nothing completed."""
+    if outcome.interrupted:
+        return 128 + (outcome.stopped_by or signal.SIGINT)
+    return 1 if completed == 0 else 0
+
+
 def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
     """The run in this process, or split between ``--workers`` processes (loadgen/workers.py)."""
     if spec.load.ray is not None:
@@ -211,9 +218,14 @@ def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
 def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:
     async def main() -> BenchRun:
         loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
+        stop, stopped = asyncio.Event(), []
+
+        def on_signal(sig: int) -> None:
+            stopped.append(sig)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         counters = Counters()
         bar = Progress(len(samples), counters) if progress else None
 
@@ -224,7 +236,9 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
                 on_start(counters)
 
         try:
-            return await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
+            run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
+            run.outcome.stopped_by = stopped[0] if stopped else None
+            return run
         finally:
             if bar:
                 bar.stop()
@@ -274,6 +288,8 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summar
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
         "t0_perf_ns": run.outcome.t0_ns,  # records' *_ms are from here (perf_counter_ns clock)
         "interrupted": run.outcome.interrupted,
+        # successes whose stream ended with neither a finish_reason nor [DONE] (counted, as vLLM does)
+        "unfinished_streams": sum(1 for r in run.records if r.success and not r.finished),
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
                             "max": max((r.lag_ns / NS_PER_MS for r in run.records), default=0.0)},
@@ -340,6 +356,9 @@ def _footer(extra: dict) -> None:
     if extra["client_bound"]:
         print("servelab: WARNING the client may limit this run (" + "; ".join(extra["client_bound"])
               + "): the numbers can understate the server")
+    if extra["unfinished_streams"]:
+        print(f"servelab: {extra['unfinished_streams']} successful requests' streams ended without a "
+              "finish_reason or [DONE] (counted as successes, as vLLM does)")
     if extra["interrupted"]:
         print(f"servelab: interrupted — results cover the requests completed so far "
               f"({extra['not_sent']} never sent)")
