@@ -34,7 +34,9 @@ def run(pool, payloads, offsets, conc=None, stop_at_send=None):
     async def main():
         stop = asyncio.Event()
         pool.stop_at = (stop_at_send, stop)
-        return await run_schedule(pool, payloads, offsets, conc, stop, Counters())
+        done = []
+        out = await run_schedule(pool, payloads, offsets, conc, stop, Counters(), on_done=done.append)
+        return out, sorted(done, key=lambda a: a.index)
 
     return asyncio.run(main())
 
@@ -60,26 +62,27 @@ def test_lateness_does_not_accumulate(monkeypatch):
     monkeypatch.setattr(runner, "_now", now)
     monkeypatch.setattr(runner.asyncio, "wait", wait)
     offsets = [i * 20 * MS for i in range(10)]
-    out = run(FakePool(stall_on=2, stall_s=0.06), list(range(10)), offsets)
-    intended = [a.intended_ns for a in out.attempts]
+    out, attempts = run(FakePool(stall_on=2, stall_s=0.06), list(range(10)), offsets)
+    intended = [a.intended_ns for a in attempts]
     assert [t - out.t0_ns for t in intended] == offsets
     assert waits and all(abs(w - min(intended, key=lambda t: abs(t - w))) <= 1 for w in waits)  # absolute ends
     # The stall begins after request 2 is sent (>= 40 ms) and lasts >= 60 ms: requests 4 and 5,
     # due at 80 and 100 ms, are due when the pacer comes back and go without a wait.
     assert intended[4] not in waits and intended[5] not in waits
-    assert min((a.dispatched_ns - a.intended_ns) / MS for a in out.attempts[3:5]) >= 20
+    assert min((a.dispatched_ns - a.intended_ns) / MS for a in attempts[3:5]) >= 20
 
 
 def test_concurrency_cap_is_never_exceeded_and_queue_time_is_recorded():
     pool = FakePool(service_s=0.01)
-    out = run(pool, list(range(12)), [0] * 12, conc=3)
-    assert pool.peak == 3 and len(out.attempts) == 12
-    queued = [a.sent_ns - a.dispatched_ns for a in out.attempts]
+    out, attempts = run(pool, list(range(12)), [0] * 12, conc=3)
+    assert pool.peak == 3 and len(attempts) == 12
+    assert [a.index for a in sorted(attempts, key=lambda a: a.sent_ns)] == list(range(12))  # in order
+    queued = [a.sent_ns - a.dispatched_ns for a in attempts]
     assert max(queued) > 25 * MS  # the last ones waited ~3 service times for a slot
 
 
 def test_stop_keeps_completed_and_counts_unsent():
     offsets = [i * 50 * MS for i in range(20)]
-    out = run(FakePool(service_s=0.01), list(range(20)), offsets, stop_at_send=3)
-    assert out.interrupted and len(out.attempts) == 3 and out.not_sent == 17
-    assert [a.response is not None for a in out.attempts] == [True, True, False]  # the third was cut
+    out, attempts = run(FakePool(service_s=0.01), list(range(20)), offsets, stop_at_send=3)
+    assert out.interrupted and out.not_sent == 17
+    assert [a.index for a in attempts] == [0, 1]  # the third was cut in flight: not handed on

@@ -42,8 +42,8 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
     assert all(0 < w["clock_bound_ns"] and abs(w["clock_offset_ns"]) <= w["clock_bound_ns"]
                for w in section["per_worker"])
     # the merge is exactly what the shards measured, on the driver's clock
-    assert sorted(r.request_id for r in got.run.records) == sorted(r.request_id for s in got.shards
-                                                                   for r in s.records)
+    assert [s.made for s in got.shards] == [15, 15]
+    assert sorted(r.request_id for r in got.run.records) == sorted(s.request_id for s in reqs)
     assert all(r.success for r in got.run.records) and len(got.run.records) == 30
     # and follows the one schedule from the one start instant
     by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
@@ -60,7 +60,7 @@ def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(tw
     import psutil
 
     def kill_one_shard() -> None:
-        time.sleep(0.8)
+        time.sleep(2.0)  # past a few batches handed over (every RECORDS_EVERY_S)
         shard = next(p for p in psutil.process_iter(["cmdline"])
                      if (p.info["cmdline"] or [""])[0].startswith("ray::ShardActor"))
         os.kill(shard.pid, signal.SIGKILL)
@@ -73,11 +73,14 @@ def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(tw
     got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start())
     killer.join()
     failed = [w for w in got.section["per_worker"] if w["failed"]]
-    assert len(failed) == 1 and failed[0]["lost_requests"] == 30 and "Actor" in failed[0]["failed"]
-    assert len(got.failed) == 1 and "30 requests are lost" in got.failed[0]
     kept = got.run.records
+    from_dead = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == failed[0]["worker"]]
+    # what the dead shard had handed over before it died is kept; only its tail is lost
+    assert len(failed) == 1 and failed[0]["records"] == len(from_dead) > 0 and "Actor" in failed[0]["failed"]
+    assert failed[0]["lost_requests"] == 30 - len(from_dead)
+    assert len(got.failed) == 1 and f"{30 - len(from_dead)} of its 30 requests are lost" in got.failed[0]
     survivor = next(w for w in got.section["per_worker"] if not w["failed"])
-    assert 0 < len(kept) < 30 and survivor["records"] == len(kept)  # stopped early, its records kept
+    assert 0 < survivor["records"] < 30 and survivor["records"] + len(from_dead) == len(kept)  # stopped early
     assert got.run.outcome.interrupted
 
 

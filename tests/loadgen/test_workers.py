@@ -74,8 +74,9 @@ def test_merged_records_are_the_shards_and_follow_the_one_schedule(mock_server):
     config = bench_config(mock.url, 300.0, None)
     reqs = samples(41)
     got = run_workers(config, reqs, None, 2)
-    union = [r for shard in got.shards for r in shard.records]
-    assert sorted(got.run.records, key=lambda r: r.request_id) == sorted(union, key=lambda r: r.request_id)
+    # every record each worker made came back, once: the merge is their union
+    assert [s.made for s in got.shards] == [w["records"] for w in got.section["per_worker"]] == [21, 20]
+    assert sorted(r.request_id for r in got.run.records) == sorted(s.request_id for s in reqs)
     assert len(got.run.records) == 41 and all(r.success for r in got.run.records)
     # every request went out at t0 + the offset one worker would have drawn for it
     offsets = schedule(config, 41)
@@ -97,10 +98,12 @@ def peak_in_flight(records) -> int:
 
 def test_global_concurrency_never_exceeds_the_cap(mock_server):
     mock = mock_server(ttft_ms=5, itl_ms=3)
-    got = run_workers(bench_config(mock.url, float("inf"), 5), samples(40, 8), None, 2)
+    reqs = samples(40, 8)
+    got = run_workers(bench_config(mock.url, float("inf"), 5), reqs, None, 2)
     assert len(got.run.records) == 40
     assert peak_in_flight(got.run.records) == 5  # reached, never passed
-    assert [peak_in_flight(s.records) for s in got.shards] == [3, 2]
+    shard_ids = [{s.request_id for s in reqs[k::2]} for k in range(2)]
+    assert [peak_in_flight([r for r in got.run.records if r.request_id in ids]) for ids in shard_ids] == [3, 2]
 
 
 def kill_worker_after(index: int, delay_s: float) -> threading.Thread:
@@ -113,19 +116,31 @@ def kill_worker_after(index: int, delay_s: float) -> threading.Thread:
     return thread
 
 
-def test_a_worker_killed_mid_run_ends_the_run_and_the_others_records_are_kept(mock_server):
+def test_a_worker_killed_mid_run_ends_the_run_and_keeps_every_record_it_had_returned(mock_server, tmp_path):
+    """SIGKILL to a worker 2 s in: it returned its records in batches while it ran, so those are
+    in the counts and the records file; it took only its un-sent tail with it; no orphan."""
+    from servelab.metrics.tally import Tally
+    from servelab.results.store import RecordsFile, RecordSink
+
     mock = mock_server(ttft_ms=5, itl_ms=20)
-    killer = kill_worker_after(1, 0.5)
-    got = run_workers(bench_config(mock.url, 20.0, None), samples(60, 10), None, 2,
-                      on_start=lambda counters: killer.start())
+    killer = kill_worker_after(1, 2.0)
+    reqs = samples(60, 10)
+    sink = RecordSink(Tally(reqs), RecordsFile(tmp_path))
+    got = run_workers(bench_config(mock.url, 10.0, None), reqs, None, 2,
+                      on_start=lambda counters: killer.start(), sink=sink)
     killer.join()
+    sink.file.close(tmp_path / "kill.records.jsonl")
     dead = got.section["per_worker"][1]
-    assert dead["failed"] == "killed by SIGKILL" and dead["lost_requests"] == 30
-    assert got.failed == [f"worker 1 (pid {dead['pid']}) died (killed by SIGKILL) mid-run: "
-                          f"its 30 requests are lost"]
     kept = got.run.records
-    assert kept and {r.request_id for r in kept} <= {f"req-{i}" for i in range(0, 60, 2)}  # worker 0's
-    assert got.run.outcome.interrupted and len(kept) < 30  # the run ended early, not at its schedule's end
+    from_dead = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == 1]
+    assert dead["failed"] == "killed by SIGKILL" and dead["records"] == len(from_dead) > 0
+    assert dead["lost_requests"] == 30 - len(from_dead) > 0
+    assert got.failed == [f"worker 1 (pid {dead['pid']}) died (killed by SIGKILL) mid-run: "
+                          f"{30 - len(from_dead)} of its 30 requests are lost ({len(from_dead)} returned before are kept)"]
+    lines = [json.loads(x) for x in (tmp_path / "kill.records.jsonl").read_text().splitlines()]
+    assert sorted(x["request_id"] for x in lines) == sorted(r.request_id for r in kept)  # written once each
+    assert all(r.success for r in from_dead)
+    assert got.run.outcome.interrupted and len(kept) < 60  # the run ended early, not at its schedule's end
     assert not multiprocessing.active_children()
     pids = [w["pid"] for w in got.section["per_worker"]]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]

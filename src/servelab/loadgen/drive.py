@@ -1,8 +1,10 @@
-"""One benchmark run: prepare every request, check the server, warm up, run the
-schedule, then (off the clock) turn raw responses into ``RequestRecord``s.
+"""One benchmark run: prepare the requests, check the server, warm up, run the
+schedule, and turn raw responses into ``RequestRecord``s handed to a sink.
 
-Everything that costs CPU per request — JSON encoding, SSE and JSON parsing,
-token counting — happens before t0 or after the last response.
+What costs CPU per request — JSON encoding, SSE and JSON parsing, token counting —
+happens before t0 or after the last response, except in a long run: there requests
+are built when taken (past a budget) and responses parsed in slices while the run
+goes on (loadgen/digest.py), so memory does not grow with the run.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from servelab.client.http import Pool
 from servelab.client.sse import parse_events
 from servelab.errors import ServerError
 from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.loadgen.digest import Digest
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
+from servelab.metrics.tally import Tally
 from servelab.records import RequestRecord, SampleRequest
 
 
@@ -41,13 +45,18 @@ class BenchConfig:
 
 @dataclass(slots=True)
 class BenchRun:
-    """The raw outcome of one run, before metrics."""
+    """The outcome of one run, before metrics: every record is in ``tally``."""
 
-    records: list[RequestRecord]
+    tally: Tally
     outcome: RunOutcome
     wall_start: float  # time.time() at t0, the run's wall-clock anchor
     client_cpu_s: float
     server_models: dict | None = None
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every record, rebuilt from the tally (small runs, tests; a big run reads the tally)."""
+        return self.tally.records()
 
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
@@ -57,9 +66,33 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
     return pool.build("POST", config.endpoint, body, headers)
 
 
-def prepare(config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> list[bytes]:
-    """Serialize every request before the clock starts."""
-    return [serialize(config, s, pool, s.request_id) for s in samples]
+# requests serialized before t0, in bytes; past it each is built when a sender takes it
+# (~10 µs, in its client queue time, before its send stamp): built all ahead, a 500k-request
+# run would hold a second copy of every prompt for the whole run
+PREBUILT_BYTES = 64 << 20
+
+
+class Payloads:
+    """Request ``i``'s bytes: the first ones serialized before the clock starts, the rest when asked."""
+
+    def __init__(self, config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> None:
+        self.config, self.samples, self.pool = config, samples, pool
+        self.built: list[bytes] = []
+        size = 0
+        for s in samples:
+            if size > PREBUILT_BYTES:
+                break
+            self.built.append(serialize(config, s, pool, s.request_id))
+            size += len(self.built[-1])
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> bytes:
+        if i < len(self.built):
+            return self.built[i]
+        s = self.samples[i]
+        return serialize(self.config, s, self.pool, s.request_id)
 
 
 async def fetch_models(pool: Pool) -> dict | None:
@@ -98,15 +131,23 @@ async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
 
 async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
                     stop: asyncio.Event, counters: Counters | None = None,
-                    on_start=None, offsets_ns=None) -> BenchRun:
+                    on_start=None, offsets_ns=None, sink=None, digest_age_s: float | None = None) -> BenchRun:
     """Run ``samples`` against the server; ``stop`` ends it early, keeping results.
 
     ``offsets_ns``: the schedule, when a caller drew it (a worker's shard of one
     schedule); ``on_start`` may return the absolute t0 (the workers' shared instant).
+    ``sink.add(i, record, t0_ns)`` takes each request's record as it is made (a
+    ``Tally`` of the run when not given); ``digest_age_s``: make records no later than
+    that after their response ended (loadgen/digest.py).
     """
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
+    sink = sink if sink is not None else Tally(samples)
+    counters = counters or Counters()
+    digest = Digest(lambda a: to_record(config.kind, samples[a.index], a, tokenizer),
+                    lambda i, record: sink.add(i, record, counters.t0_ns),
+                    max_age_ns=None if digest_age_s is None else int(digest_age_s * 1e9))
     try:
-        payloads = prepare(config, samples, pool)
+        payloads = Payloads(config, samples, pool)
         models = await fetch_models(pool)
         # probes and warm-ups reuse the first prompt under their own ids, so a
         # server-side log never shows one request id twice
@@ -119,24 +160,32 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
-        outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters, t0)
-        cpu = _cpu_s() - cpu0
+        digesting = asyncio.ensure_future(digest.run())
+        try:
+            outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters,
+                                         t0, on_done=digest.push)
+        finally:
+            digesting.cancel()
+        cpu = _cpu_s() - cpu0  # the run's own; what is left to parse is off the clock
+        await _raise_from(digesting)
     finally:
         pool.close()
-    records = [to_record(config.kind, samples[a.index], a, tokenizer) for a in outcome.attempts
-               if a.sent_ns or a.response is not None]  # refused before sending: a failure too
-    if outcome.interrupted:  # in-flight requests were cut off: not measured, not failures
-        records = [r for r in records if r.error != _CUT]
-    return BenchRun(records, outcome, wall0, cpu, models)
+    digest.flush()  # a request cut in flight was not answered: not measured, not a failure
+    return BenchRun(getattr(sink, "tally", None), outcome, wall0, cpu, models)
+
+
+async def _raise_from(task: asyncio.Task) -> None:
+    """A cancelled task's own failure (a bug while parsing), not lost with the cancel."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
 
 
 def schedule(config: BenchConfig, n: int):
     """The run's arrival offsets, drawn from its seed: the same for one worker or many."""
     return arrival_offsets_ns(n, config.load.request_rate, config.load.burstiness,
                               np.random.default_rng(config.seed))
-
-
-_CUT = "interrupted before completion"
 
 
 def _cpu_s() -> float:
@@ -151,8 +200,6 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
                 expected_output_len=sample.expected_output_len, intended_ns=a.intended_ns,
                 dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns or a.dispatched_ns)
     resp = a.response
-    if resp is None:
-        return RequestRecord(**base, done_ns=a.sent_ns, error=_CUT)
     if resp.error:
         return RequestRecord(**base, done_ns=resp.done_ns, error=resp.error, http_status=resp.status or None)
     if resp.status != 200:

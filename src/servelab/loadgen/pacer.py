@@ -8,6 +8,11 @@ time*, which a latency that starts at "sent" would hide).
 
 A stop request (Ctrl-C, SIGTERM, a caller's event) ends dispatch at once and
 cancels what is in flight; everything completed so far is kept.
+
+Memory does not grow with the run: under a cap of C, C senders take released
+requests in order (FIFO, as a semaphore would admit them), so a request waiting for
+a slot is one int64 (its dispatch stamp), not a task; a finished attempt goes to
+``on_done`` at once and is forgotten here.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
 
 from servelab.client.http import Pool, Response
 
@@ -40,7 +48,6 @@ class Attempt:
 class RunOutcome:
     t0_ns: int
     end_ns: int
-    attempts: list[Attempt] = field(default_factory=list)
     interrupted: bool = False
     not_sent: int = 0  # requests the stop came too early for
     stopped_by: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM), if one did
@@ -55,42 +62,121 @@ class Counters:
     failed: int = 0
     in_flight: int = 0
     lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
+    t0_ns: int = 0  # the run's start instant, once it has one
 
 
-async def run_schedule(pool: Pool, payloads: list[bytes], offsets_ns, max_concurrency: int | None,
+async def run_schedule(pool: Pool, payloads, offsets_ns, max_concurrency: int | None,
                        stop: asyncio.Event, counters: Counters | None = None,
-                       t0_ns: int | None = None) -> RunOutcome:
-    """Send ``payloads[i]`` at ``t0 + offsets_ns[i]``; return every attempt.
+                       t0_ns: int | None = None, on_done=None) -> RunOutcome:
+    """Send ``payloads[i]`` at ``t0 + offsets_ns[i]``; hand each answered attempt to ``on_done``
+    (one cut by a stop is not answered, and not handed on).
 
     ``max_concurrency`` caps requests in flight (``None``: no cap); ``t0_ns``: an
     absolute start instant shared with other workers (``None``: now).
     """
     counters = counters or Counters()
-    sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-    tasks: list[asyncio.Task] = []
-    attempts: list[Attempt] = []
+    offsets = np.asarray(offsets_ns, dtype=np.int64)
+    queue = _Queue(len(offsets))
+    sender = _Sender(pool, payloads, offsets, queue, counters, on_done or (lambda attempt: None))
     gc.collect()
     gc.freeze()  # the request loop allocates little; no GC pauses inside it
     gc.disable()
     try:
-        t0 = _now() if t0_ns is None else t0_ns
+        t0 = counters.t0_ns = sender.t0 = _now() if t0_ns is None else t0_ns
         stopper = asyncio.ensure_future(stop.wait())
-        for i, offset in enumerate(offsets_ns):
-            attempt = Attempt(i, t0 + int(offset))
-            if not await _wait_until(attempt.intended_ns, stopper):
-                break
-            attempt.dispatched_ns = _now()
-            attempts.append(attempt)
-            counters.dispatched += 1
-            counters.lag_ns = attempt.dispatched_ns - attempt.intended_ns
-            tasks.append(asyncio.ensure_future(_one(pool, payloads[i], attempt, sem, counters)))
-        cut = await _drain(tasks, stopper)
-        interrupted = cut or len(attempts) < len(payloads)
-        end = max((a.response.done_ns for a in attempts if a.response), default=_now())
-        return RunOutcome(t0, end, attempts, interrupted, len(payloads) - len(attempts))
+        senders = [asyncio.ensure_future(sender.work()) for _ in range(max_concurrency or 0)]
+        own = await _pace(queue, offsets, t0, stopper, counters, None if max_concurrency else sender)
+        cut = await _drain(senders + own, stopper)
+        interrupted = cut or queue.released < len(offsets)
+        return RunOutcome(t0, sender.end_ns or _now(), interrupted, len(offsets) - queue.released)
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+async def _pace(queue: _Queue, offsets: np.ndarray, t0: int, stopper, counters: Counters, own) -> list:
+    """Release request i at t0 + offsets[i]. ``own``: no cap, so each request gets its own task."""
+    tasks = []
+    for i in range(len(offsets)):
+        intended = t0 + int(offsets[i])
+        if not await _wait_until(intended, stopper):
+            break
+        t = _now()
+        queue.release(i, t)
+        counters.dispatched += 1
+        counters.lag_ns = t - intended
+        if own is not None:
+            tasks.append(asyncio.ensure_future(own.work(once=True)))
+    queue.end()
+    return tasks
+
+
+class _Queue:
+    """Released requests waiting for a sender: indices ``taken … released−1``, in order."""
+
+    def __init__(self, n: int) -> None:
+        self.dispatched_ns = np.zeros(n, dtype=np.int64)
+        self.released = self.taken = 0
+        self.over = False  # the pacer has released all it will
+        self._idle: deque[asyncio.Future] = deque()
+
+    def release(self, i: int, t_ns: int) -> None:
+        self.dispatched_ns[i] = t_ns
+        self.released = i + 1
+        self._wake(1)
+
+    def end(self) -> None:
+        self.over = True
+        self._wake(len(self._idle))
+
+    def _wake(self, n: int) -> None:
+        while n and self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                n -= 1
+
+    async def take(self) -> int | None:
+        """The next released index, waiting for the pacer; None once all are taken."""
+        while self.taken >= self.released:
+            if self.over:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle.append(waiter)
+            await waiter
+        self.taken += 1
+        return self.taken - 1
+
+
+class _Sender:
+    """Takes released requests in order and sends them, one at a time per sender task."""
+
+    def __init__(self, pool: Pool, payloads, offsets: np.ndarray, queue: _Queue, counters: Counters,
+                 on_done) -> None:
+        self.pool, self.payloads, self.offsets, self.queue = pool, payloads, offsets, queue
+        self.counters, self.on_done = counters, on_done
+        self.t0 = self.end_ns = 0
+
+    async def work(self, once: bool = False) -> None:
+        while (i := await self.queue.take()) is not None:
+            attempt = Attempt(i, self.t0 + int(self.offsets[i]), int(self.queue.dispatched_ns[i]))
+            await _one(self.pool, self.payloads[i], attempt, self.counters)
+            self.end_ns = max(self.end_ns, attempt.response.done_ns)
+            self.on_done(attempt)
+            if once:
+                return
+
+
+async def _one(pool: Pool, payload: bytes, attempt: Attempt, counters: Counters) -> None:
+    counters.in_flight += 1
+    try:
+        attempt.response = await pool.send(payload, on_sent=attempt.mark_sent)
+    finally:
+        counters.in_flight -= 1
+    counters.done += 1
+    resp = attempt.response
+    if resp.error or resp.status != 200 or resp.closed_early:
+        counters.failed += 1
 
 
 async def _wait_until(t_ns: int, stopper: asyncio.Future) -> bool:
@@ -103,22 +189,6 @@ async def _wait_until(t_ns: int, stopper: asyncio.Future) -> bool:
         if done:
             return False
     return True
-
-
-async def _one(pool: Pool, payload: bytes, attempt: Attempt, sem, counters: Counters) -> None:
-    if sem is not None:
-        await sem.acquire()
-    counters.in_flight += 1
-    try:
-        attempt.response = await pool.send(payload, on_sent=attempt.mark_sent)
-    finally:
-        counters.in_flight -= 1
-        if sem is not None:
-            sem.release()
-    counters.done += 1
-    resp = attempt.response
-    if resp.error or resp.status != 200 or resp.closed_early:
-        counters.failed += 1
 
 
 async def _drain(tasks: list[asyncio.Task], stopper: asyncio.Future) -> bool:

@@ -1,7 +1,9 @@
 """``--ray [ADDRESS]``: one run's schedule driven from every node of a Ray cluster.
 
 Ray is the control plane only: it places one actor per alive node (node affinity,
-not soft), carries the shard there and the records back in bulk. Each actor runs a
+not soft), carries the shard there and the records back in batches: the driver
+takes each actor's new records every POLL_S while the run goes on (and the rest
+when its shard ends), so a node lost mid-run loses only what it had not handed over. Each actor runs a
 whole shard (loadgen/shards.py) with the same ``run_bench`` as a local worker, in a
 thread of its own with its own event loop, so the actor can still answer ``clock``
 and ``release`` while the shard waits to start.
@@ -24,8 +26,10 @@ import time
 from servelab.errors import InputError, ServerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.pacer import Counters, RunOutcome
-from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, merge, split
-from servelab.loadgen.workers import LIVE_FIELDS, Live, ShardRun, WorkersRun, loop_run, shard_config, shard_run
+from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, global_index, split
+from servelab.loadgen.workers import (LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, ShardRun, WorkersRun, loop_run,
+                                      shard_config, shard_run)
+from servelab.metrics.tally import Tally
 from servelab.records import RequestRecord
 
 CLOCK_SAMPLES = 16
@@ -50,6 +54,11 @@ class ShardActor:
         self.t0 = 0
         self.stopper = None  # (loop, asyncio.Event) once the shard's loop runs
         self.live = Counters()
+        self.outbox = Outbox()
+
+    def take_records(self) -> list:
+        """The records made since the last call, as ``(local index, record)`` on this node's clock."""
+        return self.outbox.take()
 
     def clock(self) -> int:
         return time.perf_counter_ns()
@@ -86,13 +95,15 @@ class ShardActor:
         async def main() -> BenchRun:
             self.stopper = (asyncio.get_running_loop(), asyncio.Event())
             return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
-                                   self.live, on_start=start, offsets_ns=self.shard.offsets_ns)
+                                   self.live, on_start=start, offsets_ns=self.shard.offsets_ns, sink=self.outbox,
+                                   digest_age_s=RECORDS_EVERY_S)
 
-        return shard_run(self.shard, None, loop_run(main()))
+        return shard_run(self.shard, None, loop_run(main()), self.outbox)
 
 
-def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None) -> WorkersRun:
-    """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``."""
+def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, sink=None) -> WorkersRun:
+    """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
+    ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address or "auto", log_to_driver=False)
@@ -107,25 +118,47 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     clocks = [clock_offset(ray, a) for a in actors]
     t0 = time.perf_counter_ns() + START_AHEAD_NS
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
-    got = loop_run(_supervise(ray, runs, actors, t0, on_start))
-    return _merged(shards, nodes, clocks, got, t0)
+    sink = sink if sink is not None else Tally(samples)
+    returned = [0] * len(actors)
+
+    def take(k: int) -> None:
+        """Shard ``k``'s new records, onto the driver's clock, into the one sink."""
+        try:
+            batch = ray.get(actors[k].take_records.remote(), timeout=10.0)
+        except Exception:  # a dead actor: what it had not handed over is lost
+            return
+        off = clocks[k][0]
+        for local, record in batch:
+            sink.add(global_index(k, local, len(actors)), shifted(record, -off), t0)
+        returned[k] += len(batch)
+
+    got = loop_run(_supervise(ray, runs, actors, t0, on_start, take))
+    return _merged(shards, nodes, clocks, got, t0, returned, getattr(sink, "tally", None))
 
 
-async def _supervise(ray, runs, actors, t0: int, on_start) -> list[ShardRun | str]:
+async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRun | str]:
     """In an event loop (telemetry's client sampler runs in it): ``on_start(live)`` at t0,
-    the nodes' counters polled into ``live`` every POLL_S until every shard has ended."""
+    the nodes' counters polled into ``live`` and their new records taken every POLL_S
+    (RECORDS_EVERY_S apart) until every shard has ended."""
     import asyncio
 
     await asyncio.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9))
     live = Live([[0] * len(LIVE_FIELDS) for _ in actors])
     if on_start is not None:
         on_start(live)
-    got, pending = {}, list(runs)
+    got, pending, polls = {}, list(runs), 0
+    every = max(1, round(RECORDS_EVERY_S / POLL_S))
     while pending:
         await asyncio.sleep(POLL_S)
+        polls += 1
         done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
         for ref in done:
             got[ref] = _outcome(ray, ref, actors)
+            take(runs.index(ref))  # the rest of an ended shard (none from a dead one)
+        if polls % every == 0:
+            for k, ref in enumerate(runs):
+                if ref in pending:
+                    take(k)
         live.arrays = _counters(ray, actors, live.arrays)
         live.refresh()
     return [got[ref] for ref in runs]
@@ -181,20 +214,20 @@ def shifted(r: RequestRecord, by: int) -> RequestRecord:
                                token_ns=tuple(t + by for t in r.token_ns))
 
 
-def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int) -> WorkersRun:
+def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returned: list[int],
+            tally: Tally | None) -> WorkersRun:
     runs = [g for g in got if isinstance(g, ShardRun)]
-    by_shard = [[shifted(r, -off) for r in g.records] if isinstance(g, ShardRun) else []
-                for g, (off, _) in zip(got, clocks)]
     ends = [g.end_ns - off for g, (off, _) in zip(got, clocks) if isinstance(g, ShardRun)]
     failed = [g for g in got if not isinstance(g, ShardRun)]
-    outcome = RunOutcome(t0, max(ends, default=t0), [], bool(failed) or any(g.interrupted for g in runs),
+    outcome = RunOutcome(t0, max(ends, default=t0), bool(failed) or any(g.interrupted for g in runs),
                          sum(g.not_sent for g in runs))
-    run = BenchRun(merge(by_shard), outcome, min((g.wall_start for g in runs), default=time.time()),
+    run = BenchRun(tally, outcome, min((g.wall_start for g in runs), default=time.time()),
                    max((g.cpu_s for g in runs), default=0.0),
                    next((g.server_models for g in runs if g.server_models), None))
-    entries = [_entry(s, n, c, g) for s, n, c, g in zip(shards, nodes, clocks, got)]
-    lines = [f"Ray node {e['node'][:12]} (shard {e['worker']}) failed ({e['failed']}): its "
-             f"{e['lost_requests']} requests are lost" for e in entries if e["failed"]]
+    entries = [_entry(s, n, c, g, k) for s, n, c, g, k in zip(shards, nodes, clocks, got, returned)]
+    lines = [f"Ray node {e['node'][:12]} (shard {e['worker']}) failed ({e['failed']}): {e['lost_requests']} "
+             f"of its {e['requests']} requests are lost ({e['records']} returned before are kept)"
+             for e in entries if e["failed"]]
     section = {"count": len(shards), "placement": "one actor per alive node, node affinity (not soft)",
                "start_perf_ns": t0, "concurrency_rule": CONCURRENCY_RULE,
                "max_concurrency_shares": [s.max_concurrency for s in shards],
@@ -203,11 +236,10 @@ def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int) -> Work
     return WorkersRun(run, section, lines, runs)
 
 
-def _entry(shard: Shard, node: str, clock, got) -> dict:
+def _entry(shard: Shard, node: str, clock, got, returned: int) -> dict:
     offset, bound = clock
     entry = {"worker": shard.index, "node": node, "clock_offset_ns": offset, "clock_bound_ns": bound,
-             "requests": len(shard.samples), "max_concurrency": shard.max_concurrency}
+             "requests": len(shard.samples), "max_concurrency": shard.max_concurrency, "records": returned}
     if not isinstance(got, ShardRun):
-        return {**entry, "failed": got, "lost_requests": len(shard.samples)}
-    return {**entry, "failed": None, "lost_requests": 0, "records": len(got.records), "cpu_s": got.cpu_s,
-            "pid": got.pid}
+        return {**entry, "failed": got, "lost_requests": len(shard.samples) - returned}
+    return {**entry, "failed": None, "lost_requests": 0, "cpu_s": got.cpu_s, "pid": got.pid}

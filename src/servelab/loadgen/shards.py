@@ -49,6 +49,11 @@ def split(samples: list[SampleRequest], offsets_ns: np.ndarray, cap: int | None,
     return [Shard(i, tuple(samples[i::n]), offsets[i::n], caps[i]) for i in range(n)]
 
 
+def global_index(shard: int, local: int, n: int) -> int:
+    """Where a shard's ``local``-th request stands in the run (the inverse of ``split``'s deal)."""
+    return local * n + shard
+
+
 def merge(shard_records: list[list[RequestRecord]]) -> list[RequestRecord]:
     """Every shard's records in one list, by intended send time (stable: ties keep shard order)."""
     merged = [r for records in shard_records for r in records]

@@ -17,6 +17,7 @@ import numpy as np
 from servelab.loadgen.arrivals import arrival_offsets_ns
 from servelab.loadgen.drive import BenchConfig, BenchRun
 from servelab.loadgen.pacer import RunOutcome
+from servelab.metrics.summary import tally_of
 from servelab.records import RequestRecord, SampleRequest
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
 from servelab.sim.prompt import pseudo_token_ids
@@ -38,7 +39,7 @@ def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: Eng
     sim = simulate(requests, limits, model, config.load.max_concurrency)
     records = [to_record(s, r, e, t0) for s, r, e in zip(samples, requests, sim.emissions)]
     end = max((r.done_ns for r in records), default=t0)
-    run = BenchRun(records, RunOutcome(t0, end), wall0, client_cpu_s=0.0,
+    run = BenchRun(tally_of(records), RunOutcome(t0, end), wall0, client_cpu_s=0.0,
                    server_models={"object": "list", "data": [{"id": config.model, "owned_by": "servelab-sim"}]})
     return run, sim
 

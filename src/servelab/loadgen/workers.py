@@ -9,12 +9,15 @@ all are ready the parent picks one absolute start instant a little ahead
 (perf_counter_ns is CLOCK_MONOTONIC, one clock for every process of a machine)
 and releases them together; each pacer counts its offsets from that instant.
 
-Records come back in bulk when a worker's shard ends, or when it is stopped
-(SIGTERM/SIGINT: it keeps what completed, like one worker on Ctrl-C). A worker
-that dies hard (SIGKILL, a crash) returns nothing: the parent stops the others,
-keeps their records, and the result names the dead worker and the requests it
-took with it. Every worker asks the kernel to end it if the parent dies, and the
-parent joins every worker before it returns: no orphans.
+Records come back in batches while the run goes on (every RECORDS_EVERY_S, each
+made within that of its response's end: loadgen/digest.py), and the rest when a
+worker's shard ends or is stopped (SIGTERM/SIGINT: it keeps what completed, like
+one worker on Ctrl-C); the parent hands each to one sink (a ``Tally`` and, in a
+bench, the records file) and keeps nothing else per request. A worker that dies
+hard (SIGKILL, a crash) loses only the tail it had not sent: the parent stops the
+others, keeps every record returned, and the result names the dead worker and the
+requests it took with it. Every worker asks the kernel to end it if the parent
+dies, and the parent joins every worker before it returns: no orphans.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import resource
 import signal
 import threading
 import time
+from array import array
+from collections import deque
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
@@ -36,7 +41,8 @@ from servelab.errors import InputError, ServelabError, ServerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, run_bench, schedule
 from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.progress import Progress
-from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, merge, split
+from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, global_index, split
+from servelab.metrics.tally import Tally
 from servelab.records import RequestRecord
 
 # the start instant's lead over the release: every worker awake, and past the pacer's gc.collect, by then
@@ -46,13 +52,14 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 @dataclass(frozen=True, slots=True)
 class ShardRun:
-    """What one worker measured, sent back to the parent in one message."""
+    """How one worker's shard ended, its last message (its records went before, in batches)."""
 
     index: int
     pid: int
     core: int | None
     requests: int  # the shard's size
-    records: list[RequestRecord]
+    made: int  # records made (each sent back unless the process died first)
+    lag_ms: tuple[float, float]  # schedule lag p50, p99 over them
     t0_ns: int
     end_ns: int
     interrupted: bool
@@ -70,6 +77,7 @@ class _Worker:
     conn: object
     live: object  # the worker's counters, in shared memory (LIVE_FIELDS)
     ready: bool = False
+    returned: int = 0  # records received so far
     run: ShardRun | None = None
     error: str | None = None  # a servelab error before the start (one line)
     exitcode: int | None = None
@@ -79,6 +87,7 @@ class _Worker:
 # client samples. Aligned int64 slots: a reader never sees half a value (x86-64, arm64).
 LIVE_FIELDS = ("dispatched", "done", "failed", "in_flight", "lag_ns", "cpu_ns")
 PUBLISH_S = 0.05
+RECORDS_EVERY_S = 0.5  # how often a worker sends its new records (and how late one may be made)
 
 
 @dataclass(slots=True)
@@ -111,38 +120,50 @@ class WorkersRun:
     shards: list[ShardRun] = field(default_factory=list)  # what each worker returned, as returned
 
 
-def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False) -> WorkersRun:
+def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False,
+                sink=None) -> WorkersRun:
     """Drive ``samples`` with ``n`` worker processes; ``on_start(counters)`` at the shared t0,
-    inside the parent's event loop, with counters summed from the workers' (``Live``)."""
+    inside the parent's event loop, with counters summed from the workers' (``Live``).
+    ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
     if len(samples) < n:
         raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
     shards = split(samples, schedule(config, len(samples)), config.load.max_concurrency, n)
     ctx = mp.get_context("spawn")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     workers = [_start(ctx, config, s, tokenizer, core, go, t0) for s, core in zip(shards, _cores(n))]
+    sink = sink if sink is not None else Tally(samples)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stopped: list[int] = []  # the signal that stopped the run, if one did
     try:
-        loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0, stopped))
+        loop_run(_supervise(workers, go, t0, on_start, len(samples) if progress else 0, stopped,
+                            lambda w, batch: _take(w, batch, sink, t0.value, n)))
     finally:
         for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
             signal.signal(sig, handler)
         _reap(workers)
-    merged = _merged(workers, t0.value)
+    merged = _merged(workers, t0.value, getattr(sink, "tally", None))
     merged.run.outcome.stopped_by = stopped[0] if stopped else None
     return merged
 
 
-async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: int, stopped: list[int]) -> None:
+def _take(w: _Worker, batch: list, sink, t0_ns: int, n: int) -> None:
+    """A batch of ``(local index, record)`` from worker ``w``, into the one sink."""
+    for local, record in batch:
+        sink.add(global_index(w.shard.index, local, n), record, t0_ns)
+    w.returned += len(batch)
+
+
+async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: int, stopped: list[int],
+                     take) -> None:
     """Wait for every worker to be ready, release them at one instant, wait for them to end.
     Ctrl-C or SIGTERM here stops every worker; they return what they completed."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _stop, workers, stopped, sig)
-    await _until(workers, lambda w: w.ready or w.exitcode is not None)
+    await _until(workers, lambda w: w.ready or w.exitcode is not None, take)
     if not all(w.ready for w in workers):
         _release(go, t0, -1)  # abort: nobody starts
-        await _until(workers, lambda w: w.exitcode is not None)
+        await _until(workers, lambda w: w.exitcode is not None, take)
         raise ServerError(_first_error(workers))
     _release(go, t0, time.perf_counter_ns() + START_AHEAD_NS)
     live = Live([w.live for w in workers])
@@ -153,7 +174,7 @@ async def _supervise(workers: list[_Worker], go, t0, on_start, progress_total: i
     if on_start is not None:
         on_start(live)
     try:
-        await _until(workers, lambda w: w.exitcode is not None, live.refresh)
+        await _until(workers, lambda w: w.exitcode is not None, take, live.refresh)
     finally:
         if bar:
             bar.stop()
@@ -190,7 +211,7 @@ def _release(go, t0, value: int) -> None:
     go.set()
 
 
-async def _until(workers: list[_Worker], done, tick=None) -> None:
+async def _until(workers: list[_Worker], done, take, tick=None) -> None:
     """Read messages and exits until ``done(worker)`` holds for every worker. A worker that
     dies mid-run stops the others (they return what they completed). Polled every 20 ms:
     the parent has no hot path, and a poll keeps its event loop free for telemetry."""
@@ -202,7 +223,9 @@ async def _until(workers: list[_Worker], done, tick=None) -> None:
         ready = wait([w.conn for w in live if not w.conn.closed] + [w.proc.sentinel for w in live], 0)
         for w in live:
             if w.conn in ready or (w.proc.sentinel in ready and not w.conn.closed):
-                _read(w)
+                _read(w, take)
+                while _pending(w):  # a batch of records may wait behind it
+                    _read(w, take)
             if w.proc.sentinel in ready and not _pending(w):
                 w.proc.join()
                 w.exitcode = w.proc.exitcode
@@ -214,13 +237,15 @@ def _pending(w: _Worker) -> bool:
     return not w.conn.closed and w.conn.poll()
 
 
-def _read(w: _Worker) -> None:
+def _read(w: _Worker, take) -> None:
     try:
         kind, value = w.conn.recv()
     except (EOFError, OSError):
         w.conn.close()
         return
-    if kind == "ready":
+    if kind == "records":
+        take(w, value)
+    elif kind == "ready":
         w.ready = True
     elif kind == "done":
         w.run = value
@@ -254,20 +279,20 @@ def _first_error(workers: list[_Worker]) -> str:
     return f"worker {w.shard.index} (pid {w.proc.pid}) exited with code {w.exitcode} before the start"
 
 
-def _merged(workers: list[_Worker], t0_ns: int) -> WorkersRun:
+def _merged(workers: list[_Worker], t0_ns: int, tally: Tally | None) -> WorkersRun:
     runs = [w.run for w in workers if w.run is not None]
     failed = [w for w in workers if w.run is None]
-    records = merge([r.records for r in runs])
     end = max((r.end_ns for r in runs), default=t0_ns)
-    outcome = RunOutcome(t0_ns, end, [], bool(failed) or any(r.interrupted for r in runs),
+    outcome = RunOutcome(t0_ns, end, bool(failed) or any(r.interrupted for r in runs),
                          sum(r.not_sent for r in runs))
     # the busiest worker's CPU: each has its own core, and the busiest is the one that binds
     cpu = max((r.cpu_s for r in runs), default=0.0)
     wall = min((r.wall_start for r in runs), default=time.time())
     models = next((r.server_models for r in runs if r.server_models), None)
-    run = BenchRun(records, outcome, wall, cpu, models)
-    lines = [f"worker {w.shard.index} (pid {w.proc.pid}) died ({_how(w.exitcode)}) mid-run: its "
-             f"{len(w.shard.samples)} requests are lost" for w in failed]
+    run = BenchRun(tally, outcome, wall, cpu, models)
+    lines = [f"worker {w.shard.index} (pid {w.proc.pid}) died ({_how(w.exitcode)}) mid-run: "
+             f"{len(w.shard.samples) - w.returned} of its {len(w.shard.samples)} requests are lost "
+             f"({w.returned} returned before are kept)" for w in failed]
     return WorkersRun(run, _section(workers, t0_ns), lines, runs)
 
 
@@ -275,7 +300,8 @@ def _section(workers: list[_Worker], t0_ns: int) -> dict:
     """The result's ``servelab.workers``: how the run was split and what each worker did."""
     return {"count": len(workers), "start_perf_ns": t0_ns, "concurrency_rule": CONCURRENCY_RULE,
             "max_concurrency_shares": [w.shard.max_concurrency for w in workers],
-            "records_returned": "in bulk at each worker's end (or stop); a worker killed hard returns none",
+            "records_returned": f"in batches every {RECORDS_EVERY_S} s as they complete, the rest at each "
+                                "worker's end (or stop); a worker killed hard loses only what it had not sent",
             "client_cpu_s": "the busiest worker's (the one that binds)",
             "per_worker": [_worker_entry(w) for w in workers]}
 
@@ -284,10 +310,10 @@ def _worker_entry(w: _Worker) -> dict:
     entry = {"worker": w.shard.index, "pid": w.proc.pid, "core": w.core, "requests": len(w.shard.samples),
              "max_concurrency": w.shard.max_concurrency, "failed": None, "lost_requests": 0}
     if w.run is None:
-        return {**entry, "failed": _how(w.exitcode), "lost_requests": len(w.shard.samples)}
-    lag = [r.lag_ns / 1e6 for r in w.run.records]
-    p50, p99 = (float(np.percentile(lag, q)) for q in (50, 99)) if lag else (0.0, 0.0)
-    return {**entry, "records": len(w.run.records), "cpu_s": w.run.cpu_s, "interrupted": w.run.interrupted,
+        return {**entry, "failed": _how(w.exitcode), "records": w.returned,
+                "lost_requests": len(w.shard.samples) - w.returned}
+    p50, p99 = w.run.lag_ms
+    return {**entry, "records": w.returned, "cpu_s": w.run.cpu_s, "interrupted": w.run.interrupted,
             "not_sent": w.run.not_sent, "schedule_lag_ms": {"p50": p50, "p99": p99}}
 
 
@@ -308,18 +334,19 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t
     _die_with(parent)
     if core is not None:
         os.sched_setaffinity(0, {core})
-    counters, stopped = Counters(), threading.Event()
+    counters, stopped, outbox = Counters(), threading.Event(), Outbox()
+    publisher = threading.Thread(target=_publish, args=(counters, live, stopped, outbox, conn), daemon=True)
 
     def start() -> int:
         conn.send(("ready", None))
         go.wait()
         if t0.value < 0:
             raise _Aborted
-        threading.Thread(target=_publish, args=(counters, live, stopped), daemon=True).start()
+        publisher.start()
         return t0.value
 
     try:
-        run = loop_run(_shard(config, shard, tokenizer, start, counters))
+        run = loop_run(_shard(config, shard, tokenizer, start, counters, outbox))
     except _Aborted:
         return
     except ServelabError as exc:
@@ -327,34 +354,72 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t
         return
     finally:
         stopped.set()
-    conn.send(("done", shard_run(shard, core, run)))
+        if publisher.is_alive():
+            publisher.join()
+    conn.send(("records", outbox.take()))  # one pipe, one writer at a time: the publisher has ended
+    conn.send(("done", shard_run(shard, core, run, outbox)))
 
 
-def shard_run(shard: Shard, core: int | None, run: BenchRun) -> ShardRun:
-    """What a shard sends back: its records and the little the parent needs of its outcome."""
-    return ShardRun(shard.index, os.getpid(), core, len(shard.samples), run.records, run.outcome.t0_ns,
-                    run.outcome.end_ns, run.outcome.interrupted, run.outcome.not_sent, run.client_cpu_s,
-                    run.wall_start, run.server_models)
+class Outbox:
+    """A shard's records on their way out, as ``(local index, record)``: the run adds, a
+    sender (the publishing thread, or Ray's driver) takes them in batches. A deque: one
+    producer and one consumer need no lock."""
+
+    tally = None  # the records leave; nothing is tallied here
+
+    def __init__(self) -> None:
+        self._queue: deque = deque()
+        self.lags = array("q")  # every record's schedule lag (8 B each), for the worker's section
+
+    def add(self, i: int, record: RequestRecord, t0_ns: int = 0) -> None:
+        self._queue.append((i, record))
+        self.lags.append(record.lag_ns)
+
+    def take(self) -> list:
+        batch = []
+        while self._queue:
+            batch.append(self._queue.popleft())
+        return batch
+
+    def lag_ms(self) -> tuple[float, float]:
+        if not self.lags:
+            return 0.0, 0.0
+        p50, p99 = np.percentile(np.frombuffer(self.lags, np.int64) / 1e6, (50, 99))
+        return float(p50), float(p99)
 
 
-def _publish(counters: Counters, live, stopped: threading.Event) -> None:
-    """Copy this worker's counters into shared memory every PUBLISH_S (a thread: the
-    event loop's hot path does not pay for it, bar the GIL for microseconds)."""
+def shard_run(shard: Shard, core: int | None, run: BenchRun, outbox: Outbox) -> ShardRun:
+    """The little the parent needs of a shard's outcome (its records went through ``outbox``)."""
+    return ShardRun(shard.index, os.getpid(), core, len(shard.samples), len(outbox.lags), outbox.lag_ms(),
+                    run.outcome.t0_ns, run.outcome.end_ns, run.outcome.interrupted, run.outcome.not_sent,
+                    run.client_cpu_s, run.wall_start, run.server_models)
+
+
+def _publish(counters: Counters, live, stopped: threading.Event, outbox: Outbox, conn) -> None:
+    """Copy this worker's counters into shared memory every PUBLISH_S, and send its new
+    records every RECORDS_EVERY_S (a thread: the event loop's hot path does not pay for
+    it, bar the GIL while a batch is pickled)."""
+    last_sent = time.monotonic()
     while True:
         last = stopped.wait(PUBLISH_S)
         c, ru = counters, resource.getrusage(resource.RUSAGE_SELF)
         live[:] = [c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, int((ru.ru_utime + ru.ru_stime) * 1e9)]
         if last:
             return
+        if time.monotonic() - last_sent >= RECORDS_EVERY_S:
+            last_sent = time.monotonic()
+            batch = outbox.take()
+            if batch:
+                conn.send(("records", batch))
 
 
-async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: Counters) -> BenchRun:
+async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: Counters, outbox: Outbox) -> BenchRun:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop, keep what completed, send it back
         loop.add_signal_handler(sig, stop.set)
     return await run_bench(config, list(shard.samples), tokenizer, stop, counters, on_start=start,
-                           offsets_ns=shard.offsets_ns)
+                           offsets_ns=shard.offsets_ns, sink=outbox, digest_age_s=RECORDS_EVERY_S)
 
 
 def _die_with(parent: int) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servelab.metrics.tally import FAILED, OK, Tally
 from servelab.records import RequestRecord
 
 NS_PER_MS = 1e6
@@ -90,63 +91,120 @@ def itl_ns(r: RequestRecord) -> list[float]:
 
 
 def peak_output_per_s(ok: list[RequestRecord]) -> float:
-    if not ok:
-        return 0.0
-    t_start = min(r.sent_ns for r in ok)
-    times = np.fromiter((t for r in ok for t in r.token_ns), dtype=np.int64)
-    weights = np.fromiter((_count(r, j) for r in ok for j in range(len(r.token_ns))), dtype=float)
-    if not len(times):
-        return 0.0
-    bins = (times - t_start) // int(NS_PER_S)
-    return float(np.bincount(bins[bins >= 0], weights=weights[bins >= 0]).max())
-
-
-def _count(r: RequestRecord, j: int) -> int:
-    return r.token_counts[j] if j < len(r.token_counts) else 1
+    return _peak_output(tally_of(ok))
 
 
 def peak_concurrency(records: list[RequestRecord]) -> int:
-    """Sweep-line over [sent, done): an end at t is processed before a start at t."""
-    edges = [(r.sent_ns, 1) for r in records if r.sent_ns] + [(r.done_ns, -1) for r in records if r.sent_ns]
-    edges.sort()
-    level = peak = 0
-    for _, step in edges:
-        level += step
-        peak = max(peak, level)
-    return peak
-
-
-def goodput_count(ok: list[RequestRecord], slo_ms: dict[str, float]) -> int:
-    good = 0
-    for r in ok:
-        values = {"ttft": r.ttft_ns, "tpot": tpot_ns(r) or 0.0, "e2el": r.e2el_ns}
-        good += all(values[k] <= v * NS_PER_MS for k, v in slo_ms.items())
-    return good
+    return _peak_concurrency(tally_of(records))
 
 
 def summarize(records: list[RequestRecord], duration_ns: int, percentiles=(99.0,),
               goodput_slo_ms: dict[str, float] | None = None) -> Summary:
-    ok = [r for r in records if r.success]
+    return summarize_tally(tally_of(records), duration_ns, percentiles, goodput_slo_ms)
+
+
+def tally_of(records: list[RequestRecord]) -> Tally:
+    """Records held in memory (tests, small runs) as a tally."""
+    tally = Tally(records)
+    for i, r in enumerate(records):
+        tally.add(i, r)
+    return tally
+
+
+def columns_ns(t: Tally) -> dict[str, np.ndarray]:
+    """Per successful request, in the run's order: its TTFT, E2EL and queue time (int64 ns) and
+    TPOT (float ns, NaN where it has none). A request with no event has TTFT 0 and E2EL to done."""
+    c, ok = t.col, t.mask(OK)
+    sent, events = c["sent_ns"][ok], c["events"][ok]
+    ttft = np.where(events > 0, c["first_ns"][ok] - sent, 0)
+    e2el = np.where(events > 0, c["last_ns"][ok], c["done_ns"][ok]) - sent
+    out = c["output_tokens"][ok].astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(out > 1, (e2el - ttft) / (out - 1), np.nan)
+    return {"ttft": ttft, "tpot": tpot, "e2el": e2el, "queue": sent - c["dispatched_ns"][ok]}
+
+
+def summarize_tally(t: Tally, duration_ns: int, percentiles=(99.0,),
+                    goodput_slo_ms: dict[str, float] | None = None) -> Summary:
+    ok, c = t.mask(OK), t.col
+    n_ok = int(ok.sum())
     dur_s = duration_ns / NS_PER_S if duration_ns > 0 else float("nan")
-    total_in = sum(r.prompt_len for r in ok)
-    total_out = sum(r.output_tokens for r in ok)
-    tpots = [t for t in map(tpot_ns, ok) if t is not None]
-    series_ns = {
-        "ttft": [r.ttft_ns for r in ok],
-        "tpot": tpots,
-        "itl": [g for r in ok for g in itl_ns(r)],
-        "e2el": [r.e2el_ns for r in ok],
-        "client_queue_time": [r.queue_ns for r in ok],
-        "e2el_including_client_queue": [r.e2el_ns + r.queue_ns for r in ok],
-    }
-    stats = {k: stat([v / NS_PER_MS for v in vals], percentiles) for k, vals in series_ns.items()}
-    multi = any(c > 1 for r in ok for c in r.token_counts)
-    goodput = goodput_count(ok, goodput_slo_ms) / dur_s if goodput_slo_ms else None
+    total_in, total_out = int(c["prompt_len"][ok].sum()), int(c["output_tokens"][ok].sum())
+    v = columns_ns(t)
+    series_ns = {"ttft": v["ttft"], "tpot": v["tpot"][~np.isnan(v["tpot"])], "e2el": v["e2el"],
+                 "client_queue_time": v["queue"], "e2el_including_client_queue": v["e2el"] + v["queue"]}
+    stats = {k: stat(vals / NS_PER_MS, percentiles) for k, vals in series_ns.items()}
+    stats["itl"] = itl_stat(t, percentiles)
+    multi = any(c["status"][i] == OK for i in t.counts)
+    goodput = _good(v, goodput_slo_ms) / dur_s if goodput_slo_ms else None
     return Summary(
-        completed=len(ok), failed=len(records) - len(ok), duration_s=dur_s,
+        completed=n_ok, failed=int(t.mask(FAILED).sum()), duration_s=dur_s,
         total_input=total_in, total_output=total_out,
-        request_throughput=len(ok) / dur_s, request_goodput=goodput,
+        request_throughput=n_ok / dur_s, request_goodput=goodput,
         output_throughput=total_out / dur_s, total_token_throughput=(total_in + total_out) / dur_s,
-        max_output_tokens_per_s=peak_output_per_s(ok), max_concurrent_requests=peak_concurrency(records),
-        stats_ms=stats, itl_rule="split-by-tokens" if multi else "per-event",
+        max_output_tokens_per_s=_peak_output(t), max_concurrent_requests=_peak_concurrency(t),
+        stats_ms={k: stats[k] for k in METRICS}, itl_rule="split-by-tokens" if multi else "per-event",
     )
+
+
+def _good(v: dict[str, np.ndarray], slo_ms: dict[str, float]) -> int:
+    """Requests meeting every SLO given (TPOT of a one-token request counts as 0, as in vLLM)."""
+    values = {"ttft": v["ttft"], "tpot": np.nan_to_num(v["tpot"]), "e2el": v["e2el"]}
+    good = np.ones(len(v["ttft"]), dtype=bool)
+    for k, limit in slo_ms.items():
+        good &= values[k] <= limit * NS_PER_MS
+    return int(good.sum())
+
+
+def _peak_output(t: Tally) -> float:
+    ok = t.mask(OK)
+    if not ok.any():
+        return 0.0
+    bins = t.peak_bins(int(t.col["sent_ns"][ok].min()))
+    return float(bins.max()) if len(bins) else 0.0
+
+
+def _peak_concurrency(t: Tally) -> int:
+    """Sweep-line over [sent, done) of every request sent: an end at t goes before a start at t."""
+    sent = t.col["status"].astype(bool) & (t.col["sent_ns"] != 0)
+    starts, ends = t.col["sent_ns"][sent], t.col["done_ns"][sent]
+    if not len(starts):
+        return 0
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
+    return int(np.cumsum(steps[np.lexsort((steps, times))]).max())
+
+
+# Above this many pooled gaps the ITL statistics avoid a float copy of the pool (and
+# numpy's percentile copy of that): 15 M gaps (a 500k-request soak) would take 250 MB.
+_LEAN_ITL = 1 << 22
+_STD_CHUNK = 1 << 20
+
+
+def itl_stat(t: Tally, percentiles) -> Stat:
+    """ITL statistics over the pooled gaps of successful requests; exact either way."""
+    if t.split_gaps_needed():  # rare: rebuild each request's gaps by the one rule (itl_ns)
+        return stat([g / NS_PER_MS for i in np.flatnonzero(t.mask(OK)) for g in itl_ns(t.record(int(i)))],
+                    percentiles)
+    pool = np.frombuffer(t.gaps, dtype=np.uint32)
+    if len(pool) < _LEAN_ITL:
+        return stat(pool / NS_PER_MS, percentiles)
+    return _lean_stat(pool, percentiles)
+
+
+def _lean_stat(pool: np.ndarray, percentiles) -> Stat:
+    """mean, median, population std and linear percentiles of a big uint32 pool, in ms:
+    one sorted 4-byte copy, sums in float64 by chunks."""
+    ordered = np.sort(pool)
+    n = len(ordered)
+    mean = float(ordered.sum(dtype=np.uint64)) / n
+    sq = sum(float(np.square(ordered[k:k + _STD_CHUNK] - mean).sum()) for k in range(0, n, _STD_CHUNK))
+
+    def at(p: float) -> float:  # numpy's linear rule: between ranks floor and ceil of p/100·(n−1)
+        v = p / 100 * (n - 1)
+        lo = int(v)
+        hi = min(lo + 1, n - 1)
+        return float(ordered[lo]) + (float(ordered[hi]) - float(ordered[lo])) * (v - lo)
+
+    pcts = tuple((float(p), at(p) / NS_PER_MS) for p in percentiles)
+    return Stat(mean / NS_PER_MS, at(50.0) / NS_PER_MS, (sq / n) ** 0.5 / NS_PER_MS, pcts)

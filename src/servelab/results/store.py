@@ -1,5 +1,6 @@
 """Results on disk: vLLM's result JSON (its keys, so existing scripts read it)
-plus a ``servelab`` section, and per-request records as JSONL beside it.
+plus a ``servelab`` section, and per-request records as JSONL beside it, appended
+as requests complete (``RecordSink``), in the order they completed.
 
 vLLM's file rules are kept: the default name is
 ``{label}-{rate}qps[-concurrency{N}]-{model}-{YYYYmmdd-HHMMSS}.json``;
@@ -11,9 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from servelab.metrics.summary import NS_PER_MS, NS_PER_S, Summary, itl_ns
+from servelab.metrics.tally import OK, Tally
 from servelab.records import RequestRecord
 
 # per-request lists vLLM drops unless --save-detailed
@@ -45,23 +51,35 @@ def metric_keys(s: Summary, selected: list[str]) -> dict:
     return out
 
 
-def per_request_lists(records: list[RequestRecord]) -> dict:
-    """vLLM's per-request lists, in seconds (start_times on the perf_counter clock)."""
-    ok = lambda r: r.success  # noqa: E731 — failed requests report 0 / empty, as in vLLM
-    return {
-        "input_lens": [r.prompt_len for r in records],
-        "output_lens": [r.output_tokens if ok(r) else 0 for r in records],
-        "ttfts": [r.ttft_ns / NS_PER_S if ok(r) else 0.0 for r in records],
-        "itls": [[g / NS_PER_S for g in itl_ns(r)] if ok(r) else [] for r in records],
-        "latencies": [r.e2el_ns / NS_PER_S if ok(r) else 0.0 for r in records],
-        "start_times": [r.sent_ns / NS_PER_S for r in records],
-        "queue_times": [r.queue_ns / NS_PER_S for r in records],
-        "generated_texts": [r.generated_text for r in records],
-        "errors": [r.error or "" for r in records],
+# vLLM's per-request lists, in its order
+LIST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
+             "generated_texts", "errors")
+
+
+def per_request_lists(t: Tally, keys=LIST_KEYS) -> dict:
+    """vLLM's per-request lists named in ``keys``, in seconds (start_times on the perf_counter
+    clock), in the run's order; failed requests report 0 / empty, as in vLLM. Only the lists
+    asked for are built: at 500k requests ``itls`` alone is millions of floats."""
+    c, idx = t.col, t.indices()
+    ok = c["status"][idx] == OK
+    sent, events = c["sent_ns"][idx], c["events"][idx]
+    make = {
+        "input_lens": lambda: c["prompt_len"][idx].tolist(),
+        "output_lens": lambda: np.where(ok, c["output_tokens"][idx], 0).tolist(),
+        "ttfts": lambda: (np.where(ok & (events > 0), c["first_ns"][idx] - sent, 0) / NS_PER_S).tolist(),
+        "itls": lambda: [[g / NS_PER_S for g in itl_ns(t.record(int(i)))] if good else []
+                         for i, good in zip(idx, ok)],
+        "latencies": lambda: (np.where(ok, np.where(events > 0, c["last_ns"][idx], c["done_ns"][idx]) - sent, 0)
+                              / NS_PER_S).tolist(),
+        "start_times": lambda: (sent / NS_PER_S).tolist(),
+        "queue_times": lambda: ((sent - c["dispatched_ns"][idx]) / NS_PER_S).tolist(),
+        "generated_texts": lambda: [t.texts.get(int(i), "") for i in idx],
+        "errors": lambda: [t.errors.get(int(i)) or "" for i in idx],
     }
+    return {k: make[k]() for k in LIST_KEYS if k in keys}
 
 
-def build_result(*, head: dict, summary: Summary, records: list[RequestRecord], selected: list[str],
+def build_result(*, head: dict, summary: Summary, tally: Tally, selected: list[str],
                  save_detailed: bool, extra: dict) -> dict:
     """``head``: date/backend/label/model_id/... in vLLM's order; ``extra``: ours."""
     s = summary
@@ -72,13 +90,11 @@ def build_result(*, head: dict, summary: Summary, records: list[RequestRecord], 
         "request_throughput": s.request_throughput, "request_goodput": s.request_goodput,
         "output_throughput": s.output_throughput, "total_token_throughput": s.total_token_throughput,
     })
-    result.update(per_request_lists(records))
+    kept = LIST_KEYS if save_detailed else [k for k in LIST_KEYS if k not in DETAILED_KEYS]
+    result.update(per_request_lists(tally, kept))
     result.update({"max_output_tokens_per_s": s.max_output_tokens_per_s,
                    "max_concurrent_requests": s.max_concurrent_requests, "rtfx": 0.0})
     result.update(metric_keys(s, selected))
-    if not save_detailed:
-        for key in DETAILED_KEYS:
-            result.pop(key, None)
     result["servelab"] = extra
     return result
 
@@ -110,6 +126,45 @@ def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(record_dict(r, t0_ns)) + "\n")
+
+
+class RecordsFile:
+    """Records appended as they complete, one JSON line each. The final name carries the
+    run's date, known only after it, so lines go to a hidden file in ``folder`` first and
+    ``close`` gives it its name; ``discard`` removes it (a run that never started)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        os.makedirs(folder, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(prefix=".servelab-", suffix=".records.jsonl.part", dir=folder)
+        self.file = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 16)
+
+    def write(self, r: RequestRecord, t0_ns: int) -> None:
+        self.file.write(json.dumps(record_dict(r, t0_ns)) + "\n")
+
+    def close(self, path: Path) -> None:
+        self.file.close()
+        try:
+            os.replace(self.tmp, path)
+        except OSError:  # another file system
+            shutil.move(self.tmp, path)
+
+    def discard(self) -> None:
+        self.file.close()
+        Path(self.tmp).unlink(missing_ok=True)
+
+
+class RecordSink:
+    """Where every record of a run goes, once, as it is made — by this process's run or
+    returned by a worker or a Ray shard: into the run's ``tally`` (what the summary and
+    the result are computed from) and, when the run is saved, the records file."""
+
+    def __init__(self, tally: Tally, file: RecordsFile | None = None) -> None:
+        self.tally, self.file = tally, file
+
+    def add(self, i: int, r: RequestRecord, t0_ns: int) -> None:
+        self.tally.add(i, r)
+        if self.file is not None:
+            self.file.write(r, t0_ns)
 
 
 def records_path(result_path: Path, date: str, append: bool) -> Path:

@@ -36,7 +36,8 @@ from servelab.loadgen.workers import run_workers
 from servelab.loadgen.progress import Progress, elapsed
 from servelab.loadgen.pacer import Counters
 from servelab.metrics.console import console_block
-from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
+from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize_tally
+from servelab.metrics.tally import Tally
 from servelab.results import store
 from servelab.study import simulated
 from servelab.telemetry.recorder import Recorder, metrics_url
@@ -71,16 +72,21 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
             tokenizer = bench_tokenizer(spec, model)
             samples = sample_requests(spec.dataset, tokenizer)
         _preamble(config)
-        if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
-            run, timeline, labels = simulated.run(spec, config, samples)
-            workers = None
-        else:
-            run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
-            timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
-            labels = simulated.detected(run.server_models, (context or {}).get("engine"))
+        sink = _sink(spec, samples)
+        with _discard_on_error(sink):
+            if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
+                run, timeline, labels = simulated.run(spec, config, samples)
+                workers = None
+                for i, r in enumerate(run.records):
+                    sink.add(i, r, run.outcome.t0_ns)
+            else:
+                run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start), sink)
+                timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
+                labels = simulated.detected(run.server_models, (context or {}).get("engine"))
+    run.tally = sink.tally
     out = spec.output
-    summary = summarize(run.records, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
-                        dict(out.goodput) or None)
+    summary = summarize_tally(run.tally, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
+                              dict(out.goodput) or None)
     _print_failures(run)
     shown = _shown_metrics(list(out.percentile_metrics), config)
     if labels:
@@ -95,10 +101,28 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     _footer(extra)
     for line in workers.failed if workers is not None else ():
         print(f"servelab: WARNING {line}; results cover the other workers' records")
-    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
+    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline, sink.file)
     print(render_diagnosis(diagnosis))
     code = exit_code(run.outcome, summary.completed)
     return BenchOutcome(summary, run, result, path, code)
+
+
+def _sink(spec: BenchSpec, samples) -> store.RecordSink:
+    """Where the run's records go as they are made: its tally, and the records file when saved."""
+    out = spec.output
+    saved = out.save_result or out.append_result
+    return store.RecordSink(Tally(samples, detailed=out.save_detailed),
+                            store.RecordsFile(out.result_dir or ".") if saved else None)
+
+
+@contextlib.contextmanager
+def _discard_on_error(sink: store.RecordSink):
+    try:
+        yield
+    except BaseException:
+        if sink.file is not None:
+            sink.file.discard()
+        raise
 
 
 @contextlib.contextmanager
@@ -198,24 +222,26 @@ def exit_code(outcome, completed: int) -> int:
     return 1 if completed == 0 else 0
 
 
-def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
-    """The run in this process, or split between ``--workers`` processes (loadgen/workers.py)."""
+def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start, sink):
+    """The run in this process, or split between ``--workers`` processes (loadgen/workers.py);
+    every record goes to ``sink`` as it is made (or returned)."""
     if spec.load.ray is not None:
         from servelab.loadgen.ray_shards import run_ray  # Ray is optional: imported only here
 
         print(f"servelab: load from the Ray cluster at {spec.load.ray}, one shard per node", flush=True)
-        workers = run_ray(config, samples, tokenizer, spec.load.ray, on_start)
+        workers = run_ray(config, samples, tokenizer, spec.load.ray, on_start, sink)
         return workers.run, workers
     if spec.load.workers == 1:
-        return _run(config, samples, tokenizer, progress=spec.output.progress, on_start=on_start), None
+        return _run(config, samples, tokenizer, progress=spec.output.progress, on_start=on_start, sink=sink), None
     print(f"servelab: {spec.load.workers} client workers, one schedule dealt round-robin; "
           f"max concurrency split {concurrency_shares(config.load.max_concurrency, spec.load.workers)}",
           flush=True)
-    workers = run_workers(config, samples, tokenizer, spec.load.workers, on_start, progress=spec.output.progress)
+    workers = run_workers(config, samples, tokenizer, spec.load.workers, on_start, progress=spec.output.progress,
+                          sink=sink)
     return workers.run, workers
 
 
-def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:
+def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None, sink=None) -> BenchRun:
     async def main() -> BenchRun:
         loop = asyncio.get_running_loop()
         stop, stopped = asyncio.Event(), []
@@ -236,7 +262,7 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
                 on_start(counters)
 
         try:
-            run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
+            run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started, sink=sink)
             run.outcome.stopped_by = stopped[0] if stopped else None
             return run
         finally:
@@ -268,31 +294,32 @@ def _shown_metrics(selected: list[str], config: BenchConfig) -> list[str]:
 
 
 def _print_failures(run: BenchRun, limit: int = 5) -> None:
-    failed = [r for r in run.records if not r.success]
+    failed = run.tally.failures()
     if not failed:
         return
     print(f"Failed requests during benchmark run detected (showing {min(limit, len(failed))} "
           f"of {len(failed)}):")
-    for i, r in enumerate(failed[:limit]):
-        print(f"Error {i} [{r.request_id}]: {r.error}")
+    for i, (request_id, error) in enumerate(failed[:limit]):
+        print(f"Error {i} [{request_id}]: {error}")
 
 
 def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
     """What we add to vLLM's keys: client fidelity, rules used, provenance."""
     duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
-    lag = stat([r.lag_ns / NS_PER_MS for r in run.records], (50, 99))
+    lags_ms = run.tally.lag_ns() / NS_PER_MS
+    lag = stat(lags_ms, (50, 99))
     cpu_frac = run.client_cpu_s / duration_s if duration_s > 0 else 0.0
-    sources = sorted({r.output_tokens_source for r in run.records if r.success})
+    sources = run.tally.sources()
     return {
         "version": __version__,
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
         "t0_perf_ns": run.outcome.t0_ns,  # records' *_ms are from here (perf_counter_ns clock)
         "interrupted": run.outcome.interrupted,
         # successes whose stream ended with neither a finish_reason nor [DONE] (counted, as vLLM does)
-        "unfinished_streams": sum(1 for r in run.records if r.success and not r.finished),
+        "unfinished_streams": run.tally.unfinished(),
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
-                            "max": max((r.lag_ns / NS_PER_MS for r in run.records), default=0.0)},
+                            "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
         "client_cpu_s": run.client_cpu_s,
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
@@ -364,7 +391,7 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None):
+def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None, records_file=None):
     """Build the result JSON, diagnose it; write it (records, timeline) when asked to save."""
     out, load = spec.output, spec.load
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
@@ -381,12 +408,12 @@ def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, t
             "num_prompts": spec.dataset.num_prompts, **dict(out.metadata),
             "request_rate": load.request_rate if load.request_rate < float("inf") else "inf",
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency}
-    result = store.build_result(head=head, summary=summary, records=run.records, selected=shown,
+    result = store.build_result(head=head, summary=summary, tally=run.tally, selected=shown,
                                 save_detailed=out.save_detailed, extra=extra)
     diagnosis = _diagnose(result, timeline, tl_path)
     if save:
         store.write_result(result, path, out.append_result)
-        store.write_records(run.records, run.outcome.t0_ns, rec_path)
+        records_file.close(rec_path)  # written as the requests completed
         if timeline is not None:
             write_timeline(timeline, tl_path)
         print(f"servelab: result {'appended to' if out.append_result else 'written to'} {path}; "

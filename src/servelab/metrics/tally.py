@@ -1,0 +1,185 @@
+"""Every request of a run in a few integers: what the summary needs, added one record at a time.
+
+A run hands each record here as it completes and lets it go, so memory does not grow
+with what a record carries (token tuples, texts, raw responses). Per request: its
+instants (int64 ns), lengths and flags in numpy columns indexed by its place in the
+run's requests (~75 B), plus each gap between its token-bearing events in one pooled
+``uint32`` array (4 B a token). Nothing is binned: percentiles stay exact, and
+``record(i)`` rebuilds request ``i``'s record exactly (its text only when ``detailed``).
+
+Kept aside because they are rare: failed requests' events and error texts, events
+that carry several tokens (their counts), and gaps of 2**32 ns (4.3 s) or more.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+
+from servelab.records import RequestRecord
+
+NS_PER_S = 1_000_000_000
+OK, FAILED = 1, 2  # a request's state in the tally (0: not added)
+_BIG = 0xFFFFFFFF  # a gap this long or longer is kept exactly in ``big``, apart
+_SOURCES = ("usage", "tokenizer", "events")
+_CHUNK = 1 << 16  # requests at a time when the token instants are rebuilt (peak output bins)
+_COLUMNS = {"status": np.int8, "intended_ns": np.int64, "dispatched_ns": np.int64, "sent_ns": np.int64,
+            "done_ns": np.int64, "first_ns": np.int64, "last_ns": np.int64, "prompt_len": np.int32,
+            "output_tokens": np.int32, "events": np.int32, "gap_at": np.int64, "finished": np.bool_,
+            "source": np.int8, "http_status": np.int16}
+
+
+class Tally:
+    """The run's requests, ``requests[i]`` giving request ``i``'s id and lengths (a
+    ``SampleRequest`` or anything with those attributes)."""
+
+    def __init__(self, requests: Sequence, detailed: bool = False) -> None:
+        self.requests, self.detailed = requests, detailed
+        self.col = {name: np.zeros(len(requests), dtype) for name, dtype in _COLUMNS.items()}
+        self.gaps = array("I")  # successful requests' event gaps, in the order they were added
+        self.big: dict[int, int] = {}  # position in ``gaps`` -> the gap, where it is ≥ _BIG
+        self.counts: dict[int, tuple[int, ...]] = {}  # request -> tokens per event, where one carried > 1
+        self.failed_events: dict[int, tuple[int, ...]] = {}  # failed request -> its event instants
+        self.errors: dict[int, str] = {}
+        self.texts: dict[int, str] = {}  # only when ``detailed``
+        self._error_texts: dict[str, str] = {}  # one string per distinct error
+        self.added = 0
+
+    @property
+    def tally(self) -> Tally:
+        return self  # a sink's tally (RecordSink) is itself here
+
+    def add(self, i: int, r: RequestRecord, t0_ns: int = 0) -> None:
+        """Request ``i`` ended as ``r`` (``t0_ns``: a sink's; unused here)."""
+        c = self.col
+        c["status"][i] = OK if r.success else FAILED
+        for name in ("intended_ns", "dispatched_ns", "sent_ns", "done_ns", "prompt_len", "output_tokens"):
+            c[name][i] = getattr(r, name)
+        c["finished"][i], c["http_status"][i] = r.finished, r.http_status or 0
+        c["source"][i] = _SOURCES.index(r.output_tokens_source)
+        c["events"][i] = len(r.token_ns)
+        if r.token_ns:
+            c["first_ns"][i], c["last_ns"][i] = r.token_ns[0], r.token_ns[-1]
+        if any(k != 1 for k in r.token_counts):
+            self.counts[i] = tuple(r.token_counts)
+        if self.detailed and r.generated_text:
+            self.texts[i] = r.generated_text
+        self.added += 1
+        if r.success:
+            self._add_gaps(i, r.token_ns)
+        else:
+            self.errors[i] = self._error_texts.setdefault(r.error, r.error)
+            self.failed_events[i] = tuple(r.token_ns)
+
+    def _add_gaps(self, i: int, t: tuple[int, ...]) -> None:
+        self.col["gap_at"][i] = len(self.gaps)
+        gaps = [b - a for a, b in zip(t, t[1:])]
+        if not gaps or max(gaps) < _BIG:
+            self.gaps.extend(gaps)
+            return
+        for g in gaps:
+            if g >= _BIG:
+                self.big[len(self.gaps)] = g
+            self.gaps.append(min(g, _BIG))
+
+    # ---- reading back ---------------------------------------------------------------
+
+    def mask(self, state: int) -> np.ndarray:
+        return self.col["status"] == state
+
+    def indices(self) -> np.ndarray:
+        """Every added request, in the run's order."""
+        return np.flatnonzero(self.col["status"])
+
+    def lag_ns(self) -> np.ndarray:
+        """Every added request's schedule lag (dispatched − intended)."""
+        idx = self.indices()
+        return self.col["dispatched_ns"][idx] - self.col["intended_ns"][idx]
+
+    def sources(self) -> list[str]:
+        """Where successful requests' output token counts came from."""
+        return sorted(_SOURCES[k] for k in np.unique(self.col["source"][self.mask(OK)]))
+
+    def unfinished(self) -> int:
+        """Successes whose stream ended with neither a finish_reason nor [DONE]."""
+        return int((self.mask(OK) & ~self.col["finished"]).sum())
+
+    def failures(self) -> list[tuple[str, str]]:
+        """(request id, error) of every failed request, in the run's order."""
+        return [(self.requests[i].request_id, self.errors[i]) for i in sorted(self.errors)]
+
+    def token_ns(self, i: int) -> tuple[int, ...]:
+        if self.col["status"][i] == FAILED:
+            return self.failed_events[i]
+        n = int(self.col["events"][i])
+        if n == 0:
+            return ()
+        at, first = int(self.col["gap_at"][i]), int(self.col["first_ns"][i])
+        gaps = [self.big.get(k, self.gaps[k]) for k in range(at, at + n - 1)]
+        out, t = [first], first
+        for g in gaps:
+            t += g
+            out.append(t)
+        return tuple(out)
+
+    def record(self, i: int) -> RequestRecord:
+        """Request ``i``'s record as it was added (its text only when ``detailed``)."""
+        c, req = self.col, self.requests[i]
+        events = self.token_ns(i)
+        return RequestRecord(
+            request_id=req.request_id, prompt_len=int(c["prompt_len"][i]),
+            expected_output_len=req.expected_output_len, intended_ns=int(c["intended_ns"][i]),
+            dispatched_ns=int(c["dispatched_ns"][i]), sent_ns=int(c["sent_ns"][i]), done_ns=int(c["done_ns"][i]),
+            token_ns=events, token_counts=self.counts.get(i, (1,) * len(events)),
+            output_tokens=int(c["output_tokens"][i]), output_tokens_source=_SOURCES[c["source"][i]],
+            generated_text=self.texts.get(i, ""), error=self.errors.get(i),
+            http_status=int(c["http_status"][i]) or None, finished=bool(c["finished"][i]))
+
+    def records(self) -> list[RequestRecord]:
+        """Every record, rebuilt (for small runs and tests: a big run reads the columns)."""
+        return [self.record(int(i)) for i in self.indices()]
+
+    def token_instants(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The events of successful requests ``idx``: their instants (int64 ns) and the
+        tokens each carried, rebuilt from first instants and pooled gaps."""
+        c = self.col
+        lens = c["events"][idx].astype(np.int64)
+        idx, lens = idx[lens > 0], lens[lens > 0]
+        if not len(idx):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        steps = np.zeros(int(lens.sum()), np.int64)
+        pos = np.repeat(c["gap_at"][idx] - starts - 1, lens) + np.arange(len(steps))  # gap before event
+        inner = np.ones(len(steps), bool)
+        inner[starts] = False
+        steps[inner] = np.frombuffer(self.gaps, np.uint32)[pos[inner]]
+        for k, g in self.big.items():
+            steps[inner & (pos == k)] = g
+        # each request's first instant replaces the running sum at its start
+        firsts = c["first_ns"][idx]
+        steps[starts] = firsts - np.concatenate([[0], c["last_ns"][idx][:-1]])
+        weights = np.ones(len(steps), np.int64)
+        if self.counts:
+            for j in np.flatnonzero(np.isin(idx, list(self.counts))):
+                weights[starts[j]:starts[j] + lens[j]] = self.counts[int(idx[j])]
+        return np.cumsum(steps), weights
+
+    def peak_bins(self, anchor_ns: int) -> np.ndarray:
+        """Output tokens per 1-second bin from ``anchor_ns``, over successful requests."""
+        ok = np.flatnonzero(self.mask(OK))
+        bins = np.zeros(0, np.int64)
+        for k in range(0, len(ok), _CHUNK):
+            times, weights = self.token_instants(ok[k:k + _CHUNK])
+            b = (times - anchor_ns) // NS_PER_S
+            keep = b >= 0
+            part = np.bincount(b[keep], weights=weights[keep]).astype(np.int64)
+            if len(part) > len(bins):
+                bins = np.concatenate([bins, np.zeros(len(part) - len(bins), np.int64)])
+            bins[:len(part)] += part
+        return bins
+
+    def split_gaps_needed(self) -> bool:
+        """Some gap is not a plain pooled value: split by tokens, or kept apart."""
+        return bool(self.big) or any(self.col["status"][i] == OK for i in self.counts)
