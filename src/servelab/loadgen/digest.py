@@ -25,8 +25,10 @@ from servelab.loadgen.pacer import Attempt
 _now = time.perf_counter_ns
 
 # what one stamped piece costs beyond its bytes: its (t_ns, bytes) tuple, the int,
-# the bytes header and its slot in the response's list
+# the bytes header and its slot in the response's list; and one response beyond its
+# pieces: the Response, its headers dict, its Attempt
 PIECE_OVERHEAD = 120
+RESPONSE_OVERHEAD = 1500
 
 
 class Digest:
@@ -60,6 +62,7 @@ class Digest:
                     timer.cancel()
                 continue
             end = _now() + self.slice_ns
+            self.one()  # at least one per turn, however short the slice
             while self._due() and _now() < end:
                 self.one()
             await asyncio.sleep(0)
@@ -87,4 +90,4 @@ class Digest:
 
 def size(attempt: Attempt) -> int:
     reads = attempt.response.reads
-    return sum(len(piece) for _, piece in reads) + PIECE_OVERHEAD * len(reads)
+    return sum(len(piece) for _, piece in reads) + PIECE_OVERHEAD * len(reads) + RESPONSE_OVERHEAD

@@ -69,7 +69,7 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
 # requests serialized before t0, in bytes; past it each is built when a sender takes it
 # (~10 µs, in its client queue time, before its send stamp): built all ahead, a 500k-request
 # run would hold a second copy of every prompt for the whole run
-PREBUILT_BYTES = 64 << 20
+PREBUILT_BYTES = 8 << 20
 
 
 class Payloads:
@@ -89,8 +89,10 @@ class Payloads:
         return len(self.samples)
 
     def __getitem__(self, i: int) -> bytes:
-        if i < len(self.built):
-            return self.built[i]
+        """Taken once each (a sender asks for request i once): a prebuilt one is let go."""
+        if i < len(self.built) and self.built[i]:
+            payload, self.built[i] = self.built[i], b""
+            return payload
         s = self.samples[i]
         return serialize(self.config, s, self.pool, s.request_id)
 

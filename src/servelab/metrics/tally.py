@@ -24,7 +24,7 @@ NS_PER_S = 1_000_000_000
 OK, FAILED = 1, 2  # a request's state in the tally (0: not added)
 _BIG = 0xFFFFFFFF  # a gap this long or longer is kept exactly in ``big``, apart
 _SOURCES = ("usage", "tokenizer", "events")
-_CHUNK = 1 << 16  # requests at a time when the token instants are rebuilt (peak output bins)
+_CHUNK = 1 << 13  # requests at a time when the token instants are rebuilt (peak output bins)
 _COLUMNS = {"status": np.int8, "intended_ns": np.int64, "dispatched_ns": np.int64, "sent_ns": np.int64,
             "done_ns": np.int64, "first_ns": np.int64, "last_ns": np.int64, "prompt_len": np.int32,
             "output_tokens": np.int32, "events": np.int32, "gap_at": np.int64, "finished": np.bool_,
