@@ -34,7 +34,7 @@ RESPONSE_OVERHEAD = 1500
 class Digest:
     """``convert(attempt)`` makes the record, ``emit(index, record)`` takes it."""
 
-    def __init__(self, convert, emit, low: int = 32 << 20, ceiling: int = 96 << 20,
+    def __init__(self, convert, emit, low: int = 16 << 20, ceiling: int = 64 << 20,
                  max_age_ns: int | None = None, slice_ns: int = 200_000) -> None:
         self.convert, self.emit = convert, emit
         self.low, self.ceiling, self.max_age_ns, self.slice_ns = low, ceiling, max_age_ns, slice_ns

@@ -177,7 +177,7 @@ def _peak_concurrency(t: Tally) -> int:
 
 # Above this many pooled gaps the ITL statistics take no copy of the pool: a float copy
 # and numpy's own copy for the percentiles would take 250 MB for a 500k-request soak (15 M gaps).
-_LEAN_ITL = 1 << 22
+_LEAN_ITL = 1 << 20
 _PASS = 1 << 20  # gaps read at a time by the lean path (4 MB)
 
 
