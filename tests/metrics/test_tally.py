@@ -93,3 +93,18 @@ def test_the_lean_itl_statistics_equal_numpy_on_a_big_pool(monkeypatch):
     lean = summarize(records, S, percentiles=(1, 25, 50, 75, 99, 99.9)).stats_ms["itl"]
     assert lean.median == plain.median and lean.percentiles == plain.percentiles
     assert lean.mean == pytest.approx(plain.mean, rel=1e-12) and lean.std == pytest.approx(plain.std, rel=1e-9)
+
+
+def test_peak_concurrency_equals_the_edge_sweep_on_random_intervals_with_ties():
+    rng = np.random.default_rng(3)
+    records = []
+    for i in range(400):
+        sent = int(rng.integers(1, 60))  # few distinct instants: many starts and ends coincide
+        done = sent + int(rng.integers(0, 20))
+        records.append(RequestRecord(f"r{i}", 1, 1, sent, sent, sent, done, (done,), (1,), 1))
+    edges = sorted([(r.sent_ns, 1) for r in records] + [(r.done_ns, -1) for r in records])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    assert summarize(records, S).max_concurrent_requests == peak

@@ -131,12 +131,15 @@ def summarize_tally(t: Tally, duration_ns: int, percentiles=(99.0,),
     dur_s = duration_ns / NS_PER_S if duration_ns > 0 else float("nan")
     total_in, total_out = int(c["prompt_len"][ok].sum()), int(c["output_tokens"][ok].sum())
     v = columns_ns(t)
-    series_ns = {"ttft": v["ttft"], "tpot": v["tpot"][~np.isnan(v["tpot"])], "e2el": v["e2el"],
-                 "client_queue_time": v["queue"], "e2el_including_client_queue": v["e2el"] + v["queue"]}
-    stats = {k: stat(vals / NS_PER_MS, percentiles) for k, vals in series_ns.items()}
+    series_ns = {"ttft": lambda: v["ttft"], "tpot": lambda: v["tpot"][~np.isnan(v["tpot"])],
+                 "e2el": lambda: v["e2el"], "client_queue_time": lambda: v["queue"],
+                 "e2el_including_client_queue": lambda: v["e2el"] + v["queue"]}
+    # one series at a time: at 500k requests each float copy (and numpy's own) is 4 MB
+    stats = {k: stat(vals() / NS_PER_MS, percentiles) for k, vals in series_ns.items()}
+    goodput = _good(v, goodput_slo_ms) / dur_s if goodput_slo_ms else None
+    del v, series_ns  # let the columns go before the ITL pool and the peaks are read
     stats["itl"] = itl_stat(t, percentiles)
     multi = any(c["status"][i] == OK for i in t.counts)
-    goodput = _good(v, goodput_slo_ms) / dur_s if goodput_slo_ms else None
     return Summary(
         completed=n_ok, failed=int(t.mask(FAILED).sum()), duration_s=dur_s,
         total_input=total_in, total_output=total_out,
@@ -165,20 +168,18 @@ def _peak_output(t: Tally) -> float:
 
 
 def _peak_concurrency(t: Tally) -> int:
-    """Sweep-line over [sent, done) of every request sent: an end at t goes before a start at t."""
+    """Sweep-line over [sent, done) of every request sent, an end at t before a start at t:
+    after the k-th start (in time order) k + 1 have started and every end ≤ its time is done."""
     sent = t.col["status"].astype(bool) & (t.col["sent_ns"] != 0)
-    starts, ends = t.col["sent_ns"][sent], t.col["done_ns"][sent]
+    starts, ends = np.sort(t.col["sent_ns"][sent]), np.sort(t.col["done_ns"][sent])
     if not len(starts):
         return 0
-    times = np.concatenate([starts, ends])
-    steps = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
-    return int(np.cumsum(steps[np.lexsort((steps, times))]).max())
+    return int((np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")).max())
 
 
 # Above this many pooled gaps the ITL statistics take no copy of the pool: a float copy
 # and numpy's own copy for the percentiles would take 250 MB for a 500k-request soak (15 M gaps).
 _LEAN_ITL = 1 << 20
-_PASS = 1 << 20  # gaps read at a time by the lean path (4 MB)
 
 
 def itl_stat(t: Tally, percentiles) -> Stat:
@@ -186,23 +187,23 @@ def itl_stat(t: Tally, percentiles) -> Stat:
     if t.split_gaps_needed():  # rare: rebuild each request's gaps by the one rule (itl_ns)
         return stat([g / NS_PER_MS for i in np.flatnonzero(t.mask(OK)) for g in itl_ns(t.record(int(i)))],
                     percentiles)
-    pool = np.frombuffer(t.gaps, dtype=np.uint32)
-    if len(pool) < _LEAN_ITL:
-        return stat(pool / NS_PER_MS, percentiles)
-    return _lean_stat(pool, percentiles)
+    parts = t.pool()
+    if t.n_gaps < _LEAN_ITL:
+        return stat(np.concatenate(parts) / NS_PER_MS if parts else [], percentiles)
+    return _lean_stat(parts, t.n_gaps, percentiles)
 
 
-def _lean_stat(pool: np.ndarray, percentiles) -> Stat:
-    """Mean, median, population std and numpy's linear percentiles of a big uint32 pool, in
-    ms, reading it in passes: the values at the ranks needed come from two 16-bit histograms
-    (high half, then low half within the high bin), so nothing is sorted or copied whole."""
-    n = len(pool)
-    mean = sum(int(pool[k:k + _PASS].sum(dtype=np.uint64)) for k in range(0, n, _PASS)) / n
-    sq = sum(float(np.square(pool[k:k + _PASS] - mean).sum()) for k in range(0, n, _PASS))
+def _lean_stat(parts: list[np.ndarray], n: int, percentiles) -> Stat:
+    """Mean, median, population std and numpy's linear percentiles of ``n`` uint32 gaps held
+    in blocks, in ms, reading them block by block: the values at the ranks needed come from
+    two 16-bit histograms (high half, then low half within the high bin), so nothing is
+    sorted or copied whole."""
+    mean = sum(int(p.sum(dtype=np.uint64)) for p in parts) / n
+    sq = sum(float(np.square(p - mean).sum()) for p in parts)
     picks = {p: p / 100 * (n - 1) for p in percentiles}
     mid = [(n - 1) // 2, n // 2]  # numpy's median: the mean of the middle one or two
     ranks = sorted({r for v in picks.values() for r in (int(v), min(int(v) + 1, n - 1))} | set(mid))
-    at = dict(zip(ranks, (v / NS_PER_MS for v in _ranked(pool, ranks))))
+    at = dict(zip(ranks, (v / NS_PER_MS for v in _ranked(parts, ranks))))
 
     def lerp(v: float) -> float:  # numpy's rule, from whichever end is nearer
         lo = int(v)
@@ -214,19 +215,18 @@ def _lean_stat(pool: np.ndarray, percentiles) -> Stat:
     return Stat(mean / NS_PER_MS, median, (sq / n) ** 0.5 / NS_PER_MS, pcts)
 
 
-def _ranked(pool: np.ndarray, ranks: list[int]) -> list[int]:
-    """The values at 0-based ``ranks`` of the sorted pool, exactly."""
+def _ranked(parts: list[np.ndarray], ranks: list[int]) -> list[int]:
+    """The values at 0-based ``ranks`` of the sorted gaps, exactly."""
     high = np.zeros(1 << 16, np.int64)
-    for k in range(0, len(pool), _PASS):
-        high += np.bincount(pool[k:k + _PASS] >> 16, minlength=1 << 16)
+    for p in parts:
+        high += np.bincount(p >> 16, minlength=1 << 16)
     high = np.cumsum(high)
     out = []
     for r in ranks:
         b = int(np.searchsorted(high, r, side="right"))
         below = int(high[b - 1]) if b else 0
         low = np.zeros(1 << 16, np.int64)
-        for k in range(0, len(pool), _PASS):
-            part = pool[k:k + _PASS]
-            low += np.bincount(part[(part >> 16) == b] & 0xFFFF, minlength=1 << 16)
+        for p in parts:
+            low += np.bincount(p[(p >> 16) == b] & 0xFFFF, minlength=1 << 16)
         out.append((b << 16) | int(np.searchsorted(np.cumsum(low), r - below, side="right")))
     return out

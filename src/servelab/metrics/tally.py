@@ -3,8 +3,9 @@
 A run hands each record here as it completes and lets it go, so memory does not grow
 with what a record carries (token tuples, texts, raw responses). Per request: its
 instants (int64 ns), lengths and flags in numpy columns indexed by its place in the
-run's requests (~75 B), plus each gap between its token-bearing events in one pooled
-``uint32`` array (4 B a token). Nothing is binned: percentiles stay exact, and
+run's requests (~75 B), plus each gap between its token-bearing events in one pool of
+``uint32`` (4 B a token), grown a fixed block at a time: a growing array would be
+copied on each reallocation, and on a busy heap leave its old copies as holes. Nothing is binned: percentiles stay exact, and
 ``record(i)`` rebuilds request ``i``'s record exactly (its text only when ``detailed``).
 
 Kept aside because they are rare: failed requests' events and error texts, events
@@ -13,7 +14,6 @@ that carry several tokens (their counts), and gaps of 2**32 ns (4.3 s) or more.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +25,8 @@ OK, FAILED = 1, 2  # a request's state in the tally (0: not added)
 _BIG = 0xFFFFFFFF  # a gap this long or longer is kept exactly in ``big``, apart
 _SOURCES = ("usage", "tokenizer", "events")
 _CHUNK = 1 << 13  # requests at a time when the token instants are rebuilt (peak output bins)
+_BLOCK_BITS = 20  # gaps per block of the pool: 2**20 (4 MB)
+_BLOCK = 1 << _BLOCK_BITS
 _COLUMNS = {"status": np.int8, "intended_ns": np.int64, "dispatched_ns": np.int64, "sent_ns": np.int64,
             "done_ns": np.int64, "first_ns": np.int64, "last_ns": np.int64, "prompt_len": np.int32,
             "output_tokens": np.int32, "events": np.int32, "gap_at": np.int64, "finished": np.bool_,
@@ -38,7 +40,8 @@ class Tally:
     def __init__(self, requests: Sequence, detailed: bool = False) -> None:
         self.requests, self.detailed = requests, detailed
         self.col = {name: np.zeros(len(requests), dtype) for name, dtype in _COLUMNS.items()}
-        self.gaps = array("I")  # successful requests' event gaps, in the order they were added
+        self.blocks: list[np.ndarray] = []  # successful requests' event gaps, in the order they were added
+        self.n_gaps = 0
         self.big: dict[int, int] = {}  # position in ``gaps`` -> the gap, where it is ≥ _BIG
         self.counts: dict[int, tuple[int, ...]] = {}  # request -> tokens per event, where one carried > 1
         self.failed_events: dict[int, tuple[int, ...]] = {}  # failed request -> its event instants
@@ -74,15 +77,36 @@ class Tally:
             self.failed_events[i] = tuple(r.token_ns)
 
     def _add_gaps(self, i: int, t: tuple[int, ...]) -> None:
-        self.col["gap_at"][i] = len(self.gaps)
+        at = self.col["gap_at"][i] = self.n_gaps
         gaps = [b - a for a, b in zip(t, t[1:])]
-        if not gaps or max(gaps) < _BIG:
-            self.gaps.extend(gaps)
-            return
-        for g in gaps:
-            if g >= _BIG:
-                self.big[len(self.gaps)] = g
-            self.gaps.append(min(g, _BIG))
+        if gaps and max(gaps) >= _BIG:
+            self.big.update((at + k, g) for k, g in enumerate(gaps) if g >= _BIG)
+            gaps = [min(g, _BIG) for g in gaps]
+        done = 0
+        while done < len(gaps):
+            b, off = divmod(self.n_gaps, _BLOCK)
+            if b == len(self.blocks):
+                self.blocks.append(np.empty(_BLOCK, np.uint32))
+            n = min(len(gaps) - done, _BLOCK - off)
+            self.blocks[b][off:off + n] = gaps[done:done + n]
+            done += n
+            self.n_gaps += n
+
+    def pool(self) -> list[np.ndarray]:
+        """The pooled gaps, block by block (views; the last one trimmed)."""
+        full, rest = divmod(self.n_gaps, _BLOCK)
+        return self.blocks[:full] + ([self.blocks[full][:rest]] if rest else [])
+
+    def gaps_at(self, pos: np.ndarray) -> np.ndarray:
+        """The pooled gaps at positions ``pos`` (int64), the long ones exactly."""
+        out = np.empty(len(pos), np.int64)
+        block = pos >> _BLOCK_BITS
+        for b in np.unique(block):
+            here = block == b
+            out[here] = self.blocks[b][pos[here] & (_BLOCK - 1)]
+        for k, g in self.big.items():
+            out[pos == k] = g
+        return out
 
     # ---- reading back ---------------------------------------------------------------
 
@@ -117,7 +141,7 @@ class Tally:
         if n == 0:
             return ()
         at, first = int(self.col["gap_at"][i]), int(self.col["first_ns"][i])
-        gaps = [self.big.get(k, self.gaps[k]) for k in range(at, at + n - 1)]
+        gaps = self.gaps_at(np.arange(at, at + n - 1, dtype=np.int64)).tolist()
         out, t = [first], first
         for g in gaps:
             t += g
@@ -154,9 +178,7 @@ class Tally:
         pos = np.repeat(c["gap_at"][idx] - starts - 1, lens) + np.arange(len(steps))  # gap before event
         inner = np.ones(len(steps), bool)
         inner[starts] = False
-        steps[inner] = np.frombuffer(self.gaps, np.uint32)[pos[inner]]
-        for k, g in self.big.items():
-            steps[inner & (pos == k)] = g
+        steps[inner] = self.gaps_at(pos[inner])
         # each request's first instant replaces the running sum at its start
         firsts = c["first_ns"][idx]
         steps[starts] = firsts - np.concatenate([[0], c["last_ns"][idx][:-1]])
