@@ -2,7 +2,8 @@
 5k / 50k / 500k requests against the mock.
 
 The load is the issue's fast stub: 32-token responses with no server delay, 256
-streams in flight, every request at t0 (rate inf), random 16-token prompts. The
+streams in flight, every request at t0 (rate inf), 1,000 short custom prompts
+oversampled (``--dataset random`` for vLLM's random prompts). The
 mock runs in its own process; the client is started as a user starts it
 (`servelab bench … --save-result`, records streamed to disk), and its peak RSS
 is the kernel's own figure for that process (``wait4``'s ``ru_maxrss``), so no
@@ -31,9 +32,8 @@ from servelab.mock.launch import run_in_subprocess
 
 
 def dataset_flags(dataset: str, out: Path) -> list[str]:
-    """``random``: vLLM's random prompts (its generation alone takes ~3.9 KB a request at
-    its peak, so 500k cannot fit in 400 MB whatever the run does); ``custom``: 1,000
-    short prompts oversampled, so the figure is the run's own memory."""
+    """``random``: vLLM's random prompts (the dataset's own generation then weighs in the
+    peak); ``custom``: 1,000 short prompts oversampled, so the figure is the run's own memory."""
     if dataset == "random":
         return ["--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "32",
                 "--ignore-eos"]

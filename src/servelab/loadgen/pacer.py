@@ -162,7 +162,7 @@ class _Sender:
             attempt = Attempt(i, self.t0 + int(self.offsets[i]), int(self.queue.dispatched_ns[i]))
             await _one(self.pool, self.payloads[i], attempt, self.counters)
             self.end_ns = max(self.end_ns, attempt.response.done_ns)
-            self.on_done(attempt)
+            self.on_done(attempt)  # must cost next to nothing: the slot's next request waits on it
             if once:
                 return
 
