@@ -14,6 +14,7 @@ that carry several tokens (their counts), and gaps of 2**32 ns (4.3 s) or more.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,13 @@ _SOURCES = ("usage", "tokenizer", "events")
 _CHUNK = 1 << 13  # requests at a time when the token instants are rebuilt (peak output bins)
 _BLOCK_BITS = 20  # gaps per block of the pool: 2**20 (4 MB)
 _BLOCK = 1 << _BLOCK_BITS
+# RequestRecord's fields the tally has no column for (added by later features): kept per
+# request only where they differ from their default, so a new field costs nothing until
+# it is used, and ``record(i)`` stays exact
+_KEPT = {"request_id", "prompt_len", "expected_output_len", "intended_ns", "dispatched_ns", "sent_ns", "done_ns",
+         "token_ns", "token_counts", "output_tokens", "output_tokens_source", "generated_text", "error",
+         "http_status", "finished"}
+_OTHER = {f.name: f.default for f in dataclasses.fields(RequestRecord) if f.name not in _KEPT}
 _COLUMNS = {"status": np.int8, "intended_ns": np.int64, "dispatched_ns": np.int64, "sent_ns": np.int64,
             "done_ns": np.int64, "first_ns": np.int64, "last_ns": np.int64, "prompt_len": np.int32,
             "output_tokens": np.int32, "events": np.int32, "gap_at": np.int64, "finished": np.bool_,
@@ -48,6 +56,7 @@ class Tally:
         self.errors: dict[int, str] = {}
         self.texts: dict[int, str] = {}  # only when ``detailed``
         self._error_texts: dict[str, str] = {}  # one string per distinct error
+        self.other: dict[str, dict[int, object]] = {name: {} for name in _OTHER}
         self.added = 0
 
     @property
@@ -69,6 +78,10 @@ class Tally:
             self.counts[i] = tuple(r.token_counts)
         if self.detailed and r.generated_text:
             self.texts[i] = r.generated_text
+        for name, default in _OTHER.items():
+            value = getattr(r, name)
+            if value != default:
+                self.other[name][i] = value
         self.added += 1
         if r.success:
             self._add_gaps(i, r.token_ns)
@@ -159,7 +172,8 @@ class Tally:
             token_ns=events, token_counts=self.counts.get(i, (1,) * len(events)),
             output_tokens=int(c["output_tokens"][i]), output_tokens_source=_SOURCES[c["source"][i]],
             generated_text=self.texts.get(i, ""), error=self.errors.get(i),
-            http_status=int(c["http_status"][i]) or None, finished=bool(c["finished"][i]))
+            http_status=int(c["http_status"][i]) or None, finished=bool(c["finished"][i]),
+            **{name: self.other[name].get(i, default) for name, default in _OTHER.items()})
 
     def records(self) -> list[RequestRecord]:
         """Every record, rebuilt (for small runs and tests: a big run reads the columns)."""
