@@ -60,7 +60,8 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     """Run one bench from its spec; print vLLM's block; write files if asked. Mutates nothing.
 
     ``context`` (e.g. the engine and its memory report) goes into the result's
-    ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
+    ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there); with
+    one worker it may block and return an absolute t0 (``scale``'s replicas share one).
     """
     check_spec(spec)
     model = spec.server.model or (simulated.MODEL_NAME if spec.simulate is not None else _first_model(spec.server))
@@ -118,11 +119,11 @@ def _with_telemetry(recorder, on_start):
     if recorder is not None:
         recorder.wait_ready()
 
-    def started(counters) -> None:
+    def started(counters) -> int | None:
+        t0 = on_start(counters) if on_start is not None else None  # may wait for a shared start
         if recorder is not None:
             recorder.on_start(counters)
-        if on_start is not None:
-            on_start(counters)
+        return t0
 
     return started
 
@@ -229,11 +230,11 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
         counters = Counters()
         bar = Progress(len(samples), counters) if progress else None
 
-        def started() -> None:
+        def started() -> int | None:
+            t0 = on_start(counters) if on_start else None
             if bar:
                 bar.start()
-            if on_start:
-                on_start(counters)
+            return t0
 
         try:
             run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
