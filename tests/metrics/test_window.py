@@ -65,3 +65,11 @@ def test_noise_rule_as_compare_applies_it():
     assert verdict(alone, Spread((99.0, 101.0)), True) == NOISE
     assert verdict(alone, Spread((80.0, 85.0)), True) == WORSE
     assert verdict(Spread((100.0,)), Spread((80.0, 85.0)), True) == UNKNOWN
+
+
+def test_token_rate_bins_from_t0():
+    from servelab.metrics.window import token_rate
+
+    records = [rec(0, (5, 15, 16), counts=(1, 2, 1)), rec(0, (25, 99)), rec(0, (7,), error="x")]
+    # 10 ns bins: [0,10) 1 token, [10,20) 3, [20,30) 1; 99 is past the 3 bins
+    assert token_rate(records, 0, 10, 3) == [1e8, 3e8, 1e8]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from net_helpers import free_port, port_open
+from net_helpers import free_ports
 
 from servelab.cli.main import main
 
@@ -19,17 +19,8 @@ RATE = 25.0  # requests per second to each replica, evenly spaced (burstiness 10
 OUTPUT_LEN = 20
 
 
-def ports(n: int) -> int:
-    """A base port with the next n - 1 free too (replica i listens on base + i)."""
-    for _ in range(50):
-        base = free_port()
-        if base + n < 65536 and not any(port_open(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no run of free ports")
-
-
 def scale(tmp_path: Path, replicas: int, repeats: int, *stub_flags: str) -> list[str]:
-    base = ports(replicas)
+    base = free_ports(replicas)
     return ["scale", "--replicas", str(replicas), "--repeats", str(repeats), "--port", str(base),
             "--results", str(tmp_path / "results"), "--warmup", "2", "--disable-tqdm", "--no-telemetry",
             "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", str(OUTPUT_LEN),
@@ -58,7 +49,11 @@ def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(t
     assert r["together"]["window"]["start_s"] == max(ramps)
     assert r["together"]["window"]["end_s"] == min(x["drain_start_s"] for x in replicas)
     assert r["together"]["window"]["tokens_cut"] > 0
-    assert "scaling efficiency" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "scaling efficiency" in out
+    assert len(r["together"]["window"]["timeline"]["output_tok_s"]) == 3
+    page = (tmp_path / "results" / "scale" / "report.html").read_text()
+    assert "<svg" in page and "Methodology and limits" in page and "replica 2" in page
 
 
 def test_efficiency_is_100_percent_for_identical_replicas_ramping_at_different_times(tmp_path, capsys):

@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.engines import Terminated, sigterm_as_interrupt
+    from servelab.reports.scaling import write_scale_report
     from servelab.study.scale import run_scale
     from servelab.study.scale_result import render
 
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
             return 143 if isinstance(exc, Terminated) else 130
     if args.verbose:
         _print_consoles(outcome.result)
-    print("\n" + render(outcome.result) + f"\n\nresult: {outcome.path}")
+    report = write_scale_report(outcome.path)
+    print("\n" + render(outcome.result) + f"\n\nresult: {outcome.path}\nreport: {report}")
     return 0
 
 

@@ -113,3 +113,17 @@ def efficiency(total_rate: float, replicas: int, single_rate: float) -> float | 
     if replicas <= 0 or single_rate <= 0:
         return None
     return total_rate / (replicas * single_rate)
+
+
+def token_rate(records: list[RequestRecord], t0_ns: int, bin_ns: int, bins: int) -> list[float]:
+    """Output tok/s in consecutive ``bin_ns`` bins from ``t0_ns`` (successful requests; a
+    token after the last bin is left out): a replica's timeline, for the plot."""
+    counts = [0] * bins
+    for r in records:
+        if not r.success:
+            continue
+        for t, k in zip(r.token_ns, r.token_counts or (1,) * len(r.token_ns)):
+            i = (t - t0_ns) // bin_ns
+            if 0 <= i < bins:
+                counts[i] += k
+    return [c * NS_PER_S / bin_ns for c in counts]

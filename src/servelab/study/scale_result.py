@@ -14,7 +14,7 @@ from servelab import __version__
 from servelab.errors import InputError
 from servelab.metrics import noise
 from servelab.metrics.summary import NS_PER_MS, stat, tpot_ns
-from servelab.metrics.window import NS_PER_S, Window, common_window, count, edges, efficiency
+from servelab.metrics.window import NS_PER_S, Window, common_window, count, edges, efficiency, token_rate
 from servelab.records import RequestRecord
 
 WINDOW_RULE = ("window = [latest ramp-up end, earliest drain start); ramp-up end = the later of a replica's "
@@ -56,7 +56,16 @@ def _together(runs: list) -> tuple[list[dict], dict]:
     replicas = [_replica(run, window, t0) for run in runs]
     cut = {k: sum(r["in_window"][k] for r in replicas) for k in ("tokens_cut", "requests_cut")}
     return replicas, {"start_s": _rel(window.start_ns, t0), "end_s": _rel(window.end_ns, t0),
-                      "length_s": window.length_s, **cut}
+                      "length_s": window.length_s, **cut, "timeline": timeline(runs, t0)}
+
+
+def timeline(runs: list, t0: int, points: int = 120) -> dict:
+    """Each replica's output tok/s over the run, in bins of a round size (for the report's plot)."""
+    last = max((r.token_ns[-1] for run in runs for r in run.records if r.success and r.token_ns), default=t0)
+    span_s = max((last - t0) / NS_PER_S, 0.1)
+    bin_s = next((b for b in (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0) if span_s / b <= points), 60.0)
+    bins = int(span_s // bin_s) + 1
+    return {"bin_s": bin_s, "output_tok_s": [token_rate(run.records, t0, int(bin_s * NS_PER_S), bins) for run in runs]}
 
 
 def _window(per_replica: list[list[RequestRecord]], names: list[int]) -> Window:
