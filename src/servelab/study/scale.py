@@ -145,9 +145,19 @@ def _job(plan: ScalePlan, i: int, engine, context: dict, phase: str, repeat: int
     output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
                                  result_filename=layout.RESULT_FILE, label=replica_name(i), progress=False)
     load = dataclasses.replace(spec.load, num_warmups=max(spec.load.num_warmups, plan.warmup))
-    run_spec = dataclasses.replace(spec, server=server, output=output, load=load)
-    scale = {"name": plan.name, "replica": i, "replicas": len(plan.replicas), "phase": phase, "repeat": repeat}
+    dataset = dataclasses.replace(spec.dataset, seed=run_seed(plan, i, phase, repeat))
+    run_spec = dataclasses.replace(spec, server=server, output=output, load=load, dataset=dataset)
+    scale = {"name": plan.name, "replica": i, "replicas": len(plan.replicas), "phase": phase, "repeat": repeat,
+             "seed": dataset.seed}
     return Job(i, run_spec, {"engine": context, "scale": scale}, folder)
+
+
+def run_seed(plan: ScalePlan, replica: int, phase: str, repeat: int) -> int:
+    """Every run draws its own requests from the same workload definition (seed + an offset):
+    engines cache prompts (vLLM's prefix cache, llama.cpp's prompt cache), and replica 0
+    would otherwise serve the together run's prompts from what its alone runs cached."""
+    run = repeat if phase == ALONE else plan.repeats + 1
+    return plan.spec.seed + 1000 * run + replica
 
 
 def _ok_line(run: JobRun) -> str:
