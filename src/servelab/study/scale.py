@@ -168,4 +168,4 @@ def _ok_line(run: JobRun) -> str:
 def plan_facts(plan: ScalePlan) -> dict:
     """What the result says about how it was run (provenance, beside each run's own)."""
     return {"name": plan.name, "replicas": len(plan.replicas), "repeats": plan.repeats, "warmup": plan.warmup,
-            "argv": list(plan.spec.argv), "engines": [dataclasses.asdict(s) for s in plan.replicas]}
+            "argv": list(plan.spec.argv), "seed": plan.spec.seed}
