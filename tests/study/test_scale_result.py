@@ -47,3 +47,11 @@ def test_no_common_window_is_one_line_saying_what_to_do():
     everything_at_once = JobRun(0, [stream(0, 0.1, 5, 0.1) for _ in range(4)], {}, 0, 0)
     with pytest.raises(InputError, match="no common window.*--num-prompts well above --max-concurrency"):
         build({"name": "t", "replicas": 1}, ENGINES[:1], [everything_at_once], [everything_at_once])
+
+
+def test_a_simulated_engine_says_so():
+    alone = [closed_loop(0, 0.1), closed_loop(0, 0.1)]
+    r = build({"name": "t", "replicas": 2}, [{**e, "kind": "sim"} for e in ENGINES], alone,
+              [closed_loop(0, 0.1), closed_loop(1, 0.1)])
+    assert r["simulated"] and render(r).startswith("SIMULATED: engine 'sim'")
+    assert not build({"name": "t", "replicas": 2}, ENGINES, alone, alone[:1] + [closed_loop(1, 0.1)])["simulated"]

@@ -38,6 +38,7 @@ th, td { border-bottom: 1px solid #e3e3e3; padding: .25rem .6rem; text-align: ri
 th:first-child, td:first-child { text-align: left; }
 </style></head><body>
 <h1>Scaling: {{ r.replicas }} replicas ({{ r.name }})</h1>
+{% if r.simulated %}<p><b>{{ r.simulated }}</b></p>{% endif %}
 <p class="meta">{{ r.date }} · servelab {{ r.provenance.servelab_version }} · {{ r.provenance.host }}</p>
 <h2>Efficiency</h2>
 <p><b>{{ eff }}</b> — {{ r.verdict }}. Replica 0 alone: {{ "%.1f"|format(single.mean) }} output tok/s

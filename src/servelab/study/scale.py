@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,8 +76,6 @@ def run_scale(plan: ScalePlan, say: Callable[[str], None] = print) -> ScaleOutco
 
 def machine_shares() -> tuple[list[int], list[str]]:
     """The cores this process may use, and the GPUs (CUDA_VISIBLE_DEVICES' list, else NVML's)."""
-    import os
-
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:

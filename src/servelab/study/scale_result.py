@@ -22,6 +22,7 @@ WINDOW_RULE = ("window = [latest ramp-up end, earliest drain start); ramp-up end
                "its last send. Output tokens counted by their arrival in the window; requests by their last token.")
 EFFICIENCY_RULE = "efficiency = total output tok/s in the window / (N × replica 0's output tok/s alone, mean of repeats)"
 PERCENTILES = (50, 99)
+SIMULATED = "SIMULATED: engine 'sim' is servelab's vLLM V1 scheduler model; these numbers are not measured"
 
 
 def build(facts: dict, engines: list[dict], alone: list, together: list) -> dict:
@@ -33,6 +34,7 @@ def build(facts: dict, engines: list[dict], alone: list, together: list) -> dict
     base = noise.Spread(tuple(s["output_tok_s"] for s in single))
     eff = efficiency(total["output_tok_s"], len(replicas), base.mean)
     return {"servelab_scale": 1, "date": datetime.now().isoformat(timespec="seconds"), **facts,
+            "simulated": SIMULATED if any(e.get("kind") == "sim" for e in engines) else None,
             "window_rule": WINDOW_RULE, "efficiency_rule": EFFICIENCY_RULE,
             "noise_rule": f"compare's: ranges over repeats apart AND means more than {noise.NOISE_FLOOR:.0%} apart",
             "single": {"replica": 0, "repeats": single, "output_tok_s": _spread(base)},
@@ -148,7 +150,8 @@ def render(result: dict) -> str:
     tail = [f"replica 0 alone ({len(result['single']['repeats'])} repeats): {single['mean']:.1f} out tok/s "
             f"(min {single['min']:.1f}, max {single['max']:.1f}, ±{single['noise_pct'] or 0:.1f}%)",
             f"scaling efficiency: {'-' if eff is None else f'{eff:.1%}'} — {result['verdict']}"]
-    return "\n".join([head, "", _table(rows), "", *tail])
+    banner = [SIMULATED, ""] if result.get("simulated") else []
+    return "\n".join([*banner, head, "", _table(rows), "", *tail])
 
 
 def _pair(s: dict | None) -> str:
