@@ -103,21 +103,21 @@ def _collect(procs) -> list[JobRun]:
             try:
                 kind, value = conn.recv()
             except (EOFError, OSError):
-                raise ServerError(_failure(proc, conn)) from None
+                raise ServerError(_failure(proc, conn, "during its run (its records are lost)")) from None
             if kind == "error":
                 raise ServerError(f"{proc.name}: {value}")
             runs[value.replica] = value
     return [runs[k] for k in sorted(runs)]
 
 
-def _failure(proc, conn) -> str:
+def _failure(proc, conn, when: str = "before its run started") -> str:
     with contextlib.suppress(EOFError, OSError):
         if conn.poll():
             kind, value = conn.recv()
             if kind == "error":
                 return f"{proc.name}: {value}"
     proc.join(timeout=5)
-    return f"{proc.name} (pid {proc.pid}) ended with code {proc.exitcode} before its run started"
+    return f"{proc.name} (pid {proc.pid}) ended with code {proc.exitcode} {when}; the other runs were stopped"
 
 
 def _reap(procs) -> None:
