@@ -43,7 +43,7 @@ def test_a_run_that_dies_mid_way_ends_the_others(tmp_path, mock_server):
     started = time.monotonic()
     with pytest.raises(ServerError, match=r"servelab-replica-0 \(pid \d+\) ended with code -9 during its run"):
         run_together(jobs(tmp_path, [s.port for s in servers], 200))
-    assert time.monotonic() - started < 15  # replica 1 (40 s of work) was stopped, not waited for
+    assert time.monotonic() - started < 25  # replica 1 (40 s of work) was stopped, not waited for
     assert not spawned(me)
 
 
