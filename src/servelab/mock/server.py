@@ -393,7 +393,7 @@ class Generation:
             return self.base_ns
         due = self.n_events if self.itl_ns == 0 else (now - self.base_ns) // self.itl_ns + 1
         upto = min(due, self.stop_at, self.sent + BATCH)
-        if upto == self.sent + 1 and 0 < upto < self.n_events and self.log.stream:
+        if upto == self.sent + 1 and 0 < upto < self.n_events and self.log.stream and not self.role_pending:
             self._write_one()  # the paced steady state: one middle event, no joins
         elif upto > self.sent:
             self._write(upto) if self.log.stream else self._write_full()
