@@ -170,8 +170,12 @@ def _warm_up(study: Study, engine, key: RunKey, folder: Path, show: Display) -> 
     dataset = dataclasses.replace(spec.dataset, num_prompts=_warmup_prompts(spec, study.warmup),
                                   seed=study.seed + 7919)
     output = dataclasses.replace(spec.output, progress=False, telemetry=False)
+    # Warming the engine needs no spread client: one process, whatever --workers/--ray say
+    # (a few requests cannot be shared between many workers).
+    load = dataclasses.replace(spec.load, workers=1, ray=None)
     with _captured(folder / "warmup.txt", echo=False):
-        warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output))
+        warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output,
+                                           load=load))
     show.say(f"engine {key.engine}: warmed up with {warm.summary.completed} requests "
              f"({warm.summary.failed} failed)")
 
