@@ -64,8 +64,9 @@ def test_think_time_separates_a_reply_from_the_next_turn(mock_server, qwen3_path
     result = run(mock, qwen3_path, tmp_path, "--multi-turn-think-time", "0.2")
     for turns in by_conversation(mock.truth()).values():
         for before, after in zip(turns, turns[1:]):
+            # the kernel's arrival stamp is converted to this clock, to within a fraction of a ms
             gap_s = (after.arrived_ns - before.end_ns) / 1e9
-            assert 0.2 <= gap_s < 0.3
+            assert 0.199 <= gap_s < 0.3
     records = {(r["conversation_id"], r["turn"]): r for r in result["records"]}
     for (cid, turn), r in records.items():
         if turn > 0:  # intended = the previous reply's end + the think time, to the rounding of the file
