@@ -148,3 +148,16 @@ def test_a_line_without_turns_names_the_file_and_line(qwen3_path, tmp_path, caps
 def _prefix(result: dict) -> str:
     """The run's conversation id prefix (bench-<8 hex>-), read from a record."""
     return result["records"][0]["conversation_id"].rsplit("-", 1)[0] + "-"
+
+
+def test_the_request_rate_paces_conversation_starts(mock_server, qwen3_path, tmp_path):
+    import numpy as np
+
+    from servelab.loadgen.arrivals import arrival_offsets_ns
+
+    mock = mock_server()
+    result = run(mock, qwen3_path, tmp_path, "--request-rate", "20", "--seed", "5")
+    firsts = sorted(r["intended_send_ms"] for r in result["records"] if r["turn"] == 0)
+    offsets = arrival_offsets_ns(3, 20.0, 1.0, np.random.default_rng(5)) / 1e6
+    assert firsts == pytest.approx(list(offsets), abs=0.01)
+    assert len(result["records"]) == 6
