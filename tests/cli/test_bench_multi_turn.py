@@ -54,6 +54,11 @@ def test_each_turn_carries_the_history_with_the_replies_the_server_sent(mock_ser
     assert [t.messages[-1]["content"] for t in groups[f"{_prefix(result)}0"]] == CONVERSATIONS[0]["turns"]
     section = result["servelab"]["multi_turn"]
     assert section["turns_sent"] == result["completed"] == 6 and section["abandoned_turns"] == 0
+    # a turn's prompt tokens are the server's usage (the whole history), as the mock counted them
+    truth = {r.request_id: r.prompt_tokens for r in mock.truth().requests}
+    assert section["prompt_tokens_from"] == {"usage": 6}
+    assert {r["request_id"]: r["prompt_len"] for r in result["records"]} == truth
+    assert sorted(truth.values()) == [2, 2, 2, 10, 10, 18]  # 2 words, + 6-word reply + 2 words, ...
     assert [(r["turn"], r["requests"]) for r in section["ttft_by_turn"]] == [(0, 3), (1, 2), (2, 1)]
     assert sorted((r["conversation_id"][-1], r["turn"]) for r in result["records"]) == \
         [("0", 0), ("0", 1), ("0", 2), ("1", 0), ("1", 1), ("2", 0)]

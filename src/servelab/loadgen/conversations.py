@@ -51,6 +51,7 @@ class Replay:
 
     turns: list[Turn] = field(default_factory=list)
     abandoned: int = 0  # turns never sent because an earlier turn of their conversation failed
+    prompt_tokens_from: dict[str, int] = field(default_factory=dict)  # "usage" | "tokenizer" -> turns
 
 
 async def run_conversations(config: BenchConfig, conversations: list[Conversation], multi: MultiTurnSpec,
@@ -72,7 +73,7 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()
-    records = [turn_record(config, conversations[t.conversation], t, tokenizer) for t in replay.turns
+    records = [turn_record(config, conversations[t.conversation], t, tokenizer, replay) for t in replay.turns
                if t.attempt.sent_ns or t.attempt.response is not None]
     if outcome.interrupted:
         records = [r for r in records if r.error != _CUT]
@@ -156,20 +157,22 @@ def _reply(config: BenchConfig, attempt: Attempt) -> str | None:
     return None if stream.error or not stream.token_ns else stream.answer
 
 
-def turn_record(config: BenchConfig, conv: Conversation, turn: Turn, tokenizer) -> RequestRecord:
+def turn_record(config: BenchConfig, conv: Conversation, turn: Turn, tokenizer, replay: Replay) -> RequestRecord:
     """The turn's record; its prompt length is the server's ``usage.prompt_tokens`` (history
-    included) when reported, else the tokenizer's count of every message's text."""
+    included) when reported, else the tokenizer's count of every message's text (counted
+    in ``replay.prompt_tokens_from``)."""
     sample = conv.turns[turn.index]
     record = to_record(config.kind, sample, turn.attempt, tokenizer)
-    return replace(record, prompt_len=_prompt_tokens(turn, tokenizer), conversation_id=conv.conversation_id,
-                   turn=turn.index)
+    prompt_len, source = _prompt_tokens(turn, tokenizer)
+    replay.prompt_tokens_from[source] = replay.prompt_tokens_from.get(source, 0) + 1
+    return replace(record, prompt_len=prompt_len, conversation_id=conv.conversation_id, turn=turn.index)
 
 
-def _prompt_tokens(turn: Turn, tokenizer) -> int:
+def _prompt_tokens(turn: Turn, tokenizer) -> tuple[int, str]:
     resp = turn.attempt.response
     if resp is not None and resp.status == 200 and not resp.error:
         usage = openai.interpret("chat", parse_events(resp.reads)).prompt_tokens
         if usage is not None:
-            return int(usage)
+            return int(usage), "usage"
     texts = [m["content"] for m in turn.messages]
-    return sum(len(ids) for ids in tokenizer.encode_batch(texts, add_special_tokens=False)) if tokenizer else 0
+    return sum(len(ids) for ids in tokenizer.encode_batch(texts, add_special_tokens=False)), "tokenizer"

@@ -36,7 +36,8 @@ def multi_turn_section(spec: BenchSpec, run: BenchRun, replay, timeline) -> dict
     multi = spec.multi_turn
     hit = prefix_hit_rate(timeline, timeline.during("engine")) if timeline is not None else None
     return {"conversations": len({t.conversation for t in replay.turns}), "turns_sent": len(replay.turns),
-            "abandoned_turns": replay.abandoned, "history": multi.history, "think_time_s": multi.think_time_s,
+            "abandoned_turns": replay.abandoned, "prompt_tokens_from": dict(replay.prompt_tokens_from),
+            "history": multi.history, "think_time_s": multi.think_time_s,
             "max_turns": multi.max_turns, "arrivals": "conversation starts",
             "max_concurrency_counts": "requests in flight",
             "prefix_cache_hit_rate": hit, "prefix_cache_source": "engine /metrics (telemetry)",
