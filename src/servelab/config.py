@@ -109,6 +109,16 @@ class OutputSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class MultiTurnSpec:
+    """``--multi-turn``: replay each conversation of the dataset turn by turn (servelab only)."""
+
+    enabled: bool = False
+    think_time_s: float = 0.0  # pause between a reply's end and the next turn's send
+    history: bool = True  # False: each turn sent alone (the control for a prefix-cache comparison)
+    max_turns: int | None = None  # None: every turn a conversation has
+
+
+@dataclass(frozen=True, slots=True)
 class BenchSpec:
     """One bench run's settings, parsed once where they enter (flags, a study file, a
     sweep) and varied with ``dataclasses.replace``. ``argv`` is identity only: what is
@@ -119,6 +129,7 @@ class BenchSpec:
     request: RequestSpec = RequestSpec()
     output: OutputSpec = OutputSpec()
     dataset: DatasetSpec = DatasetSpec()
+    multi_turn: MultiTurnSpec = MultiTurnSpec()
     tokenizer: str | None = None  # --tokenizer; None: the model's own if found locally, else bundled Qwen3
     trust_remote_code: bool = False
     # --simulate: (sim.model.EngineLimits, sim.model.StepModel) — the run happens in the

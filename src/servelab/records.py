@@ -23,6 +23,16 @@ class SampleRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation replayed turn by turn: each turn's ``prompt`` is the user's message
+    alone (the history is built during the run from the server's actual replies);
+    ``prompt_len`` counts that message; ``expected_output_len`` is the turn's max_tokens."""
+
+    conversation_id: str
+    turns: tuple[SampleRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     """What happened to one request, as the client saw it.
 
@@ -54,6 +64,13 @@ class RequestRecord:
     # a finish_reason or [DONE] ended the stream. A stream that just stops counts as a
     # success (as vLLM's client counts it), but the result says how many did.
     finished: bool = True
+    # chat streams of reasoning models: the first event carrying reasoning text, and the
+    # first carrying answer text (0: none seen). TTFT above is the earlier of the two.
+    first_reasoning_ns: int = 0
+    first_answer_ns: int = 0
+    # multi-turn runs: which conversation, and which of its turns (0-based); None otherwise
+    conversation_id: str | None = None
+    turn: int | None = None
 
     @property
     def success(self) -> bool:

@@ -50,3 +50,29 @@ def test_malformed_json_and_server_error_are_reported():
 def test_http_error_line_names_status_and_message():
     line = openai.http_error(400, "Bad Request", b'{"error": {"message": "max_tokens too large"}}')
     assert line == "HTTP 400 Bad Request: max_tokens too large"
+
+
+def test_reasoning_and_answer_first_events_and_the_answer_text_alone():
+    events = [
+        ev(1, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        ev(2, {"choices": [{"delta": {"reasoning": "let me"}}]}),  # vLLM 0.32's field
+        ev(3, {"choices": [{"delta": {"reasoning_content": " think"}}]}),  # older vLLM, DeepSeek
+        ev(4, {"choices": [{"delta": {"content": "Paris"}}]}),
+        ev(5, {"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}]}),
+    ]
+    s = openai.interpret("chat", events)
+    assert (s.first_reasoning_ns, s.first_answer_ns) == (2, 4) and s.token_ns == (2, 3, 4, 5)
+    assert s.answer == "Paris." and "".join(s.texts) == "let me thinkParis."
+
+
+def test_no_reasoning_leaves_its_time_unset():
+    s = openai.interpret("chat", [ev(7, {"choices": [{"delta": {"content": "hi"}}]})])
+    assert (s.first_reasoning_ns, s.first_answer_ns, s.answer) == (0, 7, "hi")
+
+
+def test_messages_body_is_the_chat_body_with_the_whole_conversation():
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"}]
+    body = json.loads(openai.messages_body("m", messages, 8, True, {"temperature": 0}))
+    plain = json.loads(openai.request_body("chat", "m", "c", 8, True, {"temperature": 0}))
+    assert body == {**plain, "messages": messages}

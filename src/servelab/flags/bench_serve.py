@@ -10,6 +10,7 @@ import math
 
 from servelab.config import BenchSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args
+from servelab.flags.multi_turn import add_multi_turn_arguments, check_multi_turn, multi_turn_spec
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
@@ -71,6 +72,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
                    help="time between telemetry samples (default %(default)s)")
+    add_multi_turn_arguments(p)
     p.add_argument("--simulate", action="store_true",
                    help="no server: run the requests through servelab's simulated vLLM scheduler "
                         "(the --sim-* flags) and label every number SIMULATED")
@@ -157,6 +159,7 @@ def check_spec(spec: BenchSpec) -> None:
         raise InputError("--num-warmups must be >= 0")
     if not spec.output.telemetry_interval_s > 0:
         raise InputError("--telemetry-interval must be positive")
+    check_multi_turn(spec)
 
 
 def _check_workers(spec: BenchSpec) -> None:
@@ -198,7 +201,8 @@ def parse_bench_spec(argv: list[str] | tuple[str, ...], prog: str = "servelab be
 def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpec:
     """The one place parsed bench flags become a ``BenchSpec``; every check happens here."""
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
-                     dataset=dataset_spec_from_args(args, draw_ids=True), tokenizer=args.tokenizer,
+                     dataset=dataset_spec_from_args(args, draw_ids=True), multi_turn=multi_turn_spec(args),
+                     tokenizer=args.tokenizer,
                      trust_remote_code=args.trust_remote_code, simulate=_simulate(args), argv=tuple(argv))
     check_spec(spec)
     return spec

@@ -166,7 +166,8 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
         **base, done_ns=resp.done_ns, token_ns=stream.token_ns,
         token_counts=split_counts(stream.texts, n_out, tokenizer), output_tokens=n_out,
         output_tokens_source=source, generated_text=text, error=error, http_status=200,
-        finished=stream.finished)
+        finished=stream.finished, first_reasoning_ns=stream.first_reasoning_ns,
+        first_answer_ns=stream.first_answer_ns)
 
 
 def _stream_problem(stream: openai.Stream, closed_early: bool) -> str | None:

@@ -164,6 +164,8 @@ class MockServer:
         rid = _request_id(req.headers.get("x-request-id") or ask.request_id) or f"mock-{next(self._ids)}"
         log = RequestLog(rid, "chat" if chat else "completions", ask.stream, now, conn.wire_ns)
         log.prompt_tokens = ask.prompt_tokens
+        if self.config.record_messages:
+            log.messages = ask.messages
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
         log.planned_tokens = plan.n_tokens
         self.recorder.begin(log)
@@ -228,6 +230,7 @@ class Ask:
     ignore_eos: bool
     prompt_tokens: int
     request_id: object
+    messages: object = None  # a chat request's messages, as received
 
     @classmethod
     def parse(cls, body: object, chat: bool, default_max_tokens: int) -> Ask:
@@ -243,6 +246,7 @@ class Ask:
             ignore_eos=bool(body.get("ignore_eos")),
             prompt_tokens=estimate_prompt_tokens(body.get("messages") if chat else body.get("prompt")),
             request_id=body.get("request_id"),
+            messages=body.get("messages") if chat else None,
         )
 
 
@@ -358,7 +362,7 @@ class Generation:
 
     __slots__ = (
         "server", "conn", "log", "wire", "plan", "keep_alive", "include_usage",
-        "tpe", "n_events", "stop_at", "sent", "base_ns", "itl_ns", "role_pending",
+        "tpe", "n_events", "stop_at", "sent", "base_ns", "itl_ns", "role_pending", "reasoning_len",
     )
 
     def __init__(self, server: MockServer, conn: Connection, log: RequestLog, wire: Wire,
@@ -377,6 +381,7 @@ class Generation:
         last = 0 if log.stream else (streamed_events - 1) * self.itl_ns
         self.base_ns = round(cfg.ttft_ms * 1e6) + last
         self.role_pending = wire.chat and log.stream
+        self.reasoning_len = cfg.reasoning_len if wire.chat else 0
 
     def admit(self, now: int) -> None:
         self.log.admit_ns = now
@@ -404,7 +409,11 @@ class Generation:
 
     def _write_one(self) -> None:
         tpe = self.tpe
-        event = self.wire.middle(self.sent, tpe)
+        first = self.sent * tpe
+        if first < self.reasoning_len:
+            event = self.wire.content(first, tpe, None, reasoning=True)
+        else:
+            event = self.wire.middle(self.sent, tpe)
         t = perf_counter_ns()
         self.conn.transport.write(event)
         self.log.event_ns.append(t)
@@ -435,7 +444,8 @@ class Generation:
         for j in range(self.sent, upto):
             first = j * tpe
             k = tpe if first + tpe <= n else n - first
-            parts.append(content(first, k, self.plan.finish_reason if j == last else None))
+            parts.append(content(first, k, self.plan.finish_reason if j == last else None,
+                                 first < self.reasoning_len))
             tokens.append(k)
         return parts, tokens
 

@@ -16,7 +16,8 @@ JSON shape (``Truth.to_dict``)::
                                                 # events sent in one write share its time
                    "finish": "ok"|"http500"|"abort"|"stall"|"disconnect"|"stopped"|null,
                    "finish_reason": "length"|"stop"|null,
-                   "prompt_tokens", "planned_tokens", "output_tokens"}, ...],
+                   "prompt_tokens", "planned_tokens", "output_tokens",
+                   "messages"|null}, ...],           # with record_messages: the chat messages received
      "open": {"t_ns": [int, ...], "n": [int, ...]}}   # open requests after each edge
 """
 
@@ -31,7 +32,7 @@ class RequestLog:
 
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
-        "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens",
+        "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -49,6 +50,7 @@ class RequestLog:
         self.finish_reason: str | None = None
         self.prompt_tokens = 0
         self.planned_tokens = 0
+        self.messages: object = None  # a chat request's messages (MockConfig.record_messages)
 
     def to_dict(self) -> dict:
         return {
@@ -57,7 +59,7 @@ class RequestLog:
             "event_ns": list(self.event_ns), "event_tokens": list(self.event_tokens),
             "finish": self.finish, "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
-            "output_tokens": sum(self.event_tokens),
+            "output_tokens": sum(self.event_tokens), "messages": self.messages,
         }
 
 
@@ -119,6 +121,7 @@ class RequestTruth:
     planned_tokens: int
     output_tokens: int
     wire_ns: int | None = None
+    messages: list | None = None  # recorded only with MockConfig.record_messages
 
     @property
     def arrived_ns(self) -> int:

@@ -103,7 +103,21 @@ def record_dict(r: RequestRecord, t0_ns: int) -> dict:
         "e2el_ms": r.e2el_ns / NS_PER_MS if r.success else None,
         "token_ms": [ms(t) for t in r.token_ns], "token_counts": list(r.token_counts),
         "error": r.error, "http_status": r.http_status, "finished": r.finished,
+        **_turn_keys(r), **_reasoning_keys(r),
     }
+
+
+def _turn_keys(r: RequestRecord) -> dict:
+    """Multi-turn records say which conversation and turn they were (0-based)."""
+    return {} if r.turn is None else {"conversation_id": r.conversation_id, "turn": r.turn}
+
+
+def _reasoning_keys(r: RequestRecord) -> dict:
+    """Only for streams that carried reasoning: when it began and when the answer did."""
+    if not r.first_reasoning_ns:
+        return {}
+    answer = (r.first_answer_ns - r.sent_ns) / NS_PER_MS if r.first_answer_ns else None
+    return {"ttft_reasoning_ms": (r.first_reasoning_ns - r.sent_ns) / NS_PER_MS, "ttft_answer_ms": answer}
 
 
 def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:

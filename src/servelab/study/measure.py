@@ -23,13 +23,14 @@ from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.flags.bench_serve import check_spec
 from servelab.client import openai
 from servelab.client.http import Pool
-from servelab.datasets import sample_requests
+from servelab.datasets import sample_conversations, sample_requests
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.rules import client_limits
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import ServerError, TokenizerError
+from servelab.loadgen.conversations import run_conversations
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
 from servelab.loadgen.shards import concurrency_shares
 from servelab.loadgen.workers import run_workers
@@ -39,6 +40,7 @@ from servelab.metrics.console import console_block
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize
 from servelab.results import store
 from servelab.study import simulated
+from servelab.study.beyond_vllm import beyond_vllm
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
@@ -69,13 +71,18 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         with elapsed(f"preparing {spec.dataset.num_prompts} requests ({spec.dataset.name})") \
                 if spec.output.progress else contextlib.nullcontext():
             tokenizer = bench_tokenizer(spec, model)
-            samples = sample_requests(spec.dataset, tokenizer)
+            samples = _workload(spec, tokenizer)
         _preamble(config)
+        replay = None
         if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
             run, timeline, labels = simulated.run(spec, config, samples)
             workers = None
         else:
-            run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
+            if spec.multi_turn.enabled:
+                run, replay = _run_conversations(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
+                workers = None
+            else:
+                run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start))
             timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
             labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     out = spec.output
@@ -93,6 +100,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     if workers is not None:
         extra["workers"] = workers.section
     _footer(extra)
+    extra.update(beyond_vllm(spec, run, summary, replay, timeline))
     for line in workers.failed if workers is not None else ():
         print(f"servelab: WARNING {line}; results cover the other workers' records")
     result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline)
@@ -215,8 +223,26 @@ def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start):
     return workers.run, workers
 
 
-def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None) -> BenchRun:
-    async def main() -> BenchRun:
+def _workload(spec: BenchSpec, tokenizer) -> list:
+    """The run's requests, or with --multi-turn its conversations."""
+    if spec.multi_turn.enabled:
+        return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
+    return sample_requests(spec.dataset, tokenizer)
+
+
+def _run_conversations(spec: BenchSpec, config: BenchConfig, conversations, tokenizer, on_start):
+    """A --multi-turn run (loadgen/conversations.py) in this process: (BenchRun, Replay)."""
+    def go(stop, counters, started):
+        return run_conversations(config, conversations, spec.multi_turn, tokenizer, stop, counters, started)
+
+    total = sum(len(c.turns) for c in conversations)
+    return _run(config, conversations, tokenizer, spec.output.progress, on_start, go=go, total=total)
+
+
+def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None, go=None, total=None):
+    """One run in this process, Ctrl-C and SIGTERM stopping it; ``go(stop, counters, started)``
+    makes the run's coroutine (default: ``run_bench`` over ``samples``)."""
+    async def main():
         loop = asyncio.get_running_loop()
         stop, stopped = asyncio.Event(), []
 
@@ -227,7 +253,7 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
         counters = Counters()
-        bar = Progress(len(samples), counters) if progress else None
+        bar = Progress(total or len(samples), counters) if progress else None
 
         def started() -> None:
             if bar:
@@ -236,9 +262,13 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None)
                 on_start(counters)
 
         try:
-            run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
+            if go is None:
+                out = run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started)
+            else:
+                out = await go(stop, counters, started)
+                run = out[0]
             run.outcome.stopped_by = stopped[0] if stopped else None
-            return run
+            return out
         finally:
             if bar:
                 bar.stop()
@@ -325,7 +355,8 @@ def flat_flags(spec: BenchSpec) -> dict:
     dataset = {("dataset_" + k if k in ("name", "path") else k): v
                for k, v in dataclasses.asdict(spec.dataset).items()}
     groups = (spec.server, spec.load, spec.request, spec.output)
-    return {**{k: v for g in groups for k, v in dataclasses.asdict(g).items()}, **dataset,
+    multi = {f"multi_turn_{k}": v for k, v in dataclasses.asdict(spec.multi_turn).items()}
+    return {**{k: v for g in groups for k, v in dataclasses.asdict(g).items()}, **dataset, **multi,
             "tokenizer": spec.tokenizer, "trust_remote_code": spec.trust_remote_code}
 
 
