@@ -245,6 +245,10 @@ def _check_workers(spec: BenchSpec) -> None:
         raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
     if load.workers > 1 and spec.simulate is not None:
         raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
+    split = load.workers > 1 or load.ray is not None or spec.simulate is not None
+    for flag, on in (("--probe-request-rate", load.probe_request_rate > 0), ("--profile", spec.server.profile)):
+        if on and split:
+            raise InputError(f"{flag} runs in one client process: not with --workers, --ray or --simulate")
 
 
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
