@@ -182,10 +182,11 @@ def check_spec(spec: BenchSpec) -> None:
     """The checks a spec must pass however it was built (flags, a study file, code)."""
     from servelab.errors import InputError
 
-    from servelab.flags.unsupported import check_backend, check_dataset
+    from servelab.flags.unsupported import check_backend, check_dataset, check_skip_tokenizer
 
     check_backend(spec.server.backend)
     check_dataset(spec.dataset.name)
+    check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
     load = spec.load
     if load.max_concurrency is not None and load.max_concurrency <= 0:
         raise InputError("--max-concurrency must be greater than 0")

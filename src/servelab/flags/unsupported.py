@@ -40,6 +40,10 @@ BACKEND_REASONS = {name: _GENERATION_ONLY for name in (
 BACKEND_REASONS["openai-audio"] = _NO_VISION
 BACKEND_REASONS["openai-responses"] = "the Responses API client is not written yet"
 
+# datasets whose prompts need no tokenizer, so --skip-tokenizer-init can run them (none yet:
+# every sampler here measures or builds its prompts in tokens, as vLLM's do)
+TOKENIZER_FREE_DATASETS: tuple[str, ...] = ()
+
 TOKENIZER_MODES = ("auto", "hf")  # auto: vLLM's choice for a non-Mistral model, the hf tokenizer
 
 
@@ -59,6 +63,12 @@ def check_flags(args: argparse.Namespace) -> None:
 def check_backend(backend: str) -> None:
     if backend in BACKEND_REASONS:
         raise InputError(f"--backend {backend} is not supported: {BACKEND_REASONS[backend]}")
+
+
+def check_skip_tokenizer(dataset: str, skip: bool) -> None:
+    if skip and dataset not in TOKENIZER_FREE_DATASETS:
+        raise InputError(f"--skip-tokenizer-init: dataset {dataset} measures its prompts with a tokenizer "
+                         "(vLLM's fails there too); drop the flag")
 
 
 def check_dataset(name: str) -> None:

@@ -44,6 +44,8 @@ class MockConfig:
     port: int = 8000
     close_after_response: bool = False
     max_open: int | None = None
+    root: str | None = None  # /v1/models' "root" (the path vLLM serves); None: the model name
+    keep_requests: bool = False  # the truth keeps every request's method, path, headers and body
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")
