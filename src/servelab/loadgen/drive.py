@@ -137,8 +137,10 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
         probing = start_probes(config, samples[0])
-        outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters, t0)
-        probes = await probing.finish() if probing else []
+        try:
+            outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters, t0)
+        finally:  # the probes end with the run, however it ends
+            probes = await probing.finish() if probing else []
         cpu = _cpu_s() - cpu0
         if config.profile:
             await profile(config, pool, "stop")
