@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from servelab.cli.main import main
-from servelab.loadgen.arrivals import ramp_offsets_ns, ramp_rates
+from servelab.loadgen.arrivals import ramp_offsets_ns, ramp_rates, rate_steps
 
 
 def bench(url, tok, *extra):
@@ -147,6 +147,11 @@ def test_ramp_rates_follow_vllms_formula():
     assert offsets.tolist() == [1_000_000_000, 1_500_000_000, 1_750_000_000]  # gaps 1/rate_i, no rescale
 
 
+def test_rate_steps_are_vllms_rps_change_events():
+    # rates 1, 2.5, 4 (linear over 3): whole rps 1 at request 0; 2 at request 1; 3 and 4 at request 2
+    assert rate_steps(ramp_rates(3, "linear", 1, 4), 1) == [(1, 0), (2, 1), (3, 2), (4, 2)]
+
+
 def test_ramp_up_run_sends_on_the_ramp_and_names_the_file(mock, qwen3_path, tmp_path, capsys):
     args = bench(mock.url, qwen3_path, "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "50",
                  "--ramp-up-end-rps", "200", "--burstiness", "inf", "--save-result", "--result-dir", str(tmp_path))
@@ -154,6 +159,7 @@ def test_ramp_up_run_sends_on_the_ramp_and_names_the_file(mock, qwen3_path, tmp_
     [path] = tmp_path.glob("vllm-ramp-up-linear-50qps-200qps-mock-*.json")
     result = json.loads(path.read_text())
     assert (result["ramp_up_strategy"], result["ramp_up_start_rps"], result["ramp_up_end_rps"]) == ("linear", 50, 200)
+    assert [e["rps"] for e in result["rps_change_events"]] == list(range(50, 201))
     records = [json.loads(x) for x in open(result["servelab"]["records_file"])]
     intended = sorted(r["intended_send_ms"] for r in records)
     gaps = np.diff(intended)  # 6 requests, rates 50, 80, ..., 200: gaps 1000/rate ms

@@ -57,3 +57,16 @@ def ramp_offsets_ns(rates: np.ndarray, burstiness: float, rng) -> np.ndarray:
     else:
         gaps = rng.gamma(shape=burstiness, scale=1.0 / (rates * burstiness))
     return np.round(np.cumsum(gaps) * 1e9).astype(np.int64)
+
+
+def rate_steps(rates: np.ndarray, start_rps: float) -> list[tuple[int, int]]:
+    """vLLM's ``rps_change_events`` as (whole rps, index of the request that reached it):
+    the start's whole rate at request 0, then each whole value the ramp passes, at the
+    first request whose rate reaches it (several values at once when the ramp jumps)."""
+    last = int(start_rps)
+    steps = [(last, 0)]
+    for i, rate in enumerate(rates):
+        now = int(rate)
+        steps += [(v, i) for v in range(last + 1, now + 1)]
+        last = max(last, now)
+    return steps

@@ -32,6 +32,7 @@ from servelab.diagnose.rules import client_limits
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
+from servelab.loadgen.arrivals import ramp_rates, rate_steps
 from servelab.loadgen.lora import request_models
 from servelab.loadgen.shards import concurrency_shares
 from servelab.loadgen.workers import run_workers
@@ -103,7 +104,8 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     _footer(extra)
     for line in workers.failed if workers is not None else ():
         print(f"servelab: WARNING {line}; results cover the other workers' records")
-    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline, probes)
+    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline,
+                                      {**(probes or {}), **rps_change_events(spec.load, samples, run)})
     print(render_diagnosis(diagnosis))
     code = exit_code(run.outcome, summary.completed)
     return BenchOutcome(summary, run, result, path, code)
@@ -228,6 +230,8 @@ def _preamble(config: BenchConfig) -> None:
         print("Skipping endpoint ready check.")
     print("Starting main benchmark run...")
     load = config.load
+    if load.probe_request_rate > 0:
+        print(f"Probe request rate: {load.probe_request_rate} req/s")
     if load.ramp_up_strategy is not None:
         print(f"Traffic ramp-up strategy: {load.ramp_up_strategy}.")
         print(f"Will increase RPS from {load.ramp_up_start_rps} to {load.ramp_up_end_rps} RPS over the "
@@ -414,8 +418,9 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None, probes=None):
-    """Build the result JSON, diagnose it; write it (records, timeline) when asked to save."""
+def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None, keys=None):
+    """Build the result JSON, diagnose it; write it (records, timeline) when asked to save.
+    ``keys``: vLLM's optional top-level keys (probe_*, rps_change_events)."""
     out, load = spec.output, spec.load
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
     save = out.save_result or out.append_result
@@ -437,7 +442,7 @@ def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, t
                     ramp_up_end_rps=load.ramp_up_end_rps)
     result = store.build_result(head=head, summary=summary, records=run.records, selected=shown,
                                 save_detailed=out.save_detailed, extra=extra)
-    result.update(probes or {})
+    result.update(keys or {})
     diagnosis = _diagnose(result, timeline, tl_path)
     if path is not None:
         write_plots(out, run, path)
@@ -449,6 +454,23 @@ def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, t
         print(f"servelab: result {'appended to' if out.append_result else 'written to'} {path}; "
               f"per-request records in {rec_path}")
     return result, path, diagnosis
+
+
+def rps_change_events(load, samples, run: BenchRun) -> dict:
+    """vLLM's ``rps_change_events`` for a ramp: each whole rps and when (wall clock) the
+    first request at that rate was dispatched."""
+    if load.ramp_up_strategy is None:
+        return {}
+    rates = ramp_rates(len(samples), load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
+    sent = {r.request_id: r.dispatched_ns for r in run.records}
+    t0 = run.outcome.t0_ns
+
+    def when(i: int) -> str:
+        at = run.wall_start + (sent.get(samples[i].request_id, t0) - t0) / 1e9
+        return datetime.fromtimestamp(at).isoformat()
+
+    return {"rps_change_events": [{"rps": rps, "timestamp": when(i)}
+                                  for rps, i in rate_steps(rates, load.ramp_up_start_rps)]}
 
 
 def _ramp(load) -> tuple | None:
