@@ -103,6 +103,20 @@ def test_header_flag_overrides_the_api_key(mock, qwen3_path, monkeypatch):
     assert req["headers"]["authorization"] == "Bearer mine"
 
 
+def test_header_values_are_sent_but_not_written(mock, qwen3_path, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["servelab", "bench", "--header", "Authorization=Bearer hdr-secret-1", "x-org=o"])
+    args = bench(mock.url, qwen3_path, "--num-prompts", "1", "--header", "Authorization=Bearer hdr-secret-1",
+                 "x-org=o", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")
+    assert main(args) == 0
+    [req] = [r for r in mock.truth().received if r["path"] == "/v1/completions"]
+    assert req["headers"]["authorization"] == "Bearer hdr-secret-1" and req["headers"]["x-org"] == "o"
+    text = (tmp_path / "r.json").read_text()
+    assert "hdr-secret-1" not in text
+    provenance = json.loads(text)["servelab"]["provenance"]
+    assert provenance["argv"][-2:] == ["Authorization=***", "x-org=***"]  # names kept, as vLLM's *** redaction
+    assert provenance["flags"]["headers"] == [["Authorization", "***"], ["x-org", "***"]]
+
+
 def test_default_model_sends_id_and_reports_root(mock_server, qwen3_path, tmp_path):
     mock = mock_server(keep_requests=True, model="alias", root="/models/served-path")
     args = bench(mock.url, qwen3_path, "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")

@@ -367,20 +367,38 @@ def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
     path = spec.dataset.path
     return {
         "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
-        "argv": list(spec.argv), "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
+        "argv": redact_headers(spec.argv),
+        "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
         "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
         "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
         "server_models": run.server_models,
     }
 
 
+def redact_headers(argv) -> list[str]:
+    """``--header`` values are credentials as often as not (vLLM redacts them too): keep
+    each header's name, write its value as ***."""
+    out, in_header = [], False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if arg.startswith("--"):
+            in_header = flag == "--header"
+            out.append("--header=***" if in_header and "=" in arg else arg)
+            continue
+        out.append(arg.split("=", 1)[0] + "=***" if in_header else arg)
+    return out
+
+
 def flat_flags(spec: BenchSpec) -> dict:
-    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…)."""
+    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…);
+    header values redacted (see ``redact_headers``)."""
     dataset = {("dataset_" + k if k in ("name", "path") else k): v
                for k, v in dataclasses.asdict(spec.dataset).items()}
     groups = (spec.server, spec.load, spec.request, spec.output)
-    return {**{k: v for g in groups for k, v in dataclasses.asdict(g).items()}, **dataset,
-            "tokenizer": spec.tokenizer, "trust_remote_code": spec.trust_remote_code}
+    flags = {k: v for g in groups for k, v in dataclasses.asdict(g).items()}
+    flags["headers"] = [(name, "***") for name, _ in spec.server.headers]
+    return {**flags, **dataset, "tokenizer": spec.tokenizer, "trust_remote_code": spec.trust_remote_code,
+            "tokenizer_mode": spec.tokenizer_mode, "skip_tokenizer_init": spec.skip_tokenizer_init}
 
 
 def file_sha256(path) -> str | None:
