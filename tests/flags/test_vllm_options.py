@@ -15,7 +15,6 @@ DEFAULT_DIFFERS = {
     "percentile_metrics": "vLLM's None means ttft,tpot,itl for generation, the only task servelab runs",
     "endpoint": "vLLM's /v1/completions even for openai-chat; servelab's None is the backend's own path",
     "port": "vLLM's None means 8000 (its join_host_port); servelab writes 8000",
-    "tokenizer_mode": "same default 'auto'; listed only if vLLM's changes",
 }
 
 
