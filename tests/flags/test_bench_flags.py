@@ -257,3 +257,10 @@ def test_hf_and_trace_flags_parse_with_vllms_defaults():
                              "0.001", "--spec-bench-category", "qa", "--speed-bench-dataset-subset", "throughput_1k"])
     assert (args.hf_name, args.hf_split, args.no_stream, args.timed_trace_sec_multiplier) == ("x/y", "train", True, 0.001)
     assert args.spec_bench_output_len == 256 and args.speed_bench_output_len == 4096 and args.timed_trace_chunk_hash_size == 16
+
+
+def test_timeline_spans_of_one_colour_merge():
+    from servelab.results.plots import merge_runs
+
+    spans = [(0.0, 1.0), (1.0, 0.5), (1.5, 0.5), (2.0, 1.0)]
+    assert merge_runs(spans, ["g", "a", "a", "r"]) == ([(0.0, 1.0), (1.0, 1.0), (2.0, 1.0)], ["g", "a", "r"])
