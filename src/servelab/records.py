@@ -58,6 +58,9 @@ class RequestRecord:
     token_counts: tuple[int, ...] = ()
     output_tokens: int = 0
     output_tokens_source: str = "usage"  # "usage" | "tokenizer"
+    # "usage": prompt_len is the server's usage.prompt_tokens (as vLLM's client counts);
+    # "dataset": the sampler's count, the server reported none
+    prompt_len_source: str = "dataset"
     generated_text: str = ""
     error: str | None = None
     http_status: int | None = None

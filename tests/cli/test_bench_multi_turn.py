@@ -128,6 +128,7 @@ CUSTOM = ["--dataset-name", "custom", "--dataset-path", "x.jsonl"]
     (["--backend", "openai-chat", "--workers", "2", *CUSTOM], "--workers"),
     (["--backend", "openai-chat", "--multi-turn-think-time", "-1", *CUSTOM], "--multi-turn-think-time"),
     (["--backend", "openai-chat", "--multi-turn-max-turns", "0", *CUSTOM], "--multi-turn-max-turns"),
+    (["--backend", "openai-chat", "--lora-modules", "a", *CUSTOM], "--lora-modules"),
 ])
 def test_bad_multi_turn_input_is_one_line_exit_2(extra, needle, qwen3_path, capsys):
     rc = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", qwen3_path,

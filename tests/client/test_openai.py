@@ -11,14 +11,19 @@ def ev(t, obj):
 def test_completions_body_matches_vllm_fields():
     body = json.loads(openai.request_body("completions", "m", "hi", 16, True, {"temperature": 0}))
     assert body == {"model": "m", "stream": True, "stream_options": {"include_usage": True},
-                    "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 16,
+                    "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 16, "logprobs": None,
                     "ignore_eos": True, "temperature": 0}
+
+
+def test_completions_body_carries_logprobs_and_sampling_overrides_repetition_penalty():
+    body = json.loads(openai.request_body("completions", "m", "hi", 4, False, {"repetition_penalty": 1.3}, logprobs=2))
+    assert body["logprobs"] == 2 and body["repetition_penalty"] == 1.3
 
 
 def test_chat_body_uses_messages_and_max_completion_tokens():
     body = json.loads(openai.request_body("chat", "m", "hi", 8, False))
-    assert body["messages"] == [{"role": "user", "content": "hi"}]
-    assert body["max_completion_tokens"] == 8 and "ignore_eos" not in body
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # vLLM's parts
+    assert body["max_completion_tokens"] == 8 and "ignore_eos" not in body and "logprobs" not in body
 
 
 def test_chat_role_only_delta_is_not_a_token():

@@ -28,11 +28,16 @@ TOKEN_EVENT_RULES = {
 
 
 def request_body(kind: str, model: str, prompt: str, max_tokens: int | None,
-                 ignore_eos: bool, extra: dict | None = None) -> bytes:
-    """JSON body for one streamed request, built before the clock starts."""
+                 ignore_eos: bool, extra: dict | None = None, logprobs: int | None = None) -> bytes:
+    """JSON body for one streamed request, built before the clock starts.
+
+    As vLLM's client: chat content is a list of parts (``[{"type": "text", ...}]``, the
+    form a multimodal message takes too); completions always carry ``logprobs`` (null
+    unless asked) and ``repetition_penalty`` 1.0, which a sampling flag or
+    ``--extra-body`` (merged last) overrides. Chat requests carry no logprobs."""
     body: dict = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
     if kind == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         if max_tokens is not None:
             body["max_completion_tokens"] = max_tokens
     else:
@@ -40,6 +45,7 @@ def request_body(kind: str, model: str, prompt: str, max_tokens: int | None,
         body["repetition_penalty"] = 1.0
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
+        body["logprobs"] = logprobs
     if ignore_eos:
         body["ignore_eos"] = True
     body.update(extra or {})

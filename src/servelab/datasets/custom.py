@@ -32,7 +32,8 @@ def sample_custom(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest
         rows = [rows[k] for k in rng.permutation(len(rows))]
     wanted = spec.num_prompts if spec.num_prompts > 0 else len(rows)
     rows = rows[:wanted]
-    prompts = [p if spec.skip_chat_template else tokenizer.apply_chat_template(p) for p, _ in rows]
+    kwargs = dict(spec.chat_template_kwargs)
+    prompts = [p if spec.skip_chat_template else tokenizer.apply_chat_template(p, **kwargs) for p, _ in rows]
     lens = [len(ids) for ids in tokenizer.encode_batch(prompts, add_special_tokens=True)]
     requests = [
         SampleRequest(prompt, n, output, f"{spec.request_id_prefix}{i}")

@@ -51,7 +51,7 @@ class Tokenizer(Protocol):
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
-    def apply_chat_template(self, prompt: str) -> str: ...
+    def apply_chat_template(self, prompt: str, **template_kwargs) -> str: ...
 
 
 class FastTokenizer:
@@ -88,13 +88,15 @@ class FastTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return self._tok.decode_batch([list(ids) for ids in batch], skip_special_tokens=False)
 
-    def apply_chat_template(self, prompt: str) -> str:
+    def apply_chat_template(self, prompt: str, **template_kwargs) -> str:
+        """``template_kwargs`` (--chat-template-kwargs) are variables the template reads,
+        e.g. ``enable_thinking``, as transformers passes them."""
         if self._template is None:
             raise TokenizerError(
                 f"tokenizer {self.name} has no chat template (no chat_template in "
                 "tokenizer_config.json or chat_template.jinja); pass --skip-chat-template"
             )
-        return render_chat_template(self._template, prompt, self._config)
+        return render_chat_template(self._template, prompt, self._config, template_kwargs)
 
 
 class HFTokenizer:
@@ -126,10 +128,11 @@ class HFTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]
 
-    def apply_chat_template(self, prompt: str) -> str:
+    def apply_chat_template(self, prompt: str, **template_kwargs) -> str:
         messages = [{"role": "user", "content": prompt}]
         try:
-            return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                 **template_kwargs)
         except ValueError as exc:  # no template
             raise TokenizerError(f"tokenizer {self.name}: {exc}; pass --skip-chat-template") from exc
 
@@ -236,17 +239,17 @@ def _read_chat_template(folder: Path, config: dict) -> str | None:
     return template
 
 
-def render_chat_template(template: str, prompt: str, config: dict) -> str:
+def render_chat_template(template: str, prompt: str, config: dict, template_kwargs: dict | None = None) -> str:
     """One user turn rendered the way ``transformers.apply_chat_template`` does,
-    with the generation prompt appended."""
+    with the generation prompt appended; ``template_kwargs`` become template variables."""
     env = _template_env()  # first: it turns a missing jinja2 into a TokenizerError
     from jinja2.exceptions import TemplateError
 
     tokens = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     try:
-        return env.from_string(template).render(
-            messages=[{"role": "user", "content": prompt}], add_generation_prompt=True, **tokens
-        )
+        context = {**tokens, **(template_kwargs or {}),
+                   "messages": [{"role": "user", "content": prompt}], "add_generation_prompt": True}
+        return env.from_string(template).render(**context)
     except TemplateError as exc:
         raise TokenizerError(f"chat template failed: {exc}") from exc
 

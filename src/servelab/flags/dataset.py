@@ -25,6 +25,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix:
     _add_random(parser.add_argument_group("random dataset options"))
     _add_prefix_repetition(parser.add_argument_group("prefix repetition dataset options"))
     _add_custom(parser.add_argument_group("custom dataset options"))
+    _add_other_datasets(parser)
 
 
 def _add_common(g, request_id_prefix: str | None) -> None:
@@ -37,6 +38,11 @@ def _add_common(g, request_id_prefix: str | None) -> None:
                    help="default: %(default)s" if request_id_prefix else "default: bench-<8 random hex>- (as vLLM)")
     g.add_argument("--no-oversample", action="store_true", help="do not top up a short dataset by resampling")
     g.add_argument("--disable-shuffle", action="store_true", help="keep the dataset's order")
+    g.add_argument("--input-len", type=int, default=None,
+                   help="general input length: sets --random-input-len, as vLLM (default: the dataset's)")
+    g.add_argument("--output-len", type=int, default=None,
+                   help="general output length: sets --random-, --sharegpt-, --custom-, --hf-, --spec-bench- "
+                        "and --prefix-repetition-output-len, as vLLM (default: each dataset's)")
 
 
 def _add_tokenizer(g) -> None:
@@ -44,6 +50,12 @@ def _add_tokenizer(g) -> None:
                    help="local folder, tokenizer.json, or hub id in the local HF cache "
                         "(default: --model, else the bundled Qwen3 tokenizer)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow a tokenizer's own code (transformers)")
+    g.add_argument("--tokenizer-mode", default="auto",
+                   help="auto or hf: a Hugging Face tokenizer (servelab has no mistral_common or deepseek_v32 "
+                        "tokenizers; those modes stop with an error) (default: %(default)s)")
+    g.add_argument("--skip-tokenizer-init", action="store_true",
+                   help="load no tokenizer: output tokens from the server's usage only; datasets that build "
+                        "prompts from token ids cannot run")
 
 
 def _add_sharegpt(g) -> None:
@@ -83,6 +95,66 @@ def _add_custom(g) -> None:
                    help="output length of every request; -1 reads each line's output_tokens (default: %(default)s)")
     g.add_argument("--skip-chat-template", action="store_true",
                    help="send custom prompts as written, not wrapped in the tokenizer's chat template")
+    g.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
+                   help='JSON object passed to the chat template where prompts are rendered client-side '
+                        '(custom), e.g. \'{"enable_thinking": false}\'')
+    g.add_argument("--custom-ensure-client-side-data", action="store_true",
+                   help="custom_image only (send images as base64); servelab sends no images: an error")
+
+
+def _add_other_datasets(parser) -> None:
+    """Flags of vLLM's other datasets. Each is parsed with vLLM's default; a dataset
+    servelab does not sample yet stops at run time with a one-line reason."""
+    g = parser.add_argument_group("hf dataset options")
+    g.add_argument("--hf-name", default=None, help="dataset name when --dataset-path is a local copy")
+    g.add_argument("--hf-split", default=None, help="split of the hf dataset")
+    g.add_argument("--hf-subset", default=None, help="subset of the hf dataset")
+    g.add_argument("--hf-output-len", type=int, default=None, help="fix every output length of the hf dataset")
+    g.add_argument("--no-stream", action="store_true",
+                   help="hf: load the dataset whole, not streamed (vLLM's meaning: requests are always streamed)")
+    g = parser.add_argument_group("spec bench / speed bench dataset options")
+    g.add_argument("--spec-bench-category", default=None, help="spec_bench category (default: all)")
+    g.add_argument("--spec-bench-output-len", type=int, default=256, help="default: %(default)s")
+    g.add_argument("--speed-bench-category", default=None, help="speed_bench category (default: all)")
+    g.add_argument("--speed-bench-dataset-subset", default="qualitative",
+                   choices=["throughput_1k", "throughput_16k", "throughput_32k", "qualitative", "throughput_2k",
+                            "throughput_8k"], help="default: %(default)s")
+    g.add_argument("--speed-bench-output-len", type=int, default=4096, help="default: %(default)s")
+    g = parser.add_argument_group("timed-trace dataset options")
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16,
+                   help="tokens each hash id stands for (default: %(default)s)")
+    for name, default in (("hash-ids", "hash_ids"), ("input-length", "input_length"),
+                          ("output-length", "output_length"), ("timestamp", "timestamp")):
+        g.add_argument(f"--timed-trace-label-{name}", default=default,
+                       help=f"the trace's JSON key for the {name.replace('-', ' ')} (default: %(default)s)")
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1,
+                   help="timestamps times this are seconds, e.g. 0.001 for ms (default: %(default)s)")
+    _add_multimodal(parser)
+    g = parser.add_argument_group("other vLLM dataset options")
+    g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf blazedit (default: %(default)s)")
+    g.add_argument("--blazedit-max-distance", type=float, default=1.0, help="hf blazedit (default: %(default)s)")
+    g.add_argument("--bfcl-categories", default=None, help="hf BFCL categories, comma-separated")
+    g.add_argument("--no-reranker", action="store_true", help="random-rerank: the model does not rerank natively")
+    g.add_argument("--random-batch-size", type=int, default=1,
+                   help="prompts per request, for embeddings benchmarks only (servelab measures generation: "
+                        "values above 1 are an error) (default: %(default)s)")
+
+
+def _add_multimodal(parser) -> None:
+    """Accepted so vLLM's command lines parse; servelab serves no vision or audio model,
+    so any of these set away from vLLM's default is an error (flags/bench_serve.py)."""
+    g = parser.add_argument_group("multimodal dataset options (not supported: an error when set)")
+    g.add_argument("--enable-multimodal-chat", action="store_true", help="multimodal chat transformation")
+    g.add_argument("--random-mm-base-items-per-request", type=int, default=1, help="random-mm items per request")
+    g.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=0.0, help="random-mm item spread")
+    g.add_argument("--random-mm-limit-mm-per-prompt", default={"image": 255, "video": 1},
+                   help="random-mm per-modality caps (JSON)")
+    g.add_argument("--random-mm-bucket-config", default={(256, 256, 1): 0.5, (720, 1280, 1): 0.5,
+                                                         (720, 1280, 16): 0.0},
+                   help="random-mm item sizes and their probabilities")
+    g.add_argument("--asr-min-audio-len-sec", type=float, default=0.0, help="ASR dataset minimum audio length")
+    g.add_argument("--asr-max-audio-len-sec", type=float, default=float("inf"),
+                   help="ASR dataset maximum audio length")
 
 
 def parse_range_ratio(text: str) -> tuple[float, float | None]:
@@ -102,6 +174,7 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
     """``draw_ids``: without --request-id-prefix, leave the prefix to be drawn per sample
     (a bench spec serves many runs); else draw it now."""
     input_ratio, output_ratio = args.random_range_ratio
+    args = general_lengths(args)
     prefix = args.request_id_prefix
     if prefix is None and not draw_ids:
         prefix = f"bench-{uuid.uuid4().hex[:8]}-"
@@ -119,7 +192,38 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         prefix_repetition_num_prefixes=args.prefix_repetition_num_prefixes,
         prefix_repetition_output_len=args.prefix_repetition_output_len,
         custom_output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template,
+        chat_template_kwargs=tuple(json_object(args.chat_template_kwargs, "--chat-template-kwargs").items()),
     )
+
+
+# --output-len sets these, as vLLM's serve does (hf/spec_bench too, once those datasets exist here)
+OUTPUT_LEN_DESTS = ("random_output_len", "sharegpt_output_len", "custom_output_len", "hf_output_len",
+                    "spec_bench_output_len", "prefix_repetition_output_len")
+
+
+def general_lengths(args: argparse.Namespace) -> argparse.Namespace:
+    """``--input-len``/``--output-len`` written onto the dataset flags they stand for (a copy)."""
+    changes = {}
+    if getattr(args, "input_len", None) is not None:
+        changes["random_input_len"] = args.input_len
+    if getattr(args, "output_len", None) is not None:
+        changes.update({dest: args.output_len for dest in OUTPUT_LEN_DESTS})
+    return argparse.Namespace(**{**vars(args), **changes})
+
+
+def json_object(text: str | None, flag: str) -> dict:
+    """A flag holding a JSON object, or nothing; anything else is a one-line error."""
+    from servelab.errors import InputError
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{flag}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{flag}: must be a JSON object")
+    return value
 
 
 def _dataset_path(args: argparse.Namespace) -> str | None:

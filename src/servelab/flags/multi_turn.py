@@ -45,6 +45,9 @@ def check_multi_turn(spec: BenchSpec) -> None:
         raise InputError(f"--multi-turn needs --dataset-name sharegpt or custom, not {spec.dataset.name}")
     if spec.load.workers > 1 or spec.load.ray is not None or spec.simulate is not None:
         raise InputError("--multi-turn cannot be used with --workers, --ray or --simulate (not built yet)")
+    if spec.request.lora_modules or spec.load.ramp_up_strategy is not None or spec.load.probe_request_rate:
+        raise InputError("--multi-turn cannot be used with --lora-modules, --ramp-up-strategy or "
+                         "--probe-request-rate (not built yet)")
     if not multi.think_time_s >= 0:
         raise InputError("--multi-turn-think-time must be >= 0")
     if multi.max_turns is not None and multi.max_turns < 1:

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
-from servelab.loadgen.arrivals import arrival_offsets_ns
-from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.pacer import RunOutcome
 from servelab.records import RequestRecord, SampleRequest
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
@@ -24,8 +22,7 @@ from servelab.sim.simulate import Emission, SimResult, simulate
 
 
 def sim_requests(config: BenchConfig, samples: list[SampleRequest]) -> list[SimRequest]:
-    offsets = arrival_offsets_ns(len(samples), config.load.request_rate, config.load.burstiness,
-                                 np.random.default_rng(config.seed))
+    offsets = schedule(config, len(samples))  # the real run's schedule, ramp included
     return [SimRequest(int(off), s.prompt_len, s.expected_output_len or DEFAULT_OUTPUT_LEN,
                        pseudo_token_ids(s.prompt, s.prompt_len))
             for off, s in zip(offsets, samples)]

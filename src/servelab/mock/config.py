@@ -49,6 +49,8 @@ class MockConfig:
     # reasoning when its first token is (with tokens_per_event > 1 it rounds up to events)
     reasoning_len: int = 0
     record_messages: bool = False  # keep each chat request's messages in the truth
+    root: str | None = None  # /v1/models' "root" (the path vLLM serves); None: the model name
+    keep_requests: bool = False  # the truth keeps every request's method, path, headers and body
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")

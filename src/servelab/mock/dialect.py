@@ -134,10 +134,10 @@ def error_body(message: str, status: int, kind: str) -> bytes:
     ).encode()
 
 
-def models_body(model: str, max_model_len: int, created: int) -> bytes:
+def models_body(model: str, max_model_len: int, created: int, root: str | None = None) -> bytes:
     card = {
         "id": model, "object": "model", "created": created, "owned_by": "servelab-mock",
-        "root": model, "parent": None, "max_model_len": max_model_len, "permission": [],
+        "root": root or model, "parent": None, "max_model_len": max_model_len, "permission": [],
     }
     return json.dumps({"object": "list", "data": [card]}, separators=(",", ":")).encode()
 

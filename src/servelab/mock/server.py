@@ -114,6 +114,9 @@ class MockServer:
     # -- routing -------------------------------------------------------------------
 
     def route(self, conn: Connection, req: http.Request, now: int) -> None:
+        if self.config.keep_requests and not req.path.startswith("/_servelab/"):
+            self.recorder.received.append({"method": req.method, "path": req.path, "headers": dict(req.headers),
+                                           "body": req.body.decode("utf-8", errors="replace")})
         route = ROUTES.get(req.path)
         if route is None:
             conn.reply(404, error_body(f"no route {req.path}", 404, "NotFoundError"), req.keep_alive)
@@ -129,7 +132,8 @@ class MockServer:
         self._generate(conn, req, now, chat=True)
 
     def _models(self, conn: Connection, req: http.Request, now: int) -> None:
-        conn.reply(200, models_body(self.config.model, self.config.max_model_len, self._created), req.keep_alive)
+        body = models_body(self.config.model, self.config.max_model_len, self._created, self.config.root)
+        conn.reply(200, body, req.keep_alive)
 
     def _ok(self, conn: Connection, req: http.Request, now: int) -> None:
         conn.reply(200, b"", req.keep_alive)
@@ -215,6 +219,9 @@ ROUTES = {
     "/health": ("GET", MockServer._ok),
     "/metrics": ("GET", MockServer._metrics),
     "/reset_prefix_cache": ("POST", MockServer._ok),
+    # vLLM serves these when started with --profiler-config; the mock has nothing to profile
+    "/start_profile": ("POST", MockServer._ok),
+    "/stop_profile": ("POST", MockServer._ok),
     "/_servelab/truth": ("GET", MockServer._truth),
     "/_servelab/truth/reset": ("POST", MockServer._truth_reset),
 }

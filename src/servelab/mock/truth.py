@@ -23,6 +23,8 @@ JSON shape (``Truth.to_dict``)::
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import asdict, dataclass
 from time import perf_counter_ns
 
@@ -75,6 +77,7 @@ class Recorder:
         # In-flight requests keep their (now detached) logs; the open count carries over.
         self.start_ns = perf_counter_ns()
         self.requests: list[RequestLog] = []
+        self.received: list[dict] = []  # with keep_requests: method, path, headers, body of each
         self.open_t: list[int] = [self.start_ns]
         self.open_n: list[int] = [self.open]
 
@@ -98,7 +101,7 @@ class Recorder:
         return {
             "clock": "perf_counter_ns", "config": self.config_dict, "start_ns": self.start_ns,
             "requests": [r.to_dict() for r in self.requests],
-            "open": {"t_ns": list(self.open_t), "n": list(self.open_n)},
+            "open": {"t_ns": list(self.open_t), "n": list(self.open_n)}, "received": list(self.received),
         }
 
     def snapshot(self) -> Truth:
@@ -148,6 +151,11 @@ class Truth:
     requests: tuple[RequestTruth, ...]
     open_t_ns: tuple[int, ...]
     open_n: tuple[int, ...]
+    received: tuple[dict, ...] = ()  # with keep_requests: what each request carried
+
+    def bodies(self, path: str) -> list[dict]:
+        """The JSON bodies received on ``path``, in arrival order."""
+        return [json.loads(r["body"]) for r in self.received if r["path"] == path and r["body"]]
 
     @classmethod
     def from_dict(cls, d: dict) -> Truth:
@@ -155,14 +163,15 @@ class Truth:
             RequestTruth(**{**r, "event_ns": tuple(r["event_ns"]), "event_tokens": tuple(r["event_tokens"])})
             for r in d["requests"]
         )
-        return cls(d["config"], d["start_ns"], reqs, tuple(d["open"]["t_ns"]), tuple(d["open"]["n"]))
+        return cls(d["config"], d["start_ns"], reqs, tuple(d["open"]["t_ns"]), tuple(d["open"]["n"]),
+                   tuple(d.get("received", ())))
 
     def to_dict(self) -> dict:
         return {
             "clock": "perf_counter_ns", "config": self.config, "start_ns": self.start_ns,
             "requests": [{**asdict(r), "event_ns": list(r.event_ns), "event_tokens": list(r.event_tokens)}
                          for r in self.requests],
-            "open": {"t_ns": list(self.open_t_ns), "n": list(self.open_n)},
+            "open": {"t_ns": list(self.open_t_ns), "n": list(self.open_n)}, "received": list(self.received),
         }
 
     def by_id(self) -> dict[str, RequestTruth]:

@@ -21,9 +21,12 @@ DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "g
 
 
 def result_filename(label: str | None, backend: str, request_rate: float, max_concurrency: int | None,
-                    model_id: str, date: str, result_filename: str | None, result_dir: str | None) -> Path:
+                    model_id: str, date: str, result_filename: str | None, result_dir: str | None,
+                    ramp: tuple | None = None) -> Path:
+    """``ramp``: (strategy, start, end) — vLLM names a ramp's file ``…-ramp-up-{s}-{a}qps-{b}qps…``."""
     conc = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
-    name = f"{label or backend}-{request_rate}qps{conc}-{model_id.split('/')[-1]}-{date}.json"
+    rate = f"{request_rate}qps" if ramp is None else f"ramp-up-{ramp[0]}-{ramp[1]}qps-{ramp[2]}qps"
+    name = f"{label or backend}-{rate}{conc}-{model_id.split('/')[-1]}-{date}.json"
     name = result_filename or name
     if result_dir:
         os.makedirs(result_dir, exist_ok=True)
@@ -95,6 +98,7 @@ def record_dict(r: RequestRecord, t0_ns: int) -> dict:
     ms = lambda t: round((t - t0_ns) / NS_PER_MS, 4)  # noqa: E731
     return {
         "request_id": r.request_id, "prompt_len": r.prompt_len, "expected_output_len": r.expected_output_len,
+        "prompt_len_source": r.prompt_len_source,
         "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
         "intended_send_ms": ms(r.intended_ns), "dispatched_ms": ms(r.dispatched_ns),
         "sent_ms": ms(r.sent_ns), "done_ms": ms(r.done_ns),
