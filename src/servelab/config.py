@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DATASET_NAMES = ("sharegpt", "random", "prefix_repetition", "custom")
+# vLLM's --dataset-name choices; datasets.UNSUPPORTED says why some stop with an error here.
+DATASET_NAMES = ("sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
+                 "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
 ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
@@ -43,6 +45,19 @@ class DatasetSpec:
     # custom JSONL
     custom_output_len: int = 256  # -1: take each line's "output_tokens"
     skip_chat_template: bool = False  # custom: vLLM wraps each prompt in the chat template
+    # spec_bench / speed_bench (datasets/spec_bench.py)
+    spec_bench_output_len: int = 256
+    spec_bench_category: str | None = None
+    speed_bench_output_len: int = 4096
+    speed_bench_category: str | None = None
+    speed_bench_dataset_subset: str = "qualitative"
+    # timed_trace (datasets/timed_trace.py): field names in the trace, chunk size, time unit
+    timed_trace_chunk_hash_size: int = 16
+    timed_trace_sec_multiplier: float = 1.0
+    timed_trace_label_timestamp: str = "timestamp"
+    timed_trace_label_input_length: str = "input_length"
+    timed_trace_label_output_length: str = "output_length"
+    timed_trace_label_hash_ids: str = "hash_ids"
 
 
 @dataclass(frozen=True, slots=True)

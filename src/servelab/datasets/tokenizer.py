@@ -49,6 +49,8 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
+    def vocab_ids(self) -> list[int]: ...
+
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
     def apply_chat_template(self, prompt: str) -> str: ...
@@ -80,6 +82,10 @@ class FastTokenizer:
         # encode_batch_fast skips character offsets we never use, and runs in parallel.
         encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [e.ids for e in encodings]
+
+    def vocab_ids(self) -> list[int]:
+        """Every id of the vocabulary, added tokens included (Hugging Face's ``get_vocab``)."""
+        return list(self._tok.get_vocab(with_added_tokens=True).values())
 
     def decode(self, ids: list[int]) -> str:
         # Hugging Face's decode keeps special tokens by default; tokenizers' drops them.
@@ -122,6 +128,9 @@ class HFTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids))
+
+    def vocab_ids(self) -> list[int]:
+        return list(self._tok.get_vocab().values())
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]

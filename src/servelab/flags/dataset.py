@@ -25,6 +25,10 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix:
     _add_random(parser.add_argument_group("random dataset options"))
     _add_prefix_repetition(parser.add_argument_group("prefix repetition dataset options"))
     _add_custom(parser.add_argument_group("custom dataset options"))
+    _add_spec_bench(parser.add_argument_group("spec bench and speed bench dataset options"))
+    _add_timed_trace(parser.add_argument_group("timed-trace dataset options"))
+    _add_not_run_here(parser.add_argument_group(
+        "options of vLLM datasets that stop with an error here (hf, random-rerank, multimodal)"))
 
 
 def _add_common(g, request_id_prefix: str | None) -> None:
@@ -37,6 +41,8 @@ def _add_common(g, request_id_prefix: str | None) -> None:
                    help="default: %(default)s" if request_id_prefix else "default: bench-<8 random hex>- (as vLLM)")
     g.add_argument("--no-oversample", action="store_true", help="do not top up a short dataset by resampling")
     g.add_argument("--disable-shuffle", action="store_true", help="keep the dataset's order")
+    g.add_argument("--enable-multimodal-chat", action="store_true",
+                   help="vLLM: send prompts as multimodal chat parts (not supported: stops with an error)")
 
 
 def _add_tokenizer(g) -> None:
@@ -85,6 +91,61 @@ def _add_custom(g) -> None:
                    help="send custom prompts as written, not wrapped in the tokenizer's chat template")
 
 
+def _add_spec_bench(g) -> None:
+    g.add_argument("--spec-bench-output-len", type=int, default=_D.spec_bench_output_len, help="default: %(default)s")
+    g.add_argument("--spec-bench-category", default=None, help="keep one category (default: all)")
+    g.add_argument("--speed-bench-dataset-subset", default=_D.speed_bench_dataset_subset,
+                   choices=("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k",
+                            "throughput_32k"), help="the .jsonl read from --dataset-path (default: %(default)s)")
+    g.add_argument("--speed-bench-output-len", type=int, default=_D.speed_bench_output_len,
+                   help="default: %(default)s")
+    g.add_argument("--speed-bench-category", default=None, help="keep one category (default: all)")
+
+
+def _add_timed_trace(g) -> None:
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=_D.timed_trace_chunk_hash_size,
+                   help="tokens each hash id stands for (default: %(default)s)")
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=_D.timed_trace_sec_multiplier,
+                   help="timestamps × this = seconds (0.001 for milliseconds; default: %(default)s)")
+    for field in ("timestamp", "input_length", "output_length", "hash_ids"):
+        flag = "--timed-trace-label-" + field.replace("_", "-")
+        g.add_argument(flag, default=field, help="the trace's field name (default: %(default)s)")
+
+
+def _add_not_run_here(g) -> None:
+    """vLLM's flags for datasets servelab stops on (datasets.UNSUPPORTED says why):
+    accepted so a vLLM command line parses, and the run then stops with that reason."""
+    g.add_argument("--no-stream", action="store_true", help="hf: do not stream the dataset")
+    for flag in ("--hf-subset", "--hf-split", "--hf-name"):
+        g.add_argument(flag, default=None, help="hf dataset")
+    g.add_argument("--hf-output-len", type=int, default=None, help="hf dataset")
+    g.add_argument("--random-batch-size", type=int, default=1,
+                   help="prompts per request, for embeddings and reranking (only 1 is supported)")
+    g.add_argument("--no-reranker", action="store_true", help="random-rerank dataset")
+    g.add_argument("--custom-ensure-client-side-data", action="store_true", help="custom_image dataset")
+    g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf (blazedit)")
+    g.add_argument("--blazedit-max-distance", type=float, default=1.0, help="hf (blazedit)")
+    g.add_argument("--asr-max-audio-len-sec", type=float, default=float("inf"), help="hf (ASR)")
+    g.add_argument("--asr-min-audio-len-sec", type=float, default=0.0, help="hf (ASR)")
+    g.add_argument("--bfcl-categories", default=None, help="hf (BFCL)")
+    g.add_argument("--random-mm-base-items-per-request", type=int, default=None, help="random-mm")
+    g.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=None, help="random-mm")
+    g.add_argument("--random-mm-limit-mm-per-prompt", default=None, help="random-mm")
+    g.add_argument("--random-mm-bucket-config", default=None, help="random-mm")
+
+
+def _refuse_unsupported(args: argparse.Namespace) -> None:
+    """Flags that would change the requests in a way servelab cannot: a one-line
+    error instead of a silent ignore."""
+    from servelab.errors import InputError
+
+    if args.enable_multimodal_chat:
+        raise InputError("--enable-multimodal-chat is not supported: servelab sends text prompts only")
+    if args.random_batch_size != 1:
+        raise InputError(f"--random-batch-size {args.random_batch_size} is not supported: it batches prompts "
+                         "for embeddings and reranking endpoints, which servelab does not drive")
+
+
 def parse_range_ratio(text: str) -> tuple[float, float | None]:
     """``--random-range-ratio``: ``"0.3"`` -> (0.3, None); ``'{"input": 0.3, "output": 0.5}'`` -> (0.3, 0.5)."""
     try:
@@ -101,6 +162,7 @@ def parse_range_ratio(text: str) -> tuple[float, float | None]:
 def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> DatasetSpec:
     """``draw_ids``: without --request-id-prefix, leave the prefix to be drawn per sample
     (a bench spec serves many runs); else draw it now."""
+    _refuse_unsupported(args)
     input_ratio, output_ratio = args.random_range_ratio
     prefix = args.request_id_prefix
     if prefix is None and not draw_ids:
@@ -119,7 +181,16 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         prefix_repetition_num_prefixes=args.prefix_repetition_num_prefixes,
         prefix_repetition_output_len=args.prefix_repetition_output_len,
         custom_output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template,
+        spec_bench_output_len=args.spec_bench_output_len, spec_bench_category=args.spec_bench_category,
+        speed_bench_output_len=args.speed_bench_output_len, speed_bench_category=args.speed_bench_category,
+        speed_bench_dataset_subset=args.speed_bench_dataset_subset,
+        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS},
     )
+
+
+_TIMED_TRACE_FIELDS = ("timed_trace_chunk_hash_size", "timed_trace_sec_multiplier", "timed_trace_label_timestamp",
+                       "timed_trace_label_input_length", "timed_trace_label_output_length",
+                       "timed_trace_label_hash_ids")
 
 
 def _dataset_path(args: argparse.Namespace) -> str | None:

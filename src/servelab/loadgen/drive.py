@@ -19,8 +19,8 @@ from servelab.client import openai
 from servelab.config import LoadSpec
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
-from servelab.errors import ServerError
-from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.errors import InputError, ServerError
+from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, trace_offsets_ns
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
 from servelab.records import RequestRecord, SampleRequest
 
@@ -59,6 +59,9 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
 
 def prepare(config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> list[bytes]:
     """Serialize every request before the clock starts."""
+    if config.kind == "chat" and samples and not isinstance(samples[0].prompt, str):
+        raise InputError("this dataset sends token ids (as vLLM's timed_trace does); "
+                         "use a completions backend (--backend vllm or openai)")
     return [serialize(config, s, pool, s.request_id) for s in samples]
 
 
@@ -115,7 +118,7 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
             await wait_ready(config, pool, probe)
         if config.load.num_warmups > 0:
             await warm_up(config, pool, probe)
-        offsets = offsets_ns if offsets_ns is not None else schedule(config, len(samples))
+        offsets = offsets_ns if offsets_ns is not None else schedule(config, samples)
         await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
@@ -130,10 +133,15 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
     return BenchRun(records, outcome, wall0, cpu, models)
 
 
-def schedule(config: BenchConfig, n: int):
-    """The run's arrival offsets, drawn from its seed: the same for one worker or many."""
-    return arrival_offsets_ns(n, config.load.request_rate, config.load.burstiness,
-                              np.random.default_rng(config.seed))
+def schedule(config: BenchConfig, samples: list[SampleRequest]):
+    """The run's arrival offsets: a trace's own send times when its requests carry
+    them (vLLM's self-timed replay), else drawn from the seed as vLLM draws them —
+    continuing the stream where the dataset left it (``Sample.arrival_state``).
+    The same for one worker or many."""
+    if samples and all(s.timestamp_s is not None for s in samples):
+        return trace_offsets_ns([s.timestamp_s for s in samples])
+    rng = arrival_rng(config.seed, getattr(samples, "arrival_state", None))
+    return arrival_offsets_ns(len(samples), config.load.request_rate, config.load.burstiness, rng)
 
 
 _CUT = "interrupted before completion"

@@ -135,7 +135,7 @@ def bench_config(spec: BenchSpec, model: str) -> BenchConfig:
         base_url=server.base_url, endpoint=server.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
         model=server.served_model_name or model, load=spec.load,
         # as in vLLM: a random dataset asks for exact output lengths
-        ignore_eos=spec.request.ignore_eos or spec.dataset.name == "random",
+        ignore_eos=spec.request.ignore_eos or spec.dataset.name in ("random", "timed_trace"),  # as vLLM
         extra_body={**dict(spec.request.sampling), **dict(spec.request.extra_body)},
         headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls)
 
