@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from servelab.config import DatasetSpec
 from servelab.datasets.burstgpt import sample_burstgpt
+from servelab.datasets.cache import cached
 from servelab.datasets.custom import sample_custom
 from servelab.datasets.prefix_repetition import sample_prefix_repetition
 from servelab.datasets.random import sample_random
@@ -49,11 +50,25 @@ UNSUPPORTED = {
     "custom_audio": "sends audio; servelab sends text only and no audio model is served here",
 }
 
-__all__ = ["SAMPLERS", "UNSUPPORTED", "Sample", "Sampler", "Tokenizer", "load_tokenizer", "sample_requests"]
+__all__ = ["SAMPLERS", "UNSUPPORTED", "Sample", "Sampler", "Tokenizer", "load_tokenizer", "prepare_requests",
+           "sample_requests"]
 
 
 def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
     """The requests ``spec`` describes, in the order they will be sent."""
+    spec, sampler = _checked(spec)
+    return _as_sample(sampler(spec, tokenizer))
+
+
+def prepare_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
+    """``sample_requests``, through the prepared-request cache (datasets/cache.py):
+    what a run uses, so a repeated run does not tokenize its dataset again."""
+    spec, sampler = _checked(spec)
+    return cached(spec, tokenizer, lambda s, t: _as_sample(sampler(s, t)))
+
+
+def _checked(spec: DatasetSpec) -> tuple[DatasetSpec, Sampler]:
+    """The spec with its request-id prefix drawn, and its sampler; InputError if none can run."""
     if spec.name in UNSUPPORTED:
         raise InputError(f"--dataset-name {spec.name} {UNSUPPORTED[spec.name]}")
     sampler = SAMPLERS.get(spec.name)
@@ -64,5 +79,8 @@ def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
         raise InputError(f"--num-prompts must be >= 1, got {spec.num_prompts}")
     if spec.request_id_prefix is None:  # as vLLM: a fresh prefix per run, so ids never repeat across runs
         spec = dataclasses.replace(spec, request_id_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
-    requests = sampler(spec, tokenizer)
+    return spec, sampler
+
+
+def _as_sample(requests: list[SampleRequest]) -> Sample:
     return requests if isinstance(requests, Sample) else Sample(requests)

@@ -42,6 +42,7 @@ class Tokenizer(Protocol):
     vocab_size: int
     special_ids: frozenset[int]
     num_special_tokens: int
+    source_files: tuple[Path, ...]  # what it was read from: the prepared-request cache hashes them
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]: ...
 
@@ -74,6 +75,7 @@ class FastTokenizer:
         self.num_special_tokens = self._tok.num_special_tokens_to_add(False)
         self._config = _read_tokenizer_config(path.parent)
         self._template = _read_chat_template(path.parent, self._config)
+        self.source_files = (path, path.parent / "tokenizer_config.json", path.parent / "chat_template.jinja")
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
@@ -119,6 +121,7 @@ class HFTokenizer:
         self.vocab_size = int(self._tok.vocab_size)
         self.special_ids = frozenset(self._tok.all_special_ids)
         self.num_special_tokens = int(self._tok.num_special_tokens_to_add())
+        self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file()))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))

@@ -23,7 +23,7 @@ from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.flags.bench_serve import check_spec
 from servelab.client import openai
 from servelab.client.http import Pool
-from servelab.datasets import sample_requests
+from servelab.datasets import prepare_requests
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
@@ -69,7 +69,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         with elapsed(f"preparing {spec.dataset.num_prompts} requests ({spec.dataset.name})") \
                 if spec.output.progress else contextlib.nullcontext():
             tokenizer = bench_tokenizer(spec, model)
-            samples = sample_requests(spec.dataset, tokenizer)
+            samples = prepare_requests(spec.dataset, tokenizer)
         _preamble(config)
         if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
             run, timeline, labels = simulated.run(spec, config, samples)
