@@ -64,6 +64,7 @@ def data(tmp_path_factory, qwen3):
     _write_custom(folder / "custom.jsonl")
     _write_burstgpt(folder / "burstgpt.csv")
     _write_trace(folder / "trace.jsonl")
+    _write_question_sets(folder)
     return folder
 
 
@@ -98,6 +99,17 @@ def _write_trace(path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
+def _write_question_sets(folder: Path) -> None:
+    categories = ["writing", "math", "coding"]
+    spec = [{"question_id": i, "category": categories[i % 3], "turns": [f"Question {i}: explain topic {i * 7}.",
+                                                                        "And more?"]} for i in range(30)]
+    (folder / "question.jsonl").write_text("".join(json.dumps(q) + "\n" for q in spec))
+    (folder / "speed").mkdir()
+    speed = [{"category": categories[i % 3], "messages": [{"role": "user", "content": f"Task {i}: summarize {i}."}]}
+             for i in range(25)]
+    (folder / "speed" / "qualitative.jsonl").write_text("".join(json.dumps(q) + "\n" for q in speed))
+
+
 CASES = {
     "sharegpt": "--dataset-name sharegpt --dataset-path {dir}/sharegpt.json --num-prompts 150 "
                 "--request-rate 5 --burstiness 0.7",
@@ -113,15 +125,20 @@ CASES = {
     "burstgpt": "--dataset-name burstgpt --dataset-path {dir}/burstgpt.csv --num-prompts 30 --request-rate 4",
     "burstgpt-replace": "--dataset-name burstgpt --dataset-path {dir}/burstgpt.csv --num-prompts 120",
 }
-NEEDS_PANDAS = {"custom", "burstgpt", "burstgpt-replace"}
+# vLLM reads these two with seed 0 whatever --seed says (servelab: --seed counts), so seed 0 only
+QUESTION_SETS = {
+    "spec_bench": "--dataset-name spec_bench --dataset-path {dir}/question.jsonl --spec-bench-category math "
+                  "--num-prompts 15 --request-rate 6",
+    "speed_bench": "--dataset-name speed_bench --dataset-path {dir}/speed --num-prompts 12 --skip-chat-template",
+}
+NEEDS_PANDAS = {"custom", "burstgpt", "burstgpt-replace", *QUESTION_SETS}
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(("case", "seed"), [(c, s) for c in CASES for s in SEEDS] + [(q, 0) for q in QUESTION_SETS])
 def test_same_requests_and_send_times(case, seed, vllm, vllm_tokenizer, qwen3, data, monkeypatch):
     if case in NEEDS_PANDAS:
-        pytest.importorskip("pandas", reason="vLLM reads custom and burstgpt files with pandas")
-    flags = CASES[case].format(dir=data).split() + ["--seed", str(seed)]
+        pytest.importorskip("pandas", reason="vLLM reads custom, burstgpt, spec_bench and speed_bench with pandas")
+    flags = ({**CASES, **QUESTION_SETS}[case]).format(dir=data).split() + ["--seed", str(seed)]
     theirs, their_offsets = _vllm_requests(vllm, vllm_tokenizer, flags, monkeypatch)
     ours, our_offsets = _servelab_requests(flags, qwen3)
     assert [r.prompt for r in ours] == [r.prompt for r in theirs]
