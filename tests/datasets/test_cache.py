@@ -112,3 +112,23 @@ def test_off_writes_nothing(tmp_path, monkeypatch, dataset, qwen3):
     cached(sharegpt_spec(dataset), qwen3, counting(calls))
     cached(sharegpt_spec(dataset), qwen3, counting(calls))
     assert len(calls) == 2 and not list(tmp_path.rglob("prepared"))
+
+
+def test_a_changed_tokenizer_file_is_a_new_key(cache, tmp_path, qwen3, qwen3_dir):
+    import shutil
+
+    from servelab.config import TokenizerSpec
+    from servelab.datasets.tokenizer import load_tokenizer
+
+    other = tmp_path / "tok"
+    shutil.copytree(qwen3_dir, other)
+    config = json.loads((other / "tokenizer_config.json").read_text())
+    config["chat_template"] = "USER: {{ messages[0]['content'] }}\nASSISTANT:"
+    (other / "tokenizer_config.json").write_text(json.dumps(config))
+    (other / "chat_template.jinja").unlink(missing_ok=True)
+    lines = tmp_path / "c.jsonl"
+    lines.write_text('{"prompt": "hello"}\n')
+    spec = DatasetSpec(name="custom", path=str(lines), num_prompts=1)
+    first = prepare_requests(spec, qwen3)
+    again = prepare_requests(spec, load_tokenizer(TokenizerSpec(str(other))))
+    assert again[0].prompt == "USER: hello\nASSISTANT:" != first[0].prompt

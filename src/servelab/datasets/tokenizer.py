@@ -105,6 +105,9 @@ class FastTokenizer:
         return render_chat_template(self._template, prompt, self._config)
 
 
+WEIGHTS = {".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"}
+
+
 class HFTokenizer:
     """A ``transformers`` tokenizer, for folders without ``tokenizer.json``."""
 
@@ -121,7 +124,8 @@ class HFTokenizer:
         self.vocab_size = int(self._tok.vocab_size)
         self.special_ids = frozenset(self._tok.all_special_ids)
         self.num_special_tokens = int(self._tok.num_special_tokens_to_add())
-        self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file()))
+        # the folder may be a whole model: its weights are not the tokenizer and would take seconds to hash
+        self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix not in WEIGHTS))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
