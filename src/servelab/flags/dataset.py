@@ -34,7 +34,8 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix:
 def _add_common(g, request_id_prefix: str | None) -> None:
     g.add_argument("--dataset-name", choices=DATASET_NAMES, default=_D.name, help="default: %(default)s")
     g.add_argument("--dataset-path", default=None,
-                   help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom: JSONL)")
+                   help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom, "
+                        "timed_trace, spec_bench: JSONL; burstgpt: CSV; speed_bench: its folder)")
     g.add_argument("--num-prompts", type=int, default=_D.num_prompts, help="default: %(default)s")
     g.add_argument("--seed", type=int, default=_D.seed, help="seed of every random draw (default: %(default)s)")
     g.add_argument("--request-id-prefix", default=request_id_prefix,
