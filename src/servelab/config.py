@@ -49,6 +49,19 @@ class DatasetSpec:
     # --chat-template-kwargs' JSON object, as pairs: passed to apply_chat_template where a
     # dataset renders prompts client-side (custom, speed_bench)
     chat_template_kwargs: tuple[tuple[str, object], ...] = ()
+    # spec_bench / speed_bench (datasets/spec_bench.py)
+    spec_bench_output_len: int = 256
+    spec_bench_category: str | None = None
+    speed_bench_output_len: int = 4096
+    speed_bench_category: str | None = None
+    speed_bench_dataset_subset: str = "qualitative"
+    # timed_trace (datasets/timed_trace.py): field names in the trace, chunk size, time unit
+    timed_trace_chunk_hash_size: int = 16
+    timed_trace_sec_multiplier: float = 1.0
+    timed_trace_label_timestamp: str = "timestamp"
+    timed_trace_label_input_length: str = "input_length"
+    timed_trace_label_output_length: str = "output_length"
+    timed_trace_label_hash_ids: str = "hash_ids"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,16 @@ class SampleRequest:
     """One request a dataset asks for: the prompt and how long it is.
 
     ``expected_output_len`` becomes ``max_tokens``; ``None`` lets the server decide.
+    ``prompt`` is token ids for a trace replay (vLLM's timed_trace sends ids, so the
+    server sees exactly ``prompt_len`` tokens); ``timestamp_s``: the trace's send
+    time, seconds from t0 (None: the arrival process decides).
     """
 
-    prompt: str
+    prompt: str | tuple[int, ...]
     prompt_len: int
     expected_output_len: int | None
     request_id: str
+    timestamp_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

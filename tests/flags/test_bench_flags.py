@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from servelab.cli.main import main
-from servelab.loadgen.arrivals import ramp_offsets_ns, ramp_rates, rate_steps
+from servelab.loadgen.arrivals import arrival_offsets_ns, ramp_rates, rate_steps
 
 
 def bench(url, tok, *extra):
@@ -157,7 +157,7 @@ def test_ramp_rates_follow_vllms_formula():
     assert ramp_rates(5, "linear", 1, 5).tolist() == [1, 2, 3, 4, 5]
     assert np.allclose(ramp_rates(3, "exponential", 1, 4), [1, 2, 4])
     assert ramp_rates(1, "linear", 2, 9).tolist() == [2]
-    offsets = ramp_offsets_ns(np.array([1.0, 2.0, 4.0]), float("inf"), np.random.default_rng(0))
+    offsets = arrival_offsets_ns(3, float("inf"), float("inf"), np.random.default_rng(0), ("exponential", 1, 4))
     assert offsets.tolist() == [1_000_000_000, 1_500_000_000, 1_750_000_000]  # gaps 1/rate_i, no rescale
 
 
@@ -223,8 +223,8 @@ def test_beam_search_is_accepted_said_and_sends_nothing(mock, qwen3_path, capsys
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--dataset-name", "random-mm"], "random-mm is not supported: servelab sends text only"),
-    (["--dataset-name", "burstgpt"], "dataset burstgpt is not supported yet"),
+    (["--dataset-name", "random-mm"], "random-mm is not supported: sends images and videos"),
+    (["--dataset-name", "hf"], "hf is not supported: needs Hugging Face's `datasets` library"),
     (["--backend", "openai-embeddings"], "--backend openai-embeddings is not supported"),
     (["--enable-multimodal-chat"], "--enable-multimodal-chat is not supported"),
     (["--random-mm-base-items-per-request", "2"], "--random-mm-base-items-per-request is not supported"),

@@ -11,8 +11,8 @@ from servelab.flags import unsupported
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--dataset-name", "timed_trace"], "dataset timed_trace is not supported yet"),
-    (["--dataset-name", "custom_image"], "custom_image is not supported: servelab sends text only"),
+    (["--dataset-name", "random-rerank"], "random-rerank is not supported: makes (query, documents)"),
+    (["--dataset-name", "custom_image"], "custom_image is not supported: sends images"),
     (["--random-batch-size", "2"], "--random-batch-size is not supported"),
 ])
 def test_data_inspect_refuses_like_bench(extra, needle, qwen3_path, capsys):
@@ -24,9 +24,11 @@ def test_data_inspect_refuses_like_bench(extra, needle, qwen3_path, capsys):
 def test_a_dataset_stops_being_refused_once_a_sampler_exists(monkeypatch):
     from servelab import datasets
 
+    sampler = datasets.SAMPLERS["burstgpt"]
+    monkeypatch.delitem(datasets.SAMPLERS, "burstgpt")
     with pytest.raises(InputError, match="burstgpt is not supported yet"):
         unsupported.check_dataset("burstgpt")
-    monkeypatch.setitem(datasets.SAMPLERS, "burstgpt", lambda spec, tok: [])
+    monkeypatch.setitem(datasets.SAMPLERS, "burstgpt", sampler)
     unsupported.check_dataset("burstgpt")  # no error: the list of choices is one place, the samplers another
 
 

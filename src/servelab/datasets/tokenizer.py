@@ -42,12 +42,15 @@ class Tokenizer(Protocol):
     vocab_size: int
     special_ids: frozenset[int]
     num_special_tokens: int
+    source_files: tuple[Path, ...]  # what it was read from: the prepared-request cache hashes them
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]: ...
 
     def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]: ...
 
     def decode(self, ids: list[int]) -> str: ...
+
+    def vocab_ids(self) -> list[int]: ...
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
@@ -72,6 +75,7 @@ class FastTokenizer:
         self.num_special_tokens = self._tok.num_special_tokens_to_add(False)
         self._config = _read_tokenizer_config(path.parent)
         self._template = _read_chat_template(path.parent, self._config)
+        self.source_files = (path, path.parent / "tokenizer_config.json", path.parent / "chat_template.jinja")
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
@@ -80,6 +84,10 @@ class FastTokenizer:
         # encode_batch_fast skips character offsets we never use, and runs in parallel.
         encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [e.ids for e in encodings]
+
+    def vocab_ids(self) -> list[int]:
+        """Every id of the vocabulary, added tokens included (Hugging Face's ``get_vocab``)."""
+        return list(self._tok.get_vocab(with_added_tokens=True).values())
 
     def decode(self, ids: list[int]) -> str:
         # Hugging Face's decode keeps special tokens by default; tokenizers' drops them.
@@ -99,6 +107,9 @@ class FastTokenizer:
         return render_chat_template(self._template, prompt, self._config, template_kwargs)
 
 
+WEIGHTS = {".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"}
+
+
 class HFTokenizer:
     """A ``transformers`` tokenizer, for folders without ``tokenizer.json``."""
 
@@ -115,6 +126,8 @@ class HFTokenizer:
         self.vocab_size = int(self._tok.vocab_size)
         self.special_ids = frozenset(self._tok.all_special_ids)
         self.num_special_tokens = int(self._tok.num_special_tokens_to_add())
+        # the folder may be a whole model: its weights are not the tokenizer and would take seconds to hash
+        self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix not in WEIGHTS))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
@@ -124,6 +137,9 @@ class HFTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids))
+
+    def vocab_ids(self) -> list[int]:
+        return list(self._tok.get_vocab().values())
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]

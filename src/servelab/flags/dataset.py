@@ -31,7 +31,8 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix:
 def _add_common(g, request_id_prefix: str | None) -> None:
     g.add_argument("--dataset-name", choices=DATASET_NAMES, default=_D.name, help="default: %(default)s")
     g.add_argument("--dataset-path", default=None,
-                   help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom: JSONL)")
+                   help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom, "
+                        "timed_trace, spec_bench: JSONL; burstgpt: CSV; speed_bench: its folder)")
     g.add_argument("--num-prompts", type=int, default=_D.num_prompts, help="default: %(default)s")
     g.add_argument("--seed", type=int, default=_D.seed, help="seed of every random draw (default: %(default)s)")
     g.add_argument("--request-id-prefix", default=request_id_prefix,
@@ -114,20 +115,20 @@ def _add_other_datasets(parser) -> None:
                    help="hf: load the dataset whole, not streamed (vLLM's meaning: requests are always streamed)")
     g = parser.add_argument_group("spec bench / speed bench dataset options")
     g.add_argument("--spec-bench-category", default=None, help="spec_bench category (default: all)")
-    g.add_argument("--spec-bench-output-len", type=int, default=256, help="default: %(default)s")
+    g.add_argument("--spec-bench-output-len", type=int, default=_D.spec_bench_output_len, help="default: %(default)s")
     g.add_argument("--speed-bench-category", default=None, help="speed_bench category (default: all)")
-    g.add_argument("--speed-bench-dataset-subset", default="qualitative",
+    g.add_argument("--speed-bench-dataset-subset", default=_D.speed_bench_dataset_subset,
                    choices=["throughput_1k", "throughput_16k", "throughput_32k", "qualitative", "throughput_2k",
                             "throughput_8k"], help="default: %(default)s")
-    g.add_argument("--speed-bench-output-len", type=int, default=4096, help="default: %(default)s")
+    g.add_argument("--speed-bench-output-len", type=int, default=_D.speed_bench_output_len, help="default: %(default)s")
     g = parser.add_argument_group("timed-trace dataset options")
-    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16,
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=_D.timed_trace_chunk_hash_size,
                    help="tokens each hash id stands for (default: %(default)s)")
     for name, default in (("hash-ids", "hash_ids"), ("input-length", "input_length"),
                           ("output-length", "output_length"), ("timestamp", "timestamp")):
         g.add_argument(f"--timed-trace-label-{name}", default=default,
                        help=f"the trace's JSON key for the {name.replace('-', ' ')} (default: %(default)s)")
-    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1,
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=_D.timed_trace_sec_multiplier,
                    help="timestamps times this are seconds, e.g. 0.001 for ms (default: %(default)s)")
     _add_multimodal(parser)
     g = parser.add_argument_group("other vLLM dataset options")
@@ -193,7 +194,16 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         prefix_repetition_output_len=args.prefix_repetition_output_len,
         custom_output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template,
         chat_template_kwargs=tuple(json_object(args.chat_template_kwargs, "--chat-template-kwargs").items()),
+        spec_bench_output_len=args.spec_bench_output_len, spec_bench_category=args.spec_bench_category,
+        speed_bench_output_len=args.speed_bench_output_len, speed_bench_category=args.speed_bench_category,
+        speed_bench_dataset_subset=args.speed_bench_dataset_subset,
+        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS},
     )
+
+
+_TIMED_TRACE_FIELDS = ("timed_trace_chunk_hash_size", "timed_trace_sec_multiplier", "timed_trace_label_timestamp",
+                       "timed_trace_label_input_length", "timed_trace_label_output_length",
+                       "timed_trace_label_hash_ids")
 
 
 # --output-len sets these, as vLLM's serve does (hf/spec_bench too, once those datasets exist here)

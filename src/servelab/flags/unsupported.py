@@ -28,12 +28,6 @@ FLAG_REASONS = {
     "random_batch_size": "it batches prompts for embeddings benchmarks; " + _GENERATION_ONLY,
 }
 
-DATASET_REASONS = {
-    "random-mm": _NO_VISION,
-    "custom_audio": _NO_VISION,
-    "custom_image": _NO_VISION,
-}
-
 BACKEND_REASONS = {name: _GENERATION_ONLY for name in (
     "openai-embeddings", "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
     "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank")}
@@ -72,12 +66,12 @@ def check_skip_tokenizer(dataset: str, skip: bool) -> None:
 
 
 def check_dataset(name: str) -> None:
-    from servelab.datasets import SAMPLERS
+    from servelab.datasets import SAMPLERS, UNSUPPORTED
 
     if name in SAMPLERS:
         return
-    if name in DATASET_REASONS:
-        raise InputError(f"--dataset-name {name} is not supported: {DATASET_REASONS[name]}")
+    if name in UNSUPPORTED:  # the reasons live with the samplers (datasets/__init__.py)
+        raise InputError(f"--dataset-name {name} is not supported: {UNSUPPORTED[name]}")
     raise InputError(f"dataset {name} is not supported yet (servelab samples {', '.join(SAMPLERS)})")
 
 

@@ -64,7 +64,7 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
     try:
         models = await fetch_models(pool)
         await _probe(config, pool, conversations[0].turns[0])
-        offsets = schedule(config, len(conversations))
+        offsets = schedule(config, conversations)  # one start per conversation
         await pool.warm(min(config.load.max_concurrency or len(conversations), len(conversations), 1024))
         if on_start is not None:
             on_start()

@@ -20,8 +20,8 @@ from servelab.client import openai
 from servelab.config import LoadSpec
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
-from servelab.errors import ServerError
-from servelab.loadgen.arrivals import arrival_offsets_ns, ramp_offsets_ns, ramp_rates
+from servelab.errors import InputError, ServerError
+from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, trace_offsets_ns
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
 from servelab.records import RequestRecord, SampleRequest
 
@@ -74,6 +74,9 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
 
 def prepare(config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> list[bytes]:
     """Serialize every request before the clock starts."""
+    if config.kind == "chat" and samples and not isinstance(samples[0].prompt, str):
+        raise InputError("this dataset sends token ids (as vLLM's timed_trace does); "
+                         "use a completions backend (--backend vllm or openai)")
     return [serialize(config, s, pool, s.request_id) for s in samples]
 
 
@@ -132,7 +135,7 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
             await warm_up(config, pool, probe)
         if config.profile:
             await profile(config, pool, "start")
-        offsets = offsets_ns if offsets_ns is not None else schedule(config, len(samples))
+        offsets = offsets_ns if offsets_ns is not None else schedule(config, samples)
         await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
@@ -167,14 +170,20 @@ async def profile(config: BenchConfig, pool: Pool, action: str) -> None:
           flush=True)
 
 
-def schedule(config: BenchConfig, n: int):
-    """The run's arrival offsets, drawn from its seed: the same for one worker or many.
-    A ramp (--ramp-up-strategy) gives each request its own rate, by its index."""
-    load, rng = config.load, np.random.default_rng(config.seed)
-    if load.ramp_up_strategy is not None:
-        rates = ramp_rates(n, load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
-        return ramp_offsets_ns(rates, load.burstiness, rng)
-    return arrival_offsets_ns(n, load.request_rate, load.burstiness, rng)
+def schedule(config: BenchConfig, samples: list[SampleRequest]):
+    """The run's arrival offsets: a trace's own send times when its requests carry
+    them (vLLM's self-timed replay; --no-self-timed draws instead), else drawn from the
+    seed as vLLM draws them — continuing the stream where the dataset left it
+    (``Sample.arrival_state``). A ramp (--ramp-up-strategy) gives each request its own
+    rate, by its index. The same for one worker or many."""
+    load = config.load
+    if load.self_timed is not False and samples and all(getattr(s, "timestamp_s", None) is not None
+                                                        for s in samples):
+        return trace_offsets_ns([s.timestamp_s for s in samples])
+    rng = arrival_rng(config.seed, getattr(samples, "arrival_state", None))
+    ramp = None if load.ramp_up_strategy is None else (
+        load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
+    return arrival_offsets_ns(len(samples), load.request_rate, load.burstiness, rng, ramp)
 
 
 class Probes:

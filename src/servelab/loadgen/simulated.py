@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.pacer import RunOutcome
 from servelab.records import RequestRecord, SampleRequest
@@ -22,10 +21,15 @@ from servelab.sim.simulate import Emission, SimResult, simulate
 
 
 def sim_requests(config: BenchConfig, samples: list[SampleRequest]) -> list[SimRequest]:
-    offsets = schedule(config, len(samples))  # the real run's schedule, ramp included
+    offsets = schedule(config, samples)  # the real run's schedule, ramp included
     return [SimRequest(int(off), s.prompt_len, s.expected_output_len or DEFAULT_OUTPUT_LEN,
-                       pseudo_token_ids(s.prompt, s.prompt_len))
+                       _ids(s))
             for off, s in zip(offsets, samples)]
+
+
+def _ids(s: SampleRequest) -> tuple[int, ...]:
+    # a trace replay's prompt already is token ids
+    return pseudo_token_ids(s.prompt, s.prompt_len) if isinstance(s.prompt, str) else tuple(s.prompt)
 
 
 def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: EngineLimits,

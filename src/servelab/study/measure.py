@@ -24,7 +24,7 @@ from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.flags.bench_serve import check_spec
 from servelab.client import openai
 from servelab.client.http import Pool
-from servelab.datasets import sample_conversations, sample_requests
+from servelab.datasets import prepare_requests, sample_conversations
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
@@ -155,7 +155,7 @@ def bench_config(spec: BenchSpec, model: str, sent: str | None = None) -> BenchC
         base_url=server.base_url, endpoint=server.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
         model=sent or server.served_model_name or model, load=spec.load,
         # as in vLLM: a random dataset asks for exact output lengths
-        ignore_eos=spec.request.ignore_eos or spec.dataset.name == "random",
+        ignore_eos=spec.request.ignore_eos or spec.dataset.name in ("random", "timed_trace"),  # as vLLM
         extra_body={**dict(spec.request.sampling), **dict(spec.request.extra_body)},
         headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls,
         logprobs=spec.request.logprobs, api_key=os.environ.get("OPENAI_API_KEY") or None,
@@ -280,7 +280,7 @@ def _workload(spec: BenchSpec, tokenizer) -> list:
     """The run's requests, or with --multi-turn its conversations."""
     if spec.multi_turn.enabled:
         return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
-    return sample_requests(spec.dataset, tokenizer)
+    return prepare_requests(spec.dataset, tokenizer)
 
 
 def _run_conversations(spec: BenchSpec, config: BenchConfig, conversations, tokenizer, on_start):
