@@ -59,10 +59,14 @@ def test_rows_counts_and_files_against_the_mock(mock_server, qwen3_path, tmp_pat
     assert rows[1] == "Successful requests:".ljust(40) + " " + "12".ljust(10)
     assert rows[7] == "Total generated tokens:".ljust(40) + " " + "96".ljust(10)
     result = json.loads((tmp_path / "r.json").read_text())
-    assert VLLM_KEYS <= set(result) and result["completed"] == 12 and result["total_input_tokens"] == 12 * 16
+    truth = mock.truth()
+    # prompt tokens are the server's usage.prompt_tokens (the mock counts words), as vLLM's client takes them
+    server_prompt = sum(r.prompt_tokens for r in truth.requests)
+    assert VLLM_KEYS <= set(result) and result["completed"] == 12 and result["total_input_tokens"] == server_prompt
+    assert server_prompt != 12 * 16 and result["servelab"]["prompt_tokens_source"] == ["usage"]
     records = [json.loads(x) for x in open(result["servelab"]["records_file"])]
     assert len(records) == 12 and {r["output_tokens"] for r in records} == {8}
-    truth_ids = {r.request_id for r in mock.truth().requests}
+    truth_ids = {r.request_id for r in truth.requests}
     assert {r["request_id"] for r in records} <= truth_ids  # every record is a request the server saw
     assert result["servelab"]["provenance"]["server_models"]["data"][0]["id"] == "mock"
 
