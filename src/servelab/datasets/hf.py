@@ -124,7 +124,10 @@ def sample_hf(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest]:
     name, recipe = _recipe(spec)
     rows = _rows(spec, recipe)
     source = f"hf {name} ({spec.path})"
-    requests = list(_requests(spec, recipe, rows, tokenizer))
+    try:
+        requests = list(_requests(spec, recipe, rows, tokenizer))
+    except KeyError as exc:
+        raise DatasetError(f"{source}: rows lack the column {exc} that {name} has") from None
     if not requests:
         raise DatasetError(f"{source}: no requests (every row filtered out, or the split is empty)")
     return oversample(requests, spec.num_prompts, spec.request_id_prefix, spec.seed, spec.oversample, source)
@@ -201,13 +204,9 @@ def _requests(spec: DatasetSpec, recipe: Recipe, rows, tokenizer: Tokenizer) -> 
 
 def _kept(spec: DatasetSpec, recipe: Recipe, rows) -> Iterator[tuple[int, dict]]:
     """(row index as vLLM numbers it, row) for the rows the recipe keeps."""
-    try:
-        for position, row in enumerate(rows):
-            if recipe.keep(row, spec):
-                yield position, row
-    except KeyError as exc:
-        raise DatasetError(f"--dataset-path {spec.path}: rows lack the column {exc} that "
-                           f"{spec.hf_name or spec.path} has") from None
+    for position, row in enumerate(rows):
+        if recipe.keep(row, spec):
+            yield position, row
 
 
 def _batches(items: Iterator, size: int) -> Iterator[list]:
