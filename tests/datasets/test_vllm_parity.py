@@ -139,6 +139,16 @@ def _write_hf_copies(folder: Path, sharegpt: list) -> None:
              "output": text(0, 5) + (" <|editable_region_start|> " if i % 4 else " ") + text(2, 40)}
             for i in range(30)]
     _write_jsonl(folder / "hf-zeta" / "train.jsonl", zeta)
+    mlperf = [{"system_prompt": text(1, 12), "question": text(1, 200), "output": text(0, 900)} for _ in range(50)]
+    _write_jsonl(folder / "hf-mlperf" / "train.jsonl", mlperf)
+    _write_jsonl(folder / "hf-humaneval" / "test.jsonl", [{"task_id": i, "prompt": text(5, 50)} for i in range(20)])
+    # gsm8k's hub layout: one folder per subset, named in the README's configs (vLLM asks for subset "main")
+    for subset in ("main", "socratic"):
+        _write_jsonl(folder / "hf-gsm8k" / subset / "test.jsonl",
+                     [{"question": f"{subset} {text(4, 30)}", "answer": "4"} for _ in range(25)])
+    (folder / "hf-gsm8k" / "README.md").write_text(
+        "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: test\n    path: main/test.jsonl\n"
+        "- config_name: socratic\n  data_files:\n  - split: test\n    path: socratic/test.jsonl\n---\n")
 
 
 def _write_jsonl(path: Path, rows: list) -> None:
@@ -183,6 +193,15 @@ HF_CASES = {
     "hf-mtbench": "--dataset-name hf --dataset-path {dir}/hf-mtbench --hf-name philschmid/mt-bench "
                   "--num-prompts 25 --skip-chat-template --no-stream",
     "hf-zeta": "--dataset-name hf --dataset-path {dir}/hf-zeta --hf-name zed-industries/zeta --num-prompts 20",
+    "hf-mlperf": "--dataset-name hf --dataset-path {dir}/hf-mlperf --hf-name mgoin/mlperf-inference-llama2-data "
+                 "--num-prompts 30 --skip-chat-template",
+    "hf-mlperf-fixed": "--dataset-name hf --dataset-path {dir}/hf-mlperf --hf-output-len 1900 "
+                       "--hf-name mgoin/mlperf-inference-llama3.1-data --num-prompts 30",
+    "hf-humaneval": "--dataset-name hf --dataset-path {dir}/hf-humaneval --hf-name openai/openai_humaneval "
+                    "--num-prompts 12",
+    "hf-gsm8k": "--dataset-name hf --dataset-path {dir}/hf-gsm8k --hf-name openai/gsm8k --num-prompts 10",
+    "hf-gsm8k-socratic": "--dataset-name hf --dataset-path {dir}/hf-gsm8k --hf-name openai/gsm8k "
+                         "--hf-subset socratic --num-prompts 10 --disable-shuffle",
 }
 
 
@@ -194,11 +213,14 @@ def test_same_requests_and_send_times(case, seed, vllm, vllm_tokenizer, qwen3, d
     if case in HF_CASES:
         pytest.importorskip("datasets", reason="vLLM and servelab read hf datasets with Hugging Face's datasets")
     flags = ({**CASES, **QUESTION_SETS, **HF_CASES}[case]).format(dir=data).split() + ["--seed", str(seed)]
+    flags += ["--request-id-prefix", "p-"] * (case in HF_CASES)  # hf numbering differs by recipe: compared too
     theirs, their_offsets = _vllm_requests(vllm, vllm_tokenizer, flags, monkeypatch)
     ours, our_offsets = _servelab_requests(flags, qwen3)
     assert [r.prompt for r in ours] == [r.prompt for r in theirs]
     assert [r.prompt_len for r in ours] == [r.prompt_len for r in theirs]
     assert [r.expected_output_len for r in ours] == [r.expected_output_len for r in theirs]
+    if case in HF_CASES:
+        assert [r.request_id for r in ours] == [r.request_id for r in theirs]
     np.testing.assert_allclose(np.asarray(our_offsets) / 1e9, their_offsets, rtol=1e-12, atol=TOLERANCE_S)
 
 

@@ -41,6 +41,10 @@ class Recipe:
     reference: Callable[[dict], str] | None = None  # the reply whose length is the output length
     output_len: int | None = None  # fixed output length (--hf-output-len overrides)
     chat_template: bool = False  # wrapped in the chat template unless --skip-chat-template
+    always_chat_template: bool = False  # MLPerf: wrapped even with --skip-chat-template, as vLLM
+    system: Callable[[dict], str] | None = None  # a system turn before the user's
+    reference_special_tokens: bool = True  # the reference counted with the special tokens (vLLM: all but MLPerf)
+    filter_fixed: bool = False  # MLPerf: the length filter applies to a fixed output length too
     length_filter: bool = True  # vLLM's length filter, applied when the reference sets the length
     max_prompt_len: int = 1024
     max_total_len: int = 2048
@@ -81,6 +85,8 @@ _CONVERSATION = Recipe(prompt=lambda r: r["conversations"][0]["value"],
                        keep=lambda r, spec: len(r["conversations"]) >= 2)
 _AIMO = Recipe(prompt=lambda r: r["problem"], reference=lambda r: r["solution"], max_prompt_len=2048,
                max_total_len=32000, split="train")
+_MLPERF = Recipe(prompt=lambda r: r["question"], system=lambda r: r["system_prompt"], reference=lambda r: r["output"],
+                 always_chat_template=True, reference_special_tokens=False, filter_fixed=True, split="train")
 _BLAZEDIT = Recipe(prompt=_blazedit, output_len=4000, chat_template=True, split="train", keep=_in_distance,
                    ids_count_dropped=True)
 
@@ -100,6 +106,8 @@ RECIPES: dict[str, Recipe] = {
     "zed-industries/zeta": Recipe(prompt=lambda r: _ZETA.format(r["events"], r["input"]), reference=_zeta_reference,
                                   split="train", length_filter=False, honours_output_len=False),
     "vdaita/edit_5k_char": _BLAZEDIT,
+    "mgoin/mlperf-inference-llama2-data": _MLPERF,
+    "mgoin/mlperf-inference-llama3.1-data": _MLPERF,
     "vdaita/edit_10k_char": _BLAZEDIT,
 }
 
@@ -113,10 +121,8 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("facebook/voxpopuli", "LIUM/tedlium", "edinburghcstr/ami", "speechcolab/gigaspeech",
                      "kensho/spgispeech"), _AUDIO),
     "gorilla-llm/Berkeley-Function-Calling-Leaderboard":
-        "it sends per-request tool schemas and servelab's chat client sends no tools",
-    **dict.fromkeys(("mgoin/mlperf-inference-llama2-data", "mgoin/mlperf-inference-llama3.1-data"),
-                    "its prompts carry a system message and servelab's chat template takes one user turn "
-                    "(not written yet)"),
+        "vLLM fetches its per-category files from the hub itself and sends per-request tool schemas; "
+        "servelab reads no hub and its chat client sends no tools",
 }
 
 
@@ -223,8 +229,9 @@ def _batches(items: Iterator, size: int) -> Iterator[list]:
 def _measured(spec: DatasetSpec, recipe: Recipe, batch: list[tuple[int, dict]], tokenizer: Tokenizer):
     """(index, prompt, prompt_len, output_len) for the rows of ``batch`` that pass vLLM's length filter."""
     prompts = [recipe.prompt(row) for _, row in batch]
-    if recipe.chat_template and not spec.skip_chat_template:
-        prompts = [tokenizer.apply_chat_template(p) for p in prompts]
+    if recipe.always_chat_template or (recipe.chat_template and not spec.skip_chat_template):
+        systems = [recipe.system(row) if recipe.system else None for _, row in batch]
+        prompts = [tokenizer.apply_chat_template(p, system=s) for p, s in zip(prompts, systems)]
     prompt_lens = [len(ids) for ids in tokenizer.encode_batch(prompts, add_special_tokens=True)]
     fixed = spec.hf_output_len if spec.hf_output_len is not None and recipe.honours_output_len else None
     fixed = fixed if fixed is not None else recipe.output_len
@@ -232,8 +239,9 @@ def _measured(spec: DatasetSpec, recipe: Recipe, batch: list[tuple[int, dict]], 
         output_lens = [fixed] * len(batch)
     else:
         references = [recipe.reference(row) for _, row in batch]
-        output_lens = [len(ids) for ids in tokenizer.encode_batch(references, add_special_tokens=True)]
-    filtered = recipe.reference is not None and fixed is None and recipe.length_filter
+        output_lens = [len(ids) for ids in tokenizer.encode_batch(references,
+                                                                   add_special_tokens=recipe.reference_special_tokens)]
+    filtered = recipe.length_filter and (recipe.filter_fixed or (recipe.reference is not None and fixed is None))
     for (position, _), prompt, n_in, n_out in zip(batch, prompts, prompt_lens, output_lens):
         if not filtered or _valid(n_in, n_out, recipe):
             yield position, prompt, n_in, n_out
