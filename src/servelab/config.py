@@ -62,6 +62,14 @@ class DatasetSpec:
     timed_trace_label_input_length: str = "input_length"
     timed_trace_label_output_length: str = "output_length"
     timed_trace_label_hash_ids: str = "hash_ids"
+    # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
+    hf_name: str | None = None
+    hf_split: str | None = None  # None: the recipe's default split, as vLLM
+    hf_subset: str | None = None
+    hf_output_len: int | None = None  # None: the recipe's (fixed, or each row's reference)
+    hf_stream: bool = True  # --no-stream: load whole (its shuffle is then a permutation, not a buffer)
+    blazedit_min_distance: float = 0.0
+    blazedit_max_distance: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

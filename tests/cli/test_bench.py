@@ -105,8 +105,28 @@ def test_chat_backend_counts_content_not_the_role_delta(mock_server, qwen3_path,
     assert mean_ttft >= 30  # the role chunk is sent at once; counting it would give ~0
 
 
+def test_a_local_hf_copy_runs_against_the_mock(mock_server, qwen3_path, tmp_path):
+    pytest.importorskip("datasets", reason="the hf dataset reads through Hugging Face's datasets (servelab[hf])")
+    folder = tmp_path / "mt-bench"
+    folder.mkdir()
+    rows = [{"question_id": i, "turns": [" ".join(["word"] * (i + 3)), "next"]} for i in range(10)]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mock = mock_server()
+    args = bench_args(mock.url, qwen3_path, "--dataset-name", "hf", "--dataset-path", str(folder), "--hf-name",
+                      "philschmid/mt-bench", "--hf-output-len", "5", "--skip-chat-template", "--disable-shuffle",
+                      "--num-prompts", "6", "--save-result", "--result-dir", str(tmp_path), "--result-filename",
+                      "r.json")
+    assert main(args) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    # unshuffled, the first six rows go out: 3..8 words each (the mock counts words), 5 tokens back each
+    assert result["completed"] == 6 and result["total_output_tokens"] == 30
+    assert result["total_input_tokens"] == sum(range(3, 9))
+
+
 @pytest.mark.parametrize("extra, needle", [
     (["--dataset-name", "sharegpt", "--dataset-path", "/nonexistent/sg.json"], "/nonexistent/sg.json"),
+    (["--dataset-name", "hf", "--dataset-path", "/nonexistent/copy", "--hf-name", "openai/gsm8k"],
+     "/nonexistent/copy: no such local file or folder"),
     (["--dataset-name", "random", "--dataset-path", "x.json"], "--dataset-path"),
     (["--max-concurrency", "0"], "--max-concurrency"),
     (["--goodput", "ttft=5"], "--goodput"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
 import os
 import random
@@ -65,6 +66,7 @@ def data(tmp_path_factory, qwen3):
     _write_burstgpt(folder / "burstgpt.csv")
     _write_trace(folder / "trace.jsonl")
     _write_question_sets(folder)
+    _write_hf_copies(folder, records[:400])
     return folder
 
 
@@ -110,6 +112,50 @@ def _write_question_sets(folder: Path) -> None:
     (folder / "speed" / "qualitative.jsonl").write_text("".join(json.dumps(q) + "\n" for q in speed))
 
 
+def _write_hf_copies(folder: Path, sharegpt: list) -> None:
+    """Local copies shaped as the hub datasets are (their columns, data files by split);
+    InstructCoder in two parquet shards, so the streaming shuffle's shard order counts."""
+    rng = random.Random(5)
+    words = "def return value list index loop error fix the add sum of all print numbers while for".split()
+    text = lambda lo, hi: " ".join(rng.choices(words, k=rng.randint(lo, hi)))  # noqa: E731
+    conv = [{"id": r.get("id", str(i)), "conversations": [{"from": t["from"], "value": t["value"]}
+                                                           for t in r["conversations"]]}
+            for i, r in enumerate(sharegpt)]
+    _write_jsonl(folder / "hf-conv" / "train.jsonl", conv)
+    coder = [{"instruction": text(3, 12), "input": text(5, 60), "output": text(5, 60)} for _ in range(70)]
+    (folder / "hf-coder" / "data").mkdir(parents=True)
+    if importlib.util.find_spec("pyarrow") is not None:  # datasets needs it too: the hf cases skip without
+        import pyarrow
+        import pyarrow.parquet as pq
+
+        for shard in range(2):
+            pq.write_table(pyarrow.Table.from_pylist(coder[shard * 35:(shard + 1) * 35]),
+                           folder / "hf-coder" / "data" / f"train-0000{shard}-of-00002.parquet")
+    aimo = [{"problem": text(1, 300), "solution": text(1, 900)} for _ in range(60)]
+    _write_jsonl(folder / "hf-aimo" / "train.jsonl", aimo)
+    _write_jsonl(folder / "hf-mtbench" / "train.jsonl", [{"question_id": i, "turns": [text(4, 40), text(4, 9)]}
+                                                          for i in range(40)])
+    zeta = [{"events": text(3, 30), "input": text(3, 30),
+             "output": text(0, 5) + (" <|editable_region_start|> " if i % 4 else " ") + text(2, 40)}
+            for i in range(30)]
+    _write_jsonl(folder / "hf-zeta" / "train.jsonl", zeta)
+    mlperf = [{"system_prompt": text(1, 12), "question": text(1, 200), "output": text(0, 900)} for _ in range(50)]
+    _write_jsonl(folder / "hf-mlperf" / "train.jsonl", mlperf)
+    _write_jsonl(folder / "hf-humaneval" / "test.jsonl", [{"task_id": i, "prompt": text(5, 50)} for i in range(20)])
+    # gsm8k's hub layout: one folder per subset, named in the README's configs (vLLM asks for subset "main")
+    for subset in ("main", "socratic"):
+        _write_jsonl(folder / "hf-gsm8k" / subset / "test.jsonl",
+                     [{"question": f"{subset} {text(4, 30)}", "answer": "4"} for _ in range(25)])
+    (folder / "hf-gsm8k" / "README.md").write_text(
+        "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: test\n    path: main/test.jsonl\n"
+        "- config_name: socratic\n  data_files:\n  - split: test\n    path: socratic/test.jsonl\n---\n")
+
+
+def _write_jsonl(path: Path, rows: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
 CASES = {
     "sharegpt": "--dataset-name sharegpt --dataset-path {dir}/sharegpt.json --num-prompts 150 "
                 "--request-rate 5 --burstiness 0.7",
@@ -132,18 +178,49 @@ QUESTION_SETS = {
     "speed_bench": "--dataset-name speed_bench --dataset-path {dir}/speed --num-prompts 12 --skip-chat-template",
 }
 NEEDS_PANDAS = {"custom", "burstgpt", "burstgpt-replace", *QUESTION_SETS}
+# --dataset-name hf over local copies (datasets/hf.py): vLLM picks its recipe by --hf-name
+HF_CASES = {
+    "hf-conversation": "--dataset-name hf --dataset-path {dir}/hf-conv --hf-name Aeala/ShareGPT_Vicuna_unfiltered "
+                       "--hf-split train --num-prompts 60 --request-rate 5",
+    "hf-conversation-fixed": "--dataset-name hf --dataset-path {dir}/hf-conv --hf-split train --hf-output-len 33 "
+                             "--hf-name Aeala/ShareGPT_Vicuna_unfiltered --num-prompts 25 --no-stream",
+    "hf-instructcoder": "--dataset-name hf --dataset-path {dir}/hf-coder --hf-name likaixin/InstructCoder "
+                        "--num-prompts 80 --request-rate 9",
+    "hf-aimo": "--dataset-name hf --dataset-path {dir}/hf-aimo --hf-name AI-MO/aimo-validation-aime "
+               "--num-prompts 30 --hf-output-len 77",
+    "hf-aimo-reference": "--dataset-name hf --dataset-path {dir}/hf-aimo --hf-name AI-MO/NuminaMath-CoT "
+                         "--num-prompts 30",
+    "hf-mtbench": "--dataset-name hf --dataset-path {dir}/hf-mtbench --hf-name philschmid/mt-bench "
+                  "--num-prompts 25 --skip-chat-template --no-stream",
+    "hf-zeta": "--dataset-name hf --dataset-path {dir}/hf-zeta --hf-name zed-industries/zeta --num-prompts 20",
+    "hf-mlperf": "--dataset-name hf --dataset-path {dir}/hf-mlperf --hf-name mgoin/mlperf-inference-llama2-data "
+                 "--num-prompts 30 --skip-chat-template",
+    "hf-mlperf-fixed": "--dataset-name hf --dataset-path {dir}/hf-mlperf --hf-output-len 1900 "
+                       "--hf-name mgoin/mlperf-inference-llama3.1-data --num-prompts 30",
+    "hf-humaneval": "--dataset-name hf --dataset-path {dir}/hf-humaneval --hf-name openai/openai_humaneval "
+                    "--num-prompts 12",
+    "hf-gsm8k": "--dataset-name hf --dataset-path {dir}/hf-gsm8k --hf-name openai/gsm8k --num-prompts 10",
+    "hf-gsm8k-socratic": "--dataset-name hf --dataset-path {dir}/hf-gsm8k --hf-name openai/gsm8k "
+                         "--hf-subset socratic --num-prompts 10 --disable-shuffle",
+}
 
 
-@pytest.mark.parametrize(("case", "seed"), [(c, s) for c in CASES for s in SEEDS] + [(q, 0) for q in QUESTION_SETS])
+@pytest.mark.parametrize(("case", "seed"), [(c, s) for c in {**CASES, **HF_CASES} for s in SEEDS]
+                         + [(q, 0) for q in QUESTION_SETS])
 def test_same_requests_and_send_times(case, seed, vllm, vllm_tokenizer, qwen3, data, monkeypatch):
     if case in NEEDS_PANDAS:
         pytest.importorskip("pandas", reason="vLLM reads custom, burstgpt, spec_bench and speed_bench with pandas")
-    flags = ({**CASES, **QUESTION_SETS}[case]).format(dir=data).split() + ["--seed", str(seed)]
+    if case in HF_CASES:
+        pytest.importorskip("datasets", reason="vLLM and servelab read hf datasets with Hugging Face's datasets")
+    flags = ({**CASES, **QUESTION_SETS, **HF_CASES}[case]).format(dir=data).split() + ["--seed", str(seed)]
+    flags += ["--request-id-prefix", "p-"] * (case in HF_CASES)  # hf numbering differs by recipe: compared too
     theirs, their_offsets = _vllm_requests(vllm, vllm_tokenizer, flags, monkeypatch)
     ours, our_offsets = _servelab_requests(flags, qwen3)
     assert [r.prompt for r in ours] == [r.prompt for r in theirs]
     assert [r.prompt_len for r in ours] == [r.prompt_len for r in theirs]
     assert [r.expected_output_len for r in ours] == [r.expected_output_len for r in theirs]
+    if case in HF_CASES:
+        assert [r.request_id for r in ours] == [r.request_id for r in theirs]
     np.testing.assert_allclose(np.asarray(our_offsets) / 1e9, their_offsets, rtol=1e-12, atol=TOLERANCE_S)
 
 

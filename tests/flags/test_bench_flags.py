@@ -224,7 +224,9 @@ def test_beam_search_is_accepted_said_and_sends_nothing(mock, qwen3_path, capsys
 
 @pytest.mark.parametrize("extra, needle", [
     (["--dataset-name", "random-mm"], "random-mm is not supported: sends images and videos"),
-    (["--dataset-name", "hf"], "hf is not supported: needs Hugging Face's `datasets` library"),
+    (["--dataset-name", "hf", "--dataset-path", ".", "--hf-name", "yale-nlp/MMVU"],
+     "hf with yale-nlp/MMVU is not supported: it sends videos"),
+    (["--dataset-name", "hf", "--dataset-path", "."], "--dataset-name hf: unknown dataset '.'; pass --hf-name"),
     (["--backend", "openai-embeddings"], "--backend openai-embeddings is not supported"),
     (["--enable-multimodal-chat"], "--enable-multimodal-chat is not supported"),
     (["--random-mm-base-items-per-request", "2"], "--random-mm-base-items-per-request is not supported"),

@@ -30,7 +30,8 @@ def test_new_dataset_flags_reach_the_spec():
 def test_vllm_only_flags_parse_for_the_datasets_that_stop():
     spec = parse(["--dataset-name", "hf", "--hf-name", "x/y", "--hf-split", "train", "--no-stream",
                   "--no-reranker", "--blazedit-min-distance", "0.1", "--random-mm-bucket-config", "{}"])
-    assert spec.name == "hf"
+    assert (spec.name, spec.hf_name, spec.hf_split, spec.hf_stream, spec.blazedit_min_distance) == (
+        "hf", "x/y", "train", False, 0.1)
 
 
 @pytest.mark.parametrize("name", sorted(UNSUPPORTED))

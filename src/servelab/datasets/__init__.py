@@ -16,6 +16,7 @@ from servelab.datasets import conversations
 from servelab.datasets.burstgpt import sample_burstgpt
 from servelab.datasets.cache import cached
 from servelab.datasets.custom import sample_custom
+from servelab.datasets.hf import sample_hf
 from servelab.datasets.prefix_repetition import sample_prefix_repetition
 from servelab.datasets.random import sample_random
 from servelab.datasets.sample import Sample
@@ -37,13 +38,11 @@ SAMPLERS: dict[str, Sampler] = {
     "timed_trace": sample_timed_trace,
     "spec_bench": sample_spec_bench,
     "speed_bench": sample_speed_bench,
+    "hf": sample_hf,
 }
 
 # vLLM's datasets that cannot run here, and why (each stops the run with this line).
 UNSUPPORTED = {
-    "hf": "needs Hugging Face's `datasets` library to read and shuffle the data as vLLM does "
-          "(its streaming shuffle); servelab does not depend on it — convert the data to "
-          "ShareGPT JSON (--dataset-name sharegpt) or JSONL (--dataset-name custom)",
     "random-rerank": "makes (query, documents) batches for a reranking endpoint; servelab drives "
                      "completions and chat endpoints only",
     "random-mm": "sends images and videos; servelab sends text only and no multimodal model is served here",

@@ -71,9 +71,19 @@ def cached(spec: DatasetSpec, tokenizer: Tokenizer, sample) -> Sample:
 def cache_key(spec: DatasetSpec, tokenizer: Tokenizer) -> str:
     """What the prepared requests depend on, as one canonical JSON string."""
     fields = dataclasses.asdict(spec)
-    fields["path"] = file_digest(dataset_file(spec)) if spec.path else None
+    fields["path"] = dataset_digest(spec) if spec.path else None
     return json.dumps({"servelab": __version__, "format": FORMAT, "spec": fields,
                        "tokenizer": [file_digest(p) for p in tokenizer.source_files]}, sort_keys=True)
+
+
+def dataset_digest(spec: DatasetSpec) -> str:
+    """SHA-256 of what the sampler reads: its file, or (hf) every file of its folder by relative name."""
+    path = Path(spec.path)
+    if spec.name != "hf" or not path.is_dir():
+        return file_digest(dataset_file(spec))
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    listing = "".join(f"{p.relative_to(path)}\t{file_digest(p)}\n" for p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def dataset_file(spec: DatasetSpec) -> Path:

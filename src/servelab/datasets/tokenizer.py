@@ -54,7 +54,7 @@ class Tokenizer(Protocol):
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
-    def apply_chat_template(self, prompt: str, **template_kwargs) -> str: ...
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str: ...
 
 
 class FastTokenizer:
@@ -96,15 +96,15 @@ class FastTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return self._tok.decode_batch([list(ids) for ids in batch], skip_special_tokens=False)
 
-    def apply_chat_template(self, prompt: str, **template_kwargs) -> str:
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
         """``template_kwargs`` (--chat-template-kwargs) are variables the template reads,
-        e.g. ``enable_thinking``, as transformers passes them."""
+        e.g. ``enable_thinking``, as transformers passes them; ``system``: a system turn first."""
         if self._template is None:
             raise TokenizerError(
                 f"tokenizer {self.name} has no chat template (no chat_template in "
                 "tokenizer_config.json or chat_template.jinja); pass --skip-chat-template"
             )
-        return render_chat_template(self._template, prompt, self._config, template_kwargs)
+        return render_chat_template(self._template, prompt, self._config, template_kwargs, system)
 
 
 WEIGHTS = {".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"}
@@ -144,8 +144,8 @@ class HFTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]
 
-    def apply_chat_template(self, prompt: str, **template_kwargs) -> str:
-        messages = [{"role": "user", "content": prompt}]
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+        messages = chat_messages(prompt, system)
         try:
             return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
                                                  **template_kwargs)
@@ -255,19 +255,25 @@ def _read_chat_template(folder: Path, config: dict) -> str | None:
     return template
 
 
-def render_chat_template(template: str, prompt: str, config: dict, template_kwargs: dict | None = None) -> str:
-    """One user turn rendered the way ``transformers.apply_chat_template`` does,
-    with the generation prompt appended; ``template_kwargs`` become template variables."""
+def render_chat_template(template: str, prompt: str, config: dict, template_kwargs: dict | None = None,
+                         system: str | None = None) -> str:
+    """One user turn (after ``system``'s, if given) rendered the way ``transformers.apply_chat_template``
+    does, with the generation prompt appended; ``template_kwargs`` become template variables."""
     env = _template_env()  # first: it turns a missing jinja2 into a TokenizerError
     from jinja2.exceptions import TemplateError
 
     tokens = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     try:
         context = {**tokens, **(template_kwargs or {}),
-                   "messages": [{"role": "user", "content": prompt}], "add_generation_prompt": True}
+                   "messages": chat_messages(prompt, system), "add_generation_prompt": True}
         return env.from_string(template).render(**context)
     except TemplateError as exc:
         raise TokenizerError(f"chat template failed: {exc}") from exc
+
+
+def chat_messages(prompt: str, system: str | None = None) -> list[dict]:
+    user = [{"role": "user", "content": prompt}]
+    return user if system is None else [{"role": "system", "content": system}, *user]
 
 
 def _template_env():

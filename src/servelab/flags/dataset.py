@@ -32,7 +32,8 @@ def _add_common(g, request_id_prefix: str | None) -> None:
     g.add_argument("--dataset-name", choices=DATASET_NAMES, default=_D.name, help="default: %(default)s")
     g.add_argument("--dataset-path", default=None,
                    help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom, "
-                        "timed_trace, spec_bench: JSONL; burstgpt: CSV; speed_bench: its folder)")
+                        "timed_trace, spec_bench: JSONL; burstgpt: CSV; speed_bench: its folder; hf: a local copy of "
+                        "a hub dataset, folder or data file)")
     g.add_argument("--num-prompts", type=int, default=_D.num_prompts, help="default: %(default)s")
     g.add_argument("--seed", type=int, default=_D.seed, help="seed of every random draw (default: %(default)s)")
     g.add_argument("--request-id-prefix", default=request_id_prefix,
@@ -107,12 +108,13 @@ def _add_other_datasets(parser) -> None:
     """Flags of vLLM's other datasets. Each is parsed with vLLM's default; a dataset
     servelab does not sample yet stops at run time with a one-line reason."""
     g = parser.add_argument_group("hf dataset options")
-    g.add_argument("--hf-name", default=None, help="dataset name when --dataset-path is a local copy")
+    g.add_argument("--hf-name", default=None,
+                   help="hf: the hub id --dataset-path is a copy of (picks vLLM's recipe; never downloaded)")
     g.add_argument("--hf-split", default=None, help="split of the hf dataset")
     g.add_argument("--hf-subset", default=None, help="subset of the hf dataset")
     g.add_argument("--hf-output-len", type=int, default=None, help="fix every output length of the hf dataset")
     g.add_argument("--no-stream", action="store_true",
-                   help="hf: load the dataset whole, not streamed (vLLM's meaning: requests are always streamed)")
+                   help="hf: load the dataset whole, not streamed (its shuffle then permutes every row)")
     g = parser.add_argument_group("spec bench / speed bench dataset options")
     g.add_argument("--spec-bench-category", default=None, help="spec_bench category (default: all)")
     g.add_argument("--spec-bench-output-len", type=int, default=_D.spec_bench_output_len, help="default: %(default)s")
@@ -197,6 +199,9 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         spec_bench_output_len=args.spec_bench_output_len, spec_bench_category=args.spec_bench_category,
         speed_bench_output_len=args.speed_bench_output_len, speed_bench_category=args.speed_bench_category,
         speed_bench_dataset_subset=args.speed_bench_dataset_subset,
+        hf_name=args.hf_name, hf_split=args.hf_split, hf_subset=args.hf_subset, hf_output_len=args.hf_output_len,
+        hf_stream=not args.no_stream, blazedit_min_distance=args.blazedit_min_distance,
+        blazedit_max_distance=args.blazedit_max_distance,
         **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS},
     )
 
@@ -206,7 +211,7 @@ _TIMED_TRACE_FIELDS = ("timed_trace_chunk_hash_size", "timed_trace_sec_multiplie
                        "timed_trace_label_hash_ids")
 
 
-# --output-len sets these, as vLLM's serve does (hf/spec_bench too, once those datasets exist here)
+# --output-len sets these, as vLLM's serve does
 OUTPUT_LEN_DESTS = ("random_output_len", "sharegpt_output_len", "custom_output_len", "hf_output_len",
                     "spec_bench_output_len", "prefix_repetition_output_len")
 
