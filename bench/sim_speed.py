@@ -22,7 +22,7 @@ with contextlib.redirect_stderr(io.StringIO()):
     tokenizer = measure.bench_tokenizer(spec, "sim")
     samples = sample_requests(spec.dataset, tokenizer)
 measure.bench_tokenizer = lambda spec, model: tokenizer  # prepared above, outside the timing
-measure.sample_requests = lambda spec, tok: samples
+measure.prepare_requests = lambda spec, tok: samples
 start = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     outcome = measure.execute(spec)

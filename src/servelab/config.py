@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DATASET_NAMES = ("sharegpt", "random", "prefix_repetition", "custom")
+# Every --dataset-name vLLM 0.32 offers, in its order: the one list of choices. Which of them
+# servelab samples is ``datasets.SAMPLERS``; the others stop with a one-line reason.
+DATASET_NAMES = ("sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
+                 "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
 ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
@@ -43,6 +46,30 @@ class DatasetSpec:
     # custom JSONL
     custom_output_len: int = 256  # -1: take each line's "output_tokens"
     skip_chat_template: bool = False  # custom: vLLM wraps each prompt in the chat template
+    # --chat-template-kwargs' JSON object, as pairs: passed to apply_chat_template where a
+    # dataset renders prompts client-side (custom, speed_bench)
+    chat_template_kwargs: tuple[tuple[str, object], ...] = ()
+    # spec_bench / speed_bench (datasets/spec_bench.py)
+    spec_bench_output_len: int = 256
+    spec_bench_category: str | None = None
+    speed_bench_output_len: int = 4096
+    speed_bench_category: str | None = None
+    speed_bench_dataset_subset: str = "qualitative"
+    # timed_trace (datasets/timed_trace.py): field names in the trace, chunk size, time unit
+    timed_trace_chunk_hash_size: int = 16
+    timed_trace_sec_multiplier: float = 1.0
+    timed_trace_label_timestamp: str = "timestamp"
+    timed_trace_label_input_length: str = "input_length"
+    timed_trace_label_output_length: str = "output_length"
+    timed_trace_label_hash_ids: str = "hash_ids"
+    # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
+    hf_name: str | None = None
+    hf_split: str | None = None  # None: the recipe's default split, as vLLM
+    hf_subset: str | None = None
+    hf_output_len: int | None = None  # None: the recipe's (fixed, or each row's reference)
+    hf_stream: bool = True  # --no-stream: load whole (its shuffle is then a permutation, not a buffer)
+    blazedit_min_distance: float = 0.0
+    blazedit_max_distance: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +92,14 @@ class LoadSpec:
     ray: str | None = None  # a Ray cluster's address ("auto": the local one): one shard per node
     num_warmups: int = 0
     ready_check_timeout_s: int = 0
+    # --ramp-up-strategy: the rate moves from start to end rps over the request sequence
+    # (loadgen/arrivals.ramp_rates); request_rate is then unused (vLLM refuses both)
+    ramp_up_strategy: str | None = None  # linear | exponential
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
+    # None: the dataset decides (timed_trace replays its timestamps); False: the rate above
+    self_timed: bool | None = None
+    probe_request_rate: float = 0.0  # one-token probes beside the load, outside the cap; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +113,7 @@ class ServerSpec:
     served_model_name: str | None = None  # the name sent in requests (default: model)
     headers: tuple[tuple[str, str], ...] = ()
     verify_tls: bool = True
+    profile: bool = False  # POST /start_profile before the run and /stop_profile after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +121,13 @@ class RequestSpec:
     """What every request body carries besides its prompt."""
 
     ignore_eos: bool = False
-    sampling: tuple[tuple[str, float], ...] = ()  # temperature, top_p, top_k, min_p when given
+    # temperature, top_p, top_k, min_p, frequency/presence/repetition_penalty: only those given
+    sampling: tuple[tuple[str, float], ...] = ()
     extra_body: tuple[tuple[str, object], ...] = ()  # --extra-body's JSON object, as pairs
+    logprobs: int | None = None  # completions: always sent (null when not given), as vLLM
+    lora_modules: tuple[str, ...] = ()  # model name per request, drawn from these
+    lora_assignment: str = "random"  # random | round-robin
+    use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +147,19 @@ class OutputSpec:
     progress: bool = True
     telemetry: bool = True
     telemetry_interval_s: float = 0.25
+    plot_timeline: bool = False  # <result>.timeline.html: each request's wait, prefill and ITLs
+    plot_dataset_stats: bool = False  # <result>.dataset_stats.png: prompt/output length histograms
+    timeline_itl_thresholds_ms: tuple[float, float] = (25.0, 50.0)  # ITL colours: green/orange/red
+
+
+@dataclass(frozen=True, slots=True)
+class MultiTurnSpec:
+    """``--multi-turn``: replay each conversation of the dataset turn by turn (servelab only)."""
+
+    enabled: bool = False
+    think_time_s: float = 0.0  # pause between a reply's end and the next turn's send
+    history: bool = True  # False: each turn sent alone (the control for a prefix-cache comparison)
+    max_turns: int | None = None  # None: every turn a conversation has
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +173,11 @@ class BenchSpec:
     request: RequestSpec = RequestSpec()
     output: OutputSpec = OutputSpec()
     dataset: DatasetSpec = DatasetSpec()
+    multi_turn: MultiTurnSpec = MultiTurnSpec()
     tokenizer: str | None = None  # --tokenizer; None: the model's own if found locally, else bundled Qwen3
     trust_remote_code: bool = False
+    tokenizer_mode: str = "auto"  # auto | hf: Hugging Face tokenizers (mistral_common's are not loaded)
+    skip_tokenizer_init: bool = False  # no tokenizer: lengths from the server's usage only
     # --simulate: (sim.model.EngineLimits, sim.model.StepModel) — the run happens in the
     # simulator, no server; None: a real server is measured. (Typed loosely: sim/ is layer 1.)
     simulate: tuple | None = None

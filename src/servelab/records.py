@@ -14,12 +14,26 @@ class SampleRequest:
     """One request a dataset asks for: the prompt and how long it is.
 
     ``expected_output_len`` becomes ``max_tokens``; ``None`` lets the server decide.
+    ``prompt`` is token ids for a trace replay (vLLM's timed_trace sends ids, so the
+    server sees exactly ``prompt_len`` tokens); ``timestamp_s``: the trace's send
+    time, seconds from t0 (None: the arrival process decides).
     """
 
-    prompt: str
+    prompt: str | tuple[int, ...]
     prompt_len: int
     expected_output_len: int | None
     request_id: str
+    timestamp_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation replayed turn by turn: each turn's ``prompt`` is the user's message
+    alone (the history is built during the run from the server's actual replies);
+    ``prompt_len`` counts that message; ``expected_output_len`` is the turn's max_tokens."""
+
+    conversation_id: str
+    turns: tuple[SampleRequest, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +62,22 @@ class RequestRecord:
     token_counts: tuple[int, ...] = ()
     output_tokens: int = 0
     output_tokens_source: str = "usage"  # "usage" | "tokenizer"
+    # "usage": prompt_len is the server's usage.prompt_tokens (as vLLM's client counts);
+    # "dataset": the sampler's count, the server reported none
+    prompt_len_source: str = "dataset"
     generated_text: str = ""
     error: str | None = None
     http_status: int | None = None
     # a finish_reason or [DONE] ended the stream. A stream that just stops counts as a
     # success (as vLLM's client counts it), but the result says how many did.
     finished: bool = True
+    # chat streams of reasoning models: the first event carrying reasoning text, and the
+    # first carrying answer text (0: none seen). TTFT above is the earlier of the two.
+    first_reasoning_ns: int = 0
+    first_answer_ns: int = 0
+    # multi-turn runs: which conversation, and which of its turns (0-based); None otherwise
+    conversation_id: str | None = None
+    turn: int | None = None
 
     @property
     def success(self) -> bool:

@@ -59,10 +59,14 @@ def test_rows_counts_and_files_against_the_mock(mock_server, qwen3_path, tmp_pat
     assert rows[1] == "Successful requests:".ljust(40) + " " + "12".ljust(10)
     assert rows[7] == "Total generated tokens:".ljust(40) + " " + "96".ljust(10)
     result = json.loads((tmp_path / "r.json").read_text())
-    assert VLLM_KEYS <= set(result) and result["completed"] == 12 and result["total_input_tokens"] == 12 * 16
+    truth = mock.truth()
+    # prompt tokens are the server's usage.prompt_tokens (the mock counts words), as vLLM's client takes them
+    server_prompt = sum(r.prompt_tokens for r in truth.requests)
+    assert VLLM_KEYS <= set(result) and result["completed"] == 12 and result["total_input_tokens"] == server_prompt
+    assert server_prompt != 12 * 16 and result["servelab"]["prompt_tokens_source"] == ["usage"]
     records = [json.loads(x) for x in open(result["servelab"]["records_file"])]
     assert len(records) == 12 and {r["output_tokens"] for r in records} == {8}
-    truth_ids = {r.request_id for r in mock.truth().requests}
+    truth_ids = {r.request_id for r in truth.requests}
     assert {r["request_id"] for r in records} <= truth_ids  # every record is a request the server saw
     assert result["servelab"]["provenance"]["server_models"]["data"][0]["id"] == "mock"
 
@@ -101,8 +105,28 @@ def test_chat_backend_counts_content_not_the_role_delta(mock_server, qwen3_path,
     assert mean_ttft >= 30  # the role chunk is sent at once; counting it would give ~0
 
 
+def test_a_local_hf_copy_runs_against_the_mock(mock_server, qwen3_path, tmp_path):
+    pytest.importorskip("datasets", reason="the hf dataset reads through Hugging Face's datasets (servelab[hf])")
+    folder = tmp_path / "mt-bench"
+    folder.mkdir()
+    rows = [{"question_id": i, "turns": [" ".join(["word"] * (i + 3)), "next"]} for i in range(10)]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mock = mock_server()
+    args = bench_args(mock.url, qwen3_path, "--dataset-name", "hf", "--dataset-path", str(folder), "--hf-name",
+                      "philschmid/mt-bench", "--hf-output-len", "5", "--skip-chat-template", "--disable-shuffle",
+                      "--num-prompts", "6", "--save-result", "--result-dir", str(tmp_path), "--result-filename",
+                      "r.json")
+    assert main(args) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    # unshuffled, the first six rows go out: 3..8 words each (the mock counts words), 5 tokens back each
+    assert result["completed"] == 6 and result["total_output_tokens"] == 30
+    assert result["total_input_tokens"] == sum(range(3, 9))
+
+
 @pytest.mark.parametrize("extra, needle", [
     (["--dataset-name", "sharegpt", "--dataset-path", "/nonexistent/sg.json"], "/nonexistent/sg.json"),
+    (["--dataset-name", "hf", "--dataset-path", "/nonexistent/copy", "--hf-name", "openai/gsm8k"],
+     "/nonexistent/copy: no such local file or folder"),
     (["--dataset-name", "random", "--dataset-path", "x.json"], "--dataset-path"),
     (["--max-concurrency", "0"], "--max-concurrency"),
     (["--goodput", "ttft=5"], "--goodput"),

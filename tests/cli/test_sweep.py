@@ -179,6 +179,21 @@ def test_a_rate_sweep_on_an_external_server(tmp_path, qwen3_path, mock_server, c
     assert result["request_rate"] == 50.0
 
 
+def test_a_concurrency_sweep_with_two_client_workers(tmp_path, qwen3_path, mock_server, capsys):
+    # The spec carries --workers into every point; each point's cap is split between them.
+    server = mock_server(ttft_ms=5, itl_ms=2)
+    argv = ["sweep", "--results", str(tmp_path / "results"), "--loads", "2,3", "--workers", "2",
+            "--base-url", f"http://127.0.0.1:{server.port}", *workload(qwen3_path), "--no-plot"]
+    assert main.main(argv) == 0
+    for load, shares in ((2, [1, 1]), (3, [2, 1])):
+        run = tmp_path / "results" / "sweep" / "external" / f"c{load}" / "1" / "result.json"
+        result = json.loads(run.read_text())
+        per_worker = result["servelab"]["workers"]["per_worker"]
+        assert result["max_concurrency"] == load and result["completed"] == 12
+        assert sorted(w["max_concurrency"] for w in per_worker) == sorted(shares)
+        assert sum(w["records"] for w in per_worker) == 12
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--max-concurrency", "8"], "--max-concurrency is what this sweep varies"),
     (["--label", "x"], "--label is set by servelab for each run"),

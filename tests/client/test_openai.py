@@ -11,14 +11,19 @@ def ev(t, obj):
 def test_completions_body_matches_vllm_fields():
     body = json.loads(openai.request_body("completions", "m", "hi", 16, True, {"temperature": 0}))
     assert body == {"model": "m", "stream": True, "stream_options": {"include_usage": True},
-                    "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 16,
+                    "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 16, "logprobs": None,
                     "ignore_eos": True, "temperature": 0}
+
+
+def test_completions_body_carries_logprobs_and_sampling_overrides_repetition_penalty():
+    body = json.loads(openai.request_body("completions", "m", "hi", 4, False, {"repetition_penalty": 1.3}, logprobs=2))
+    assert body["logprobs"] == 2 and body["repetition_penalty"] == 1.3
 
 
 def test_chat_body_uses_messages_and_max_completion_tokens():
     body = json.loads(openai.request_body("chat", "m", "hi", 8, False))
-    assert body["messages"] == [{"role": "user", "content": "hi"}]
-    assert body["max_completion_tokens"] == 8 and "ignore_eos" not in body
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # vLLM's parts
+    assert body["max_completion_tokens"] == 8 and "ignore_eos" not in body and "logprobs" not in body
 
 
 def test_chat_role_only_delta_is_not_a_token():
@@ -50,3 +55,29 @@ def test_malformed_json_and_server_error_are_reported():
 def test_http_error_line_names_status_and_message():
     line = openai.http_error(400, "Bad Request", b'{"error": {"message": "max_tokens too large"}}')
     assert line == "HTTP 400 Bad Request: max_tokens too large"
+
+
+def test_reasoning_and_answer_first_events_and_the_answer_text_alone():
+    events = [
+        ev(1, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        ev(2, {"choices": [{"delta": {"reasoning": "let me"}}]}),  # vLLM 0.32's field
+        ev(3, {"choices": [{"delta": {"reasoning_content": " think"}}]}),  # older vLLM, DeepSeek
+        ev(4, {"choices": [{"delta": {"content": "Paris"}}]}),
+        ev(5, {"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}]}),
+    ]
+    s = openai.interpret("chat", events)
+    assert (s.first_reasoning_ns, s.first_answer_ns) == (2, 4) and s.token_ns == (2, 3, 4, 5)
+    assert s.answer == "Paris." and "".join(s.texts) == "let me thinkParis."
+
+
+def test_no_reasoning_leaves_its_time_unset():
+    s = openai.interpret("chat", [ev(7, {"choices": [{"delta": {"content": "hi"}}]})])
+    assert (s.first_reasoning_ns, s.first_answer_ns, s.answer) == (0, 7, "hi")
+
+
+def test_messages_body_is_the_chat_body_with_the_whole_conversation():
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"}]
+    body = json.loads(openai.messages_body("m", messages, 8, True, {"temperature": 0}))
+    plain = json.loads(openai.request_body("chat", "m", "c", 8, True, {"temperature": 0}))
+    assert body == {**plain, "messages": messages}

@@ -88,7 +88,7 @@ def test_missing_or_bad_output_tokens_with_minus_one(tmp_path, qwen3, bad):
 
 def test_empty_file_and_missing_path(tmp_path, qwen3):
     path = write_jsonl(tmp_path, ["\n"])
-    with pytest.raises(DatasetError, match=f"^{path}: no requests"):
+    with pytest.raises(DatasetError, match=f"^custom {path}: no requests"):
         sample_requests(spec(path), qwen3)
     with pytest.raises(DatasetError, match="--dataset-path is required for --dataset-name custom"):
         sample_requests(DatasetSpec(name="custom"), qwen3)

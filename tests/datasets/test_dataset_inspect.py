@@ -73,3 +73,9 @@ def test_preview_cuts_at_200_characters_on_one_line():
 
 def test_table_pads_columns_and_strips_line_ends():
     assert table([["a", "1", ""], ["bbb", "22", "z"]], "lrl") == "  a     1\n  bbb  22  z"
+
+
+def test_a_token_id_prompt_is_previewed_as_its_ids():
+    from servelab.datasets.inspect import preview
+
+    assert preview((5, 17, 9)) == "token ids 5 17 9"

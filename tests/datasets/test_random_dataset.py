@@ -1,4 +1,5 @@
-"""servelab/datasets/random.py: exact token lengths, vLLM's length draws, shared prefix."""
+"""servelab/datasets/random.py: token lengths, vLLM's draws and fitting, shared prefix.
+(Equality with vLLM's own sampler: tests/datasets/test_vllm_parity.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from servelab.config import DatasetSpec
 from servelab.datasets import sample_requests
-from servelab.datasets.random import allowed_tokens, exact_prompts
+from servelab.datasets.random import allowed_tokens, fit_lengths
 from servelab.errors import InputError
 
 
@@ -62,12 +63,13 @@ def test_independent_output_ratio(qwen3):
     assert len({r.expected_output_len for r in requests}) > 5
 
 
-def test_shared_prefix_is_token_exact_and_counted(qwen3):
+def test_shared_prefix_is_counted_and_mostly_token_exact(qwen3):
     spec = random_spec(random_input_len=40, random_range_ratio=0.25, random_prefix_len=16)
     requests = sample_requests(spec, qwen3)
     assert_exact(requests, qwen3)
-    prefixes = {tuple(qwen3.encode(r.prompt)[:16]) for r in requests}
-    assert len(prefixes) == 1  # every prompt starts with the same 16 token ids
+    prefixes = [tuple(qwen3.encode(r.prompt)[:16]) for r in requests]
+    # as in vLLM, a merge at the seam may change a prompt's first ids; most keep them
+    assert max(prefixes.count(p) for p in set(prefixes)) >= len(requests) * 0.8
     assert all(16 + 30 <= r.prompt_len <= 16 + 50 for r in requests)
 
 
@@ -90,14 +92,29 @@ def test_prompts_differ_from_each_other(qwen3):
     assert len({r.prompt for r in requests}) == len(requests)
 
 
-def test_seam_merge_is_repaired(qwen3):
-    # "hello" + "world" decodes to "helloworld", which encodes as other tokens.
-    prefix, body = qwen3.encode("hello"), qwen3.encode("world")
-    assert qwen3.encode("helloworld")[:1] != prefix  # the premise
-    rng = np.random.default_rng(0)
-    [(text, ids)] = exact_prompts(qwen3, prefix, [body], allowed_tokens(qwen3), rng)
-    assert qwen3.encode(text) == ids
-    assert ids[:1] == prefix and len(ids) == 2
+def _draw(seed, qwen3):
+    rng = np.random.default_rng(seed)
+    return lambda k: rng.integers(0, qwen3.vocab_size, size=k).tolist()
+
+
+def test_fitting_cuts_and_pads_to_the_target(qwen3):
+    # "ab" + "cd" re-encodes as 1 token ("abcd"): short, so padded from the draw; the second is cut
+    seqs = [qwen3.encode("ab") + qwen3.encode("cd"), qwen3.encode("a b c d e f")]
+    assert len(qwen3.encode("abcd")) < 2  # the premise
+    fitted = fit_lengths(qwen3, seqs, [2, 3], _draw(0, qwen3))
+    for (text, ids), target in zip(fitted, [2, 3]):
+        assert qwen3.encode(text) == ids and len(ids) == target
+
+
+def test_batched_fitting_equals_one_at_a_time(qwen3):
+    # the batches must hand out random ids in the order vLLM's sequential loop does
+    rng = np.random.default_rng(5)
+    allowed = allowed_tokens(qwen3)
+    seqs = [allowed[rng.integers(0, len(allowed), size=n)].tolist() for n in rng.integers(3, 40, size=60)]
+    targets = [len(s) for s in seqs]
+    batched = fit_lengths(qwen3, seqs, targets, _draw(9, qwen3))
+    draw = _draw(9, qwen3)
+    assert batched == [fit_lengths(qwen3, [s], [t], draw)[0] for s, t in zip(seqs, targets)]
 
 
 def test_allowed_tokens_exclude_special_ids(qwen3):

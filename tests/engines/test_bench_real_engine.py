@@ -34,6 +34,9 @@ def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port, one_real
             "--result-dir", str(tmp_path), "--result-filename", "r.json"])
         outcome = execute(args)
         cli = sharegpt_with_the_cli(engine, tmp_path)
+        vllm_bodies = [vllm_body_flags(engine, backend, extra) for backend, extra in (
+            ("openai-chat", ["--top-p", "0.9", "--top-k", "5", "--repetition-penalty", "1.1"]),
+            ("vllm", ["--logprobs", "1", "--frequency-penalty", "0.1", "--presence-penalty", "0.1"]))]
     assert outcome.exit_code == 0
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["completed"] == 8 and result["failed"] == 0
@@ -48,6 +51,16 @@ def test_bench_on_the_embedded_engine_then_nothing_left(tmp_path, port, one_real
     assert shared["completed"] == 8 and shared["failed"] == 0 and 8 <= shared["total_output_tokens"] <= 8 * 16
     provenance = shared["servelab"]["provenance"]
     assert provenance["dataset_path"] == str(bundled_sharegpt_path()) and len(provenance["dataset_sha256"]) == 64
+    for run in vllm_bodies:  # vLLM's own body shapes (chat parts, logprobs, penalties) are accepted
+        assert run.summary.completed == 4 and run.summary.failed == 0, run.result.get("servelab")
+        assert run.result["servelab"]["prompt_tokens_source"] == ["usage"]
+
+
+def vllm_body_flags(engine, backend: str, extra: list[str]):
+    return execute(parse_bench_spec([
+        "--backend", backend, "--base-url", engine.base_url, "--model", engine.model, "--dataset-name", "random",
+        "--random-input-len", "16", "--random-output-len", "4", "--num-prompts", "4", "--disable-tqdm",
+        "--no-telemetry", *extra]))
 
 
 def sharegpt_with_the_cli(engine, tmp_path) -> subprocess.CompletedProcess:

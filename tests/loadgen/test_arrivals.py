@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, ramp_rates, trace_offsets_ns
 
 
 def test_infinite_rate_sends_all_at_t0():
@@ -42,3 +42,30 @@ def test_seed_reproducible_and_seeds_differ():
 def test_bad_rate_rejected():
     with pytest.raises(ValueError):
         arrival_offsets_ns(3, 0.0, 1.0, np.random.default_rng(0))
+
+
+def test_ramp_up_rates_go_from_start_to_end():
+    assert ramp_rates(5, "linear", 2, 10).tolist() == [2, 4, 6, 8, 10]
+    assert np.allclose(ramp_rates(3, "exponential", 1, 100), [1, 10, 100])
+    with pytest.raises(ValueError, match="ramp-up strategy"):
+        ramp_rates(3, "step", 1, 2)
+
+
+def test_ramp_up_offsets_are_not_rescaled():
+    # with a ramp, the gaps are drawn at each request's rate and the sum stays as drawn
+    off = arrival_offsets_ns(3, float("inf"), float("inf"), arrival_rng(0), ("linear", 1, 4))
+    assert off.tolist() == [1_000_000_000, 1_400_000_000, 1_650_000_000]
+
+
+def test_the_legacy_stream_can_continue_where_a_dataset_left_it():
+    rng = np.random.RandomState(5)
+    rng.randint(0, 100, size=7)
+    state = rng.get_state()
+    expected = arrival_offsets_ns(20, 3.0, 1.0, rng)
+    assert arrival_offsets_ns(20, 3.0, 1.0, arrival_rng(5, state)).tolist() == expected.tolist()
+    assert arrival_offsets_ns(20, 3.0, 1.0, arrival_rng(5)).tolist() != expected.tolist()
+
+
+def test_trace_offsets_keep_file_order():
+    # a stamp earlier than the one before goes right after it; negative goes at t0
+    assert trace_offsets_ns([-1.0, 0.5, 0.25, 2.0]).tolist() == [0, 500_000_000, 500_000_000, 2_000_000_000]

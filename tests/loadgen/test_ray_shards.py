@@ -47,7 +47,7 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
     assert all(r.success for r in got.run.records) and len(got.run.records) == 30
     # and follows the one schedule from the one start instant
     by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
-    assert [by_id[s.request_id] for s in reqs] == [int(o) for o in schedule(config, 30)]
+    assert [by_id[s.request_id] for s in reqs] == [int(o) for o in schedule(config, reqs)]
     assert sorted(r.request_id for r in mock.truth().requests) == sorted(by_id)
 
 

@@ -79,7 +79,7 @@ def test_merged_records_are_the_shards_and_follow_the_one_schedule(mock_server):
     assert sorted(r.request_id for r in got.run.records) == sorted(s.request_id for s in reqs)
     assert len(got.run.records) == 41 and all(r.success for r in got.run.records)
     # every request went out at t0 + the offset one worker would have drawn for it
-    offsets = schedule(config, 41)
+    offsets = schedule(config, reqs)
     by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
     assert [by_id[s.request_id] for s in reqs] == [int(o) for o in offsets]
     assert {s.t0_ns for s in got.shards} == {got.run.outcome.t0_ns}  # one start instant

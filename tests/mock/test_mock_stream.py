@@ -63,6 +63,15 @@ def test_chat_stream_role_chunk_then_content(start_mock):
                      "usage": {"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}}
 
 
+@pytest.mark.parametrize("itl_ms", [0.0, 2.0])
+def test_chat_role_chunk_comes_first_when_paced(start_mock, itl_ms):
+    # Paced events take a one-event fast path; the role chunk must still lead.
+    mock = start_mock(itl_ms=itl_ms)
+    chunks = request(mock.port, "POST", "/v1/chat/completions", _chat(4)).json_events()
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert deltas == [{"role": "assistant", "content": ""}] + [{"content": w} for w in WORDS[:4]]
+
+
 def test_chat_no_usage_unless_asked(start_mock):
     mock = start_mock()
     chunks = request(mock.port, "POST", "/v1/chat/completions", _chat(2)).json_events()

@@ -34,9 +34,13 @@ def run_inspect(args: argparse.Namespace) -> int:
     from servelab.datasets.inspect import inspect_requests, render_report
     from servelab.loadgen.progress import elapsed
 
+    from servelab.flags.unsupported import check_dataset, check_flags
+
     if args.plot:
         _require_matplotlib()  # fail before the (possibly long) sampling
+    check_flags(args)  # the same one-line refusals as bench
     spec = dataset_spec_from_args(args)
+    check_dataset(spec.name)
     with elapsed(f"sampling {args.num_prompts} requests ({spec.name})"):
         tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
         requests = sample_requests(spec, tokenizer)

@@ -24,6 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="at most this many requests run; the rest wait (num_requests_waiting)")
     parser.add_argument("--close-after-response", action="store_true",
                         help="close the connection after each streamed response, as llama.cpp does")
+    parser.add_argument("--reasoning-len", type=int, default=0, metavar="N",
+                        help="act as a reasoning model: the first N tokens of each streamed chat reply are "
+                             "'reasoning' deltas, the rest 'content' (default: %(default)s)")
+    parser.add_argument("--record-messages", action="store_true",
+                        help="keep each chat request's messages in the truth (what a multi-turn client sent)")
+    parser.add_argument("--root", default=None,
+                        help="the model card's root in /v1/models, as vLLM shows the served path (default: --model)")
+    parser.add_argument("--keep-requests", action="store_true",
+                        help="record every request received (method, path, headers, body) in the truth")
     parser.add_argument("--truth-file", default=None, help="write the recorded truth here (JSON) on exit")
 
 
@@ -43,7 +52,8 @@ def config_from_args(args: argparse.Namespace):
         ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, output_len=args.output_len,
         tokens_per_event=args.tokens_per_event, eos_len=args.eos_len, error_rate=args.error_rate,
         failure_kinds=kinds, seed=args.seed, model=args.model, host=args.host, port=args.port,
-        close_after_response=args.close_after_response, max_open=args.max_open,
+        close_after_response=args.close_after_response, max_open=args.max_open, root=args.root,
+        keep_requests=args.keep_requests, reasoning_len=args.reasoning_len, record_messages=args.record_messages,
     )
 
 

@@ -28,6 +28,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.folder} is not a folder (give a study's results folder)")
     if not 0 <= args.noise_floor < 100:
         raise InputError("--noise-floor must be within 0..100 (percent)")
+    from servelab.study.scale import SCALE_FILE
+
+    if (args.folder / SCALE_FILE).is_file():  # a `servelab scale` folder: its own page
+        from servelab.reports.scaling import write_scale_report
+
+        print(f"report:   {write_scale_report(args.folder / SCALE_FILE)}")
+        return 0
     html, md = write_report(args.folder, baseline=args.baseline, floor=args.noise_floor / 100,
                             allow_simulated=args.allow_simulated)
     print(f"report:   {html}\nmarkdown: {md}")

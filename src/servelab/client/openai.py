@@ -28,11 +28,16 @@ TOKEN_EVENT_RULES = {
 
 
 def request_body(kind: str, model: str, prompt: str, max_tokens: int | None,
-                 ignore_eos: bool, extra: dict | None = None) -> bytes:
-    """JSON body for one streamed request, built before the clock starts."""
+                 ignore_eos: bool, extra: dict | None = None, logprobs: int | None = None) -> bytes:
+    """JSON body for one streamed request, built before the clock starts.
+
+    As vLLM's client: chat content is a list of parts (``[{"type": "text", ...}]``, the
+    form a multimodal message takes too); completions always carry ``logprobs`` (null
+    unless asked) and ``repetition_penalty`` 1.0, which a sampling flag or
+    ``--extra-body`` (merged last) overrides. Chat requests carry no logprobs."""
     body: dict = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
     if kind == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         if max_tokens is not None:
             body["max_completion_tokens"] = max_tokens
     else:
@@ -40,9 +45,19 @@ def request_body(kind: str, model: str, prompt: str, max_tokens: int | None,
         body["repetition_penalty"] = 1.0
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
+        body["logprobs"] = logprobs
     if ignore_eos:
         body["ignore_eos"] = True
     body.update(extra or {})
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def messages_body(model: str, messages: list[dict], max_tokens: int | None, ignore_eos: bool,
+                  extra: dict | None = None) -> bytes:
+    """A chat request with a whole conversation so far (multi-turn runs): the same fields
+    as ``request_body``'s chat form, with ``messages`` given instead of one prompt."""
+    body = json.loads(request_body("chat", model, "", max_tokens, ignore_eos, extra))
+    body["messages"] = messages
     return json.dumps(body, ensure_ascii=False).encode()
 
 
@@ -56,6 +71,9 @@ class Stream:
     prompt_tokens: int | None
     finished: bool  # a finish_reason or [DONE] was seen
     error: str | None
+    first_reasoning_ns: int = 0  # first event with reasoning text (0: none)
+    first_answer_ns: int = 0  # first event with answer text (0: none)
+    answer: str = ""  # the answer text alone, no reasoning: what a chat client keeps in its history
 
 
 def interpret(kind: str, events: list[Event]) -> Stream:
@@ -63,6 +81,8 @@ def interpret(kind: str, events: list[Event]) -> Stream:
     texts: list[str] = []
     usage: dict = {}
     finished, error = False, None
+    answers: list[str] = []
+    first = {"reasoning": 0, "answer": 0}
     for ev in events:
         if ev.data == "[DONE]":
             finished = True
@@ -80,26 +100,36 @@ def interpret(kind: str, events: list[Event]) -> Stream:
         usage = data.get("usage") or usage
         for choice in data.get("choices") or ():
             finished = finished or bool(choice.get("finish_reason"))
-        text = _token_text(kind, data)
-        if text is not None:
-            token_ns.append(ev.t_ns)
-            texts.append(text)
+        answer, reasoning = _token_text(kind, data)
+        if answer is None:
+            continue
+        token_ns.append(ev.t_ns)
+        texts.append(answer + reasoning)
+        answers.append(answer)
+        if reasoning and not first["reasoning"]:
+            first["reasoning"] = ev.t_ns
+        if answer and not first["answer"]:
+            first["answer"] = ev.t_ns
     return Stream(tuple(token_ns), tuple(texts), usage.get("completion_tokens"),
-                  usage.get("prompt_tokens"), finished, error)
+                  usage.get("prompt_tokens"), finished, error, first["reasoning"], first["answer"],
+                  "".join(answers))
 
 
-def _token_text(kind: str, data: dict) -> str | None:
-    """The output this event carries, or None if it carries none."""
+def _token_text(kind: str, data: dict) -> tuple[str | None, str]:
+    """(answer text, reasoning text) this event carries; answer None if it carries no output.
+
+    Reasoning is ``delta.reasoning`` (vLLM 0.32's DeltaMessage) or ``delta.reasoning_content``
+    (older vLLM, DeepSeek's API)."""
     choices = data.get("choices")
     if not choices:
-        return None
+        return None, ""
     first = choices[0]
     if kind != "chat":
-        return first.get("text") or ""
+        return first.get("text") or "", ""
     delta = first.get("delta") or {}
     text = delta.get("content") or ""
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-    return text + reasoning if (text or reasoning) else None
+    reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
+    return (text, reasoning) if (text or reasoning) else (None, "")
 
 
 def _error_text(err) -> str:

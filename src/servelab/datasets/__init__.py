@@ -11,14 +11,21 @@ import dataclasses
 import uuid
 from collections.abc import Callable
 
-from servelab.config import DatasetSpec
+from servelab.config import DatasetSpec, MultiTurnSpec
+from servelab.datasets import conversations
+from servelab.datasets.burstgpt import sample_burstgpt
+from servelab.datasets.cache import cached
 from servelab.datasets.custom import sample_custom
+from servelab.datasets.hf import sample_hf
 from servelab.datasets.prefix_repetition import sample_prefix_repetition
 from servelab.datasets.random import sample_random
+from servelab.datasets.sample import Sample
 from servelab.datasets.sharegpt import sample_sharegpt
+from servelab.datasets.spec_bench import sample_speed_bench, sample_spec_bench
+from servelab.datasets.timed_trace import sample_timed_trace
 from servelab.datasets.tokenizer import Tokenizer, load_tokenizer
 from servelab.errors import InputError
-from servelab.records import SampleRequest
+from servelab.records import Conversation, SampleRequest
 
 Sampler = Callable[[DatasetSpec, Tokenizer], list[SampleRequest]]
 
@@ -27,19 +34,62 @@ SAMPLERS: dict[str, Sampler] = {
     "random": sample_random,
     "prefix_repetition": sample_prefix_repetition,
     "custom": sample_custom,
+    "burstgpt": sample_burstgpt,
+    "timed_trace": sample_timed_trace,
+    "spec_bench": sample_spec_bench,
+    "speed_bench": sample_speed_bench,
+    "hf": sample_hf,
 }
 
-__all__ = ["SAMPLERS", "Sampler", "Tokenizer", "load_tokenizer", "sample_requests"]
+# vLLM's datasets that cannot run here, and why (each stops the run with this line).
+UNSUPPORTED = {
+    "random-rerank": "makes (query, documents) batches for a reranking endpoint; servelab drives "
+                     "completions and chat endpoints only",
+    "random-mm": "sends images and videos; servelab sends text only and no multimodal model is served here",
+    "custom_image": "sends images; servelab sends text only and no multimodal model is served here",
+    "custom_audio": "sends audio; servelab sends text only and no audio model is served here",
+}
+
+__all__ = ["SAMPLERS", "UNSUPPORTED", "Sample", "Sampler", "Tokenizer", "load_tokenizer", "prepare_requests",
+           "sample_conversations", "sample_requests"]
 
 
-def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest]:
+def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
     """The requests ``spec`` describes, in the order they will be sent."""
+    spec, sampler = _checked(spec)
+    return _as_sample(sampler(spec, tokenizer))
+
+
+def prepare_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
+    """``sample_requests``, through the prepared-request cache (datasets/cache.py):
+    what a run uses, so a repeated run does not tokenize its dataset again."""
+    spec, sampler = _checked(spec)
+    return cached(spec, tokenizer, lambda s, t: _as_sample(sampler(s, t)))
+
+
+def _checked(spec: DatasetSpec) -> tuple[DatasetSpec, Sampler]:
+    """The spec with its request-id prefix drawn, and its sampler; InputError if none can run."""
+    if spec.name in UNSUPPORTED:
+        raise InputError(f"--dataset-name {spec.name} is not supported: {UNSUPPORTED[spec.name]}")
     sampler = SAMPLERS.get(spec.name)
     if sampler is None:
         raise InputError(f"--dataset-name {spec.name!r} is not one of {', '.join(SAMPLERS)}")
-    # custom alone reads "≤ 0" as "every line", as vLLM does.
-    if spec.num_prompts < 1 and spec.name != "custom":
+    # custom (and spec_bench, speed_bench, built on it) read "≤ 0" as "every line", as vLLM does.
+    if spec.num_prompts < 1 and spec.name not in ("custom", "spec_bench", "speed_bench"):
         raise InputError(f"--num-prompts must be >= 1, got {spec.num_prompts}")
+    return _with_id_prefix(spec), sampler
+
+
+def sample_conversations(spec: DatasetSpec, multi: MultiTurnSpec, tokenizer: Tokenizer) -> list[Conversation]:
+    """The conversations a ``--multi-turn`` run replays (datasets/conversations.py)."""
+    return conversations.sample_conversations(_with_id_prefix(spec), multi, tokenizer)
+
+
+def _with_id_prefix(spec: DatasetSpec) -> DatasetSpec:
     if spec.request_id_prefix is None:  # as vLLM: a fresh prefix per run, so ids never repeat across runs
         spec = dataclasses.replace(spec, request_id_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
-    return sampler(spec, tokenizer)
+    return spec
+
+
+def _as_sample(requests: list[SampleRequest]) -> Sample:
+    return requests if isinstance(requests, Sample) else Sample(requests)

@@ -11,7 +11,7 @@ shuffled with the seed; ``--num-prompts`` ≤ 0 takes every line.
 
 from __future__ import annotations
 
-import numpy as np
+import random
 
 from servelab.config import DatasetSpec
 from servelab.datasets.files import load_jsonl
@@ -25,20 +25,28 @@ def sample_custom(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest
     if spec.path is None:
         raise DatasetError("--dataset-path is required for --dataset-name custom (a .jsonl file)")
     rows = [_parse_row(spec, number, row) for number, row in load_jsonl(spec.path)]
+    return prompt_requests(spec, tokenizer, rows, f"custom {spec.path}")
+
+
+def prompt_requests(spec: DatasetSpec, tokenizer: Tokenizer, rows: list[tuple[str, int]],
+                    source: str) -> list[SampleRequest]:
+    """Requests from (prompt, output length) rows, the way vLLM's custom dataset makes
+    them (and its spec_bench and speed_bench, built on it): shuffled, cut to
+    --num-prompts, wrapped in the chat template, counted, topped up."""
     if not rows:
-        raise DatasetError(f"{spec.path}: no requests (the file has no non-blank line)")
-    rng = np.random.default_rng(spec.seed)
-    if spec.shuffle:
-        rows = [rows[k] for k in rng.permutation(len(rows))]
+        raise DatasetError(f"{source}: no requests (no usable line)")
+    if spec.shuffle:  # vLLM's order: Python's random seeded with the seed shuffles the lines
+        random.Random(spec.seed).shuffle(rows)
     wanted = spec.num_prompts if spec.num_prompts > 0 else len(rows)
     rows = rows[:wanted]
-    prompts = [p if spec.skip_chat_template else tokenizer.apply_chat_template(p) for p, _ in rows]
+    kwargs = dict(spec.chat_template_kwargs)
+    prompts = [p if spec.skip_chat_template else tokenizer.apply_chat_template(p, **kwargs) for p, _ in rows]
     lens = [len(ids) for ids in tokenizer.encode_batch(prompts, add_special_tokens=True)]
     requests = [
         SampleRequest(prompt, n, output, f"{spec.request_id_prefix}{i}")
         for i, (prompt, n, (_, output)) in enumerate(zip(prompts, lens, rows))
     ]
-    return oversample(requests, wanted, spec.request_id_prefix, rng, spec.oversample, f"custom {spec.path}")
+    return oversample(requests, wanted, spec.request_id_prefix, spec.seed, spec.oversample, source)
 
 
 def _parse_row(spec: DatasetSpec, number: int, row: object) -> tuple[str, int]:

@@ -110,8 +110,11 @@ def _samples(requests: Sequence[SampleRequest], num_samples: int) -> str:
     return "\n".join(lines)
 
 
-def preview(prompt: str, limit: int = PROMPT_PREVIEW_CHARS) -> str:
-    """The first ``limit`` characters on one line (newlines shown as \\n)."""
+def preview(prompt: str | tuple[int, ...], limit: int = PROMPT_PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters on one line (newlines shown as \\n); a
+    token-id prompt (a trace replay) is shown as its ids."""
+    if not isinstance(prompt, str):
+        prompt = "token ids " + " ".join(map(str, prompt))
     cut = prompt[:limit] + ("..." if len(prompt) > limit else "")
     return cut.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 

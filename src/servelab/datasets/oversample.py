@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from dataclasses import replace
-
-import numpy as np
 
 from servelab.records import SampleRequest
 
 
 def oversample(
-    requests: list[SampleRequest], wanted: int, prefix: str, rng: np.random.Generator, enabled: bool, source: str
+    requests: list[SampleRequest], wanted: int, prefix: str, seed: int, enabled: bool, source: str
 ) -> list[SampleRequest]:
     """``requests`` topped up to ``wanted`` by drawing with replacement.
 
-    Copies get fresh ids continuing the sequence (``prefix + str(len + i)``), as
-    vLLM numbers them, so every id stays unique. Either way, a shortfall is said
+    The copies are vLLM's: Python's ``random`` seeded with the seed, one
+    ``choice`` per missing request. They get fresh ids continuing the sequence
+    (``prefix + str(len + i)``), as vLLM numbers them, so every id stays unique. Either way, a shortfall is said
     on stderr: a run with fewer or repeated requests must not look like a full one.
     """
     have = len(requests)
@@ -25,8 +25,8 @@ def oversample(
     if not enabled:
         note(f"{source}: only {have} of {wanted} requests available; --no-oversample keeps {have}")
         return requests
-    picks = rng.integers(0, have, size=wanted - have)
-    extra = [replace(requests[p], request_id=f"{prefix}{have + i}") for i, p in enumerate(picks)]
+    rng = random.Random(seed)
+    extra = [replace(rng.choice(requests), request_id=f"{prefix}{have + i}") for i in range(wanted - have)]
     note(f"{source}: only {have} of {wanted} requests available; oversampled with replacement to {wanted}")
     return requests + extra
 

@@ -1,47 +1,55 @@
-"""Synthetic prompts of exact token lengths (vLLM's ``random`` dataset).
+"""Synthetic prompts of given token lengths (vLLM's ``random`` dataset), the same
+prompts ``vllm bench serve`` makes for the same flags and seed.
 
-Lengths, drawn in vLLM's order from ``default_rng(seed)`` so one seed gives the
-same lengths as ``vllm bench serve``::
+Every draw comes from ``default_rng(seed)``, in vLLM's order::
 
     real_in = input_len − (special tokens the tokenizer adds, e.g. a BOS)
     input  ~ U{⌊real_in·(1−r)⌋ … ⌈real_in·(1+r)⌉}      (integers, both ends)
     output ~ U{max(1, ⌊out·(1−r)⌋) … max(1, ⌈out·(1+r)⌉)}
     offset ~ U{0 … vocab−1}
+    prefix = random_prefix_len draws from ``allowed``, then fitted (below)
 
 Prompt i is ``prefix + allowed[(offset_i + i + k) mod |allowed|]`` for k < input_i,
-where ``allowed`` is the vocabulary without special tokens and ``prefix`` is one
-shared run of ``random_prefix_len`` random tokens; ``prompt_len = prefix_len + input_i``.
+where ``allowed`` is the vocabulary without special tokens.
 
-Decoding token ids and re-encoding the text does not give the same ids back (byte
-pieces, merges across the seam), so each prompt is decoded, re-encoded, trimmed or
-padded and tried again until the text encodes to exactly the target length *and*
-starts with the prefix's exact ids, so a server's prefix cache sees one prefix.
+Decoding ids and re-encoding the text does not give the same ids back (byte
+pieces, merges across a seam), so each sequence is *fitted* as vLLM fits it: decode,
+re-encode; too long → cut to the target; too short → append random ids drawn from the
+same generator; at most 10 corrections, after which the prompt keeps the length it
+has. The prompt is the last decoded text and ``prompt_len`` the length of its
+re-encoding, so ``prompt_len`` is always what the text encodes to. vLLM does not
+promise that a shared prefix survives the seam token for token; neither does this.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 
 import numpy as np
 
 from servelab.config import DatasetSpec
 from servelab.datasets.tokenizer import Tokenizer
-from servelab.errors import DatasetError, InputError
+from servelab.errors import InputError
 from servelab.records import SampleRequest
 
-MAX_ROUNDS = 40  # with Qwen3 most prompts settle in 2–3 rounds, the worst seen in 8; 40 means a bug
-REDRAW_AFTER = 8  # rounds before a stubborn body is replaced by fresh random tokens
+MAX_FIXES = 10  # vLLM's max_retry: corrections before a prompt keeps its length as is
+
+Draw = Callable[[int], list[int]]  # k random token ids, from the sampler's own generator
 
 
 def sample_random(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest]:
     rng = np.random.default_rng(spec.seed)
     input_lens, output_lens, offsets = draw_lengths(spec, tokenizer, rng)
     allowed = allowed_tokens(tokenizer)
-    prefix = random_prefix(tokenizer, spec.random_prefix_len, allowed, rng)
-    bodies = [
-        allowed[(int(offsets[i]) + i + np.arange(int(n))) % len(allowed)].tolist() for i, n in enumerate(input_lens)
-    ]
-    prompts = exact_prompts(tokenizer, prefix, bodies, allowed, rng)
+    draw = _generator_draw(rng, tokenizer.vocab_size)
+    prefix = random_prefix(tokenizer, spec.random_prefix_len, allowed, rng, draw)
+    seqs = [prefix + allowed[(int(offsets[i]) + i + np.arange(int(n))) % len(allowed)].tolist()
+            for i, n in enumerate(input_lens)]
+    # vLLM's target counts the asked prefix length, even if fitting the prefix missed it
+    targets = [spec.random_prefix_len + int(n) for n in input_lens]
+    prompts = fit_lengths(tokenizer, seqs, targets, draw)
     return [
         SampleRequest(text, len(ids), int(output_lens[i]), f"{spec.request_id_prefix}{i}")
         for i, (text, ids) in enumerate(prompts)
@@ -74,66 +82,76 @@ def draw_lengths(
 
 
 def allowed_tokens(tokenizer: Tokenizer) -> np.ndarray:
-    """Base-vocabulary ids that are not special tokens (a random prompt must not
-    contain an end-of-sequence or chat-marker token)."""
+    """Base-vocabulary ids that are not special tokens, ascending (a random prompt
+    must not contain an end-of-sequence or chat-marker token)."""
     return np.setdiff1d(np.arange(tokenizer.vocab_size), np.fromiter(tokenizer.special_ids, dtype=np.int64))
 
 
-def random_prefix(tokenizer: Tokenizer, length: int, allowed: np.ndarray, rng: np.random.Generator) -> list[int]:
-    """Token ids of ``length`` random tokens whose text encodes back to exactly them."""
+def random_prefix(tokenizer: Tokenizer, length: int, allowed: np.ndarray, rng: np.random.Generator,
+                  draw: Draw) -> list[int]:
+    """Token ids of ``length`` random tokens, fitted so their text encodes back to them."""
     if length <= 0:
         return []
-    draw = allowed[rng.integers(0, len(allowed), size=length)].tolist()
-    [(_, ids)] = exact_prompts(tokenizer, [], [draw], allowed, rng)
-    return ids
+    ids = allowed[rng.integers(0, len(allowed), size=length)].tolist()
+    [(_, fitted)] = fit_lengths(tokenizer, [ids], [length], draw)
+    return fitted
 
 
-def exact_prompts(
-    tokenizer: Tokenizer, prefix: list[int], bodies: list[list[int]], allowed: np.ndarray, rng: np.random.Generator
-) -> list[tuple[str, list[int]]]:
-    """For each body, (text, ids) with ``encode(text) == ids``, ``ids`` starting
-    with ``prefix`` and ``len(ids) == len(prefix) + len(body)``.
+def fit_lengths(tokenizer: Tokenizer, seqs: list[list[int]], targets: list[int],
+                draw: Draw) -> list[tuple[str, list[int]]]:
+    """(text, ids) per sequence after vLLM's fitting (module docstring); ``encode(text) == ids``.
 
-    All unfinished prompts go through one batched decode/encode per round.
+    Same results as fitting one sequence after another, faster: sequences are
+    decoded and re-encoded in batches while they need no random ids; a sequence
+    that does is set aside and finished later, in order, so the generator hands
+    out its ids in the same order as vLLM's one-at-a-time loop.
     """
-    targets = [len(prefix) + len(body) for body in bodies]
-    current = [prefix + body for body in bodies]
-    done: list[tuple[str, list[int]] | None] = [None] * len(bodies)
-    pending = list(range(len(bodies)))
-    for round_ in range(MAX_ROUNDS):
+    done: list[tuple[str, list[int]] | None] = [None] * len(seqs)
+    fixes_left = [MAX_FIXES] * len(seqs)
+    current = [list(s) for s in seqs]
+    pending, short = list(range(len(seqs))), []
+    while pending:
         texts = tokenizer.decode_batch([current[i] for i in pending])
         encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
         retry = []
         for i, text, ids in zip(pending, texts, encoded):
-            if len(ids) == targets[i] and ids[: len(prefix)] == prefix:
+            if fixes_left[i] <= 0 or len(ids) == targets[i]:
                 done[i] = (text, ids)
-            else:
-                current[i] = prefix + _refit(current[i], ids, len(prefix), targets[i], allowed, rng, round_)
+            elif len(ids) > targets[i]:
+                current[i], fixes_left[i] = ids[: targets[i]], fixes_left[i] - 1
                 retry.append(i)
-        if not (pending := retry):
-            return done  # type: ignore[return-value]
-    raise DatasetError(f"could not build {len(pending)} prompt(s) of exactly the asked token length "
-                       f"in {MAX_ROUNDS} decode/re-encode rounds with tokenizer {tokenizer.name}")
+            else:
+                current[i] = ids
+                short.append(i)
+        pending = retry
+    for i in sorted(short):
+        done[i] = _fit_one(tokenizer, current[i], targets[i], fixes_left[i], draw)
+    _warn_mismatch(done, targets)
+    return done  # type: ignore[return-value]
 
 
-def _refit(
-    tried: list[int], got: list[int], prefix_len: int, target: int, allowed: np.ndarray,
-    rng: np.random.Generator, round_: int,
-) -> list[int]:
-    """The next body to try after ``tried`` re-encoded to ``got``.
+def _fit_one(tokenizer: Tokenizer, ids: list[int], target: int, fixes_left: int, draw: Draw) -> tuple[str, list[int]]:
+    """Finish fitting ``ids``, which just re-encoded short of ``target``."""
+    while True:
+        if len(ids) < target:
+            ids = ids + draw(target - len(ids))
+        else:
+            ids = ids[:target]
+        fixes_left -= 1
+        text = tokenizer.decode(ids)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if fixes_left <= 0 or len(ids) == target:
+            return text, ids
 
-    When the prefix survived, keep what the tokenizer made of the body (vLLM's
-    way); when it merged with the body, change the body's first token so the
-    seam differs. Stubborn cases start over from fresh random tokens.
-    """
-    body_len = target - prefix_len
-    if (round_ + 1) % REDRAW_AFTER == 0:
-        body = []
-    elif got[:prefix_len] == tried[:prefix_len]:
-        body = got[prefix_len:target]
-    else:
-        body = tried[prefix_len:target]
-        if body:
-            body[0] = int(allowed[rng.integers(0, len(allowed))])
-    missing = body_len - len(body)
-    return body + (allowed[rng.integers(0, len(allowed), size=missing)].tolist() if missing > 0 else [])
+
+def _warn_mismatch(done, targets: list[int]) -> None:
+    off = sum(1 for (_, ids), t in zip(done, targets) if len(ids) != t)
+    if off:
+        print(f"servelab: note: {off} prompt(s) still differ from their target length after "
+              f"{MAX_FIXES} decode/re-encode corrections (as in vLLM); prompt_len counts what is sent",
+              file=sys.stderr)
+
+
+def _generator_draw(rng: np.random.Generator, vocab_size: int) -> Draw:
+    # vLLM pads from the whole base vocabulary, not only ``allowed``
+    return lambda k: rng.integers(0, vocab_size, size=k).tolist()

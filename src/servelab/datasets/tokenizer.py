@@ -42,6 +42,7 @@ class Tokenizer(Protocol):
     vocab_size: int
     special_ids: frozenset[int]
     num_special_tokens: int
+    source_files: tuple[Path, ...]  # what it was read from: the prepared-request cache hashes them
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]: ...
 
@@ -49,9 +50,11 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
+    def vocab_ids(self) -> list[int]: ...
+
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
-    def apply_chat_template(self, prompt: str) -> str: ...
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str: ...
 
 
 class FastTokenizer:
@@ -72,6 +75,7 @@ class FastTokenizer:
         self.num_special_tokens = self._tok.num_special_tokens_to_add(False)
         self._config = _read_tokenizer_config(path.parent)
         self._template = _read_chat_template(path.parent, self._config)
+        self.source_files = (path, path.parent / "tokenizer_config.json", path.parent / "chat_template.jinja")
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
@@ -81,6 +85,10 @@ class FastTokenizer:
         encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [e.ids for e in encodings]
 
+    def vocab_ids(self) -> list[int]:
+        """Every id of the vocabulary, added tokens included (Hugging Face's ``get_vocab``)."""
+        return list(self._tok.get_vocab(with_added_tokens=True).values())
+
     def decode(self, ids: list[int]) -> str:
         # Hugging Face's decode keeps special tokens by default; tokenizers' drops them.
         return self._tok.decode(list(ids), skip_special_tokens=False)
@@ -88,13 +96,18 @@ class FastTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return self._tok.decode_batch([list(ids) for ids in batch], skip_special_tokens=False)
 
-    def apply_chat_template(self, prompt: str) -> str:
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+        """``template_kwargs`` (--chat-template-kwargs) are variables the template reads,
+        e.g. ``enable_thinking``, as transformers passes them; ``system``: a system turn first."""
         if self._template is None:
             raise TokenizerError(
                 f"tokenizer {self.name} has no chat template (no chat_template in "
                 "tokenizer_config.json or chat_template.jinja); pass --skip-chat-template"
             )
-        return render_chat_template(self._template, prompt, self._config)
+        return render_chat_template(self._template, prompt, self._config, template_kwargs, system)
+
+
+WEIGHTS = {".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"}
 
 
 class HFTokenizer:
@@ -113,6 +126,8 @@ class HFTokenizer:
         self.vocab_size = int(self._tok.vocab_size)
         self.special_ids = frozenset(self._tok.all_special_ids)
         self.num_special_tokens = int(self._tok.num_special_tokens_to_add())
+        # the folder may be a whole model: its weights are not the tokenizer and would take seconds to hash
+        self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix not in WEIGHTS))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
@@ -123,13 +138,17 @@ class HFTokenizer:
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids))
 
+    def vocab_ids(self) -> list[int]:
+        return list(self._tok.get_vocab().values())
+
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]
 
-    def apply_chat_template(self, prompt: str) -> str:
-        messages = [{"role": "user", "content": prompt}]
+    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+        messages = chat_messages(prompt, system)
         try:
-            return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                 **template_kwargs)
         except ValueError as exc:  # no template
             raise TokenizerError(f"tokenizer {self.name}: {exc}; pass --skip-chat-template") from exc
 
@@ -236,19 +255,25 @@ def _read_chat_template(folder: Path, config: dict) -> str | None:
     return template
 
 
-def render_chat_template(template: str, prompt: str, config: dict) -> str:
-    """One user turn rendered the way ``transformers.apply_chat_template`` does,
-    with the generation prompt appended."""
+def render_chat_template(template: str, prompt: str, config: dict, template_kwargs: dict | None = None,
+                         system: str | None = None) -> str:
+    """One user turn (after ``system``'s, if given) rendered the way ``transformers.apply_chat_template``
+    does, with the generation prompt appended; ``template_kwargs`` become template variables."""
     env = _template_env()  # first: it turns a missing jinja2 into a TokenizerError
     from jinja2.exceptions import TemplateError
 
     tokens = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     try:
-        return env.from_string(template).render(
-            messages=[{"role": "user", "content": prompt}], add_generation_prompt=True, **tokens
-        )
+        context = {**tokens, **(template_kwargs or {}),
+                   "messages": chat_messages(prompt, system), "add_generation_prompt": True}
+        return env.from_string(template).render(**context)
     except TemplateError as exc:
         raise TokenizerError(f"chat template failed: {exc}") from exc
+
+
+def chat_messages(prompt: str, system: str | None = None) -> list[dict]:
+    user = [{"role": "user", "content": prompt}]
+    return user if system is None else [{"role": "system", "content": system}, *user]
 
 
 def _template_env():

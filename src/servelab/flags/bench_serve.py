@@ -9,10 +9,15 @@ import argparse
 import math
 
 from servelab.config import BenchSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
-from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args
+from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
+from servelab.flags.multi_turn import add_multi_turn_arguments, check_multi_turn, multi_turn_spec
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
+# vLLM 0.32's --backend choices, in its order; servelab speaks the first three (client/openai.BACKENDS)
+BACKEND_NAMES = ("vllm", "openai", "openai-chat", "openai-responses", "openai-audio", "openai-embeddings",
+                 "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
+                 "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank")
 
 
 # Flags servelab sets itself for each run of a study, sweep or tune (results/<name>/…):
@@ -24,8 +29,9 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     """Every ``servelab bench`` flag; ``runs_owned``: hide RUN_OWNED_DESTS' flags."""
     add_dataset_arguments(p)
     g = p.add_argument_group("server")
-    g.add_argument("--backend", default="openai", choices=["vllm", "openai", "openai-chat"],
-                   help="API dialect: completions (vllm, openai) or chat completions (default: %(default)s)")
+    g.add_argument("--backend", default="openai", choices=BACKEND_NAMES,
+                   help="API dialect: completions (vllm, openai) or chat completions (openai-chat); vLLM's "
+                        "responses, audio, embedding and pooling backends are an error (default: %(default)s)")
     g.add_argument("--base-url", default=None, help="server base URL, instead of --host/--port")
     g.add_argument("--host", default="127.0.0.1", help="server host (default: %(default)s)")
     g.add_argument("--port", type=int, default=8000, help="server port (default: %(default)s)")
@@ -36,6 +42,9 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     g.add_argument("--insecure", action="store_true", help="skip TLS certificate checks")
     g.add_argument("--ready-check-timeout-sec", type=int, default=0,
                    help="retry one request until the server answers, up to this long (default: %(default)s: no check)")
+    g.add_argument("--profile", action="store_true",
+                   help="POST the server's /start_profile before the run and /stop_profile after it "
+                        "(vLLM serves them when started with --profiler-config)")
     g = p.add_argument_group("load")
     g.add_argument("--request-rate", type=float, default=float("inf"),
                    help="requests per second; inf sends every request at once (default: %(default)s)")
@@ -51,14 +60,37 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="drive the load from every node of a Ray cluster (default address: auto), one "
                         "shard per node, clocks aligned by an NTP-style exchange; needs servelab[ray]")
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
+    g.add_argument("--ramp-up-strategy", default=None, choices=["linear", "exponential"],
+                   help="move the rate from --ramp-up-start-rps to --ramp-up-end-rps over the requests, "
+                        "request i at progress i/(n-1) (not with --request-rate)")
+    g.add_argument("--ramp-up-start-rps", type=int, default=None, help="the ramp's first rate (req/s)")
+    g.add_argument("--ramp-up-end-rps", type=int, default=None, help="the ramp's last rate (req/s)")
+    g.add_argument("--self-timed", action=argparse.BooleanOptionalAction, default=None,
+                   help="send at the trace's own timestamps (timed_trace only; its default) or not")
+    g.add_argument("--probe-request-rate", type=float, default=0.0,
+                   help="one-token probe requests ('Hi') at about this rate beside the load, outside "
+                        "--max-concurrency, their latency reported apart (default: %(default)s: none)")
     g = p.add_argument_group("requests")
     g.add_argument("--ignore-eos", action="store_true", help="ask the server to generate the full output length")
     g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
+    g.add_argument("--logprobs", type=int, default=None,
+                   help="logprobs per token (completions: sent as null when not given, as vLLM)")
+    g.add_argument("--use-beam-search", action="store_true",
+                   help="accepted for vLLM's command lines; vLLM 0.32's bench serve sends nothing for it, "
+                        "and neither does servelab (a note says so)")
+    g.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME",
+                   help="LoRA adapter names served: each request's model is one of them")
+    g.add_argument("--lora-assignment", default="random", choices=["random", "round-robin"],
+                   help="which adapter each request gets (default: %(default)s, seeded by --seed)")
     s = p.add_argument_group("sampling parameters")
     s.add_argument("--temperature", type=float, default=None, help="sent only when given")
     s.add_argument("--top-p", type=float, default=None, help="sent only when given")
     s.add_argument("--top-k", type=int, default=None, help="sent only when given")
     s.add_argument("--min-p", type=float, default=None, help="sent only when given")
+    s.add_argument("--frequency-penalty", type=float, default=None, help="sent only when given")
+    s.add_argument("--presence-penalty", type=float, default=None, help="sent only when given")
+    s.add_argument("--repetition-penalty", type=float, default=None,
+                   help="sent only when given (completions otherwise carry 1.0, as vLLM's)")
     g = p.add_argument_group("results")
     _add_result_files(g, hidden=runs_owned)
     g.add_argument("--metadata", metavar="KEY=VALUE", nargs="*", help="extra keys for the result JSON")
@@ -71,6 +103,15 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
                    help="time between telemetry samples (default %(default)s)")
+    g.add_argument("--plot-timeline", action="store_true",
+                   help="write <result>.timeline.html: each request's prefill and inter-token gaps over time")
+    g.add_argument("--timeline-itl-thresholds", default="25,50", metavar="MS,MS",
+                   help="ITL colours of the timeline: green below the first, orange, red above the second "
+                        "(default: %(default)s)")
+    g.add_argument("--plot-dataset-stats", action="store_true",
+                   help="write <result>.dataset_stats.png: prompt, output and total token histograms "
+                        "(needs matplotlib)")
+    add_multi_turn_arguments(p)
     p.add_argument("--simulate", action="store_true",
                    help="no server: run the requests through servelab's simulated vLLM scheduler "
                         "(the --sim-* flags) and label every number SIMULATED")
@@ -143,6 +184,11 @@ def check_spec(spec: BenchSpec) -> None:
     """The checks a spec must pass however it was built (flags, a study file, code)."""
     from servelab.errors import InputError
 
+    from servelab.flags.unsupported import check_backend, check_dataset, check_skip_tokenizer
+
+    check_backend(spec.server.backend)
+    check_dataset(spec.dataset.name)
+    check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
     load = spec.load
     if load.max_concurrency is not None and load.max_concurrency <= 0:
         raise InputError("--max-concurrency must be greater than 0")
@@ -157,6 +203,37 @@ def check_spec(spec: BenchSpec) -> None:
         raise InputError("--num-warmups must be >= 0")
     if not spec.output.telemetry_interval_s > 0:
         raise InputError("--telemetry-interval must be positive")
+    check_multi_turn(spec)
+    _check_ramp_up(load)
+    _check_self_timed(spec)
+    if not load.probe_request_rate >= 0:
+        raise InputError("--probe-request-rate must be >= 0")
+    if spec.request.logprobs is not None and spec.request.logprobs < 0:
+        raise InputError("--logprobs must be >= 0")
+
+
+def _check_ramp_up(load: LoadSpec) -> None:
+    """vLLM's rules for a ramp: no --request-rate beside it, both ends given, start <= end."""
+    from servelab.errors import InputError
+
+    if load.ramp_up_strategy is None:
+        return
+    if not math.isinf(load.request_rate):
+        raise InputError("--ramp-up-strategy sets the rate itself: do not give --request-rate")
+    start, end = load.ramp_up_start_rps, load.ramp_up_end_rps
+    if start is None or end is None:
+        raise InputError("--ramp-up-strategy needs both --ramp-up-start-rps and --ramp-up-end-rps")
+    if start > end:
+        raise InputError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
+    if start <= 0:  # vLLM stops on its first request (rate 0) or refuses exponential
+        raise InputError("--ramp-up-start-rps must be > 0 (the first request's rate)")
+
+
+def _check_self_timed(spec: BenchSpec) -> None:
+    from servelab.errors import InputError
+
+    if spec.load.self_timed is not None and spec.dataset.name != "timed_trace":
+        raise InputError("--self-timed/--no-self-timed is only for --dataset-name timed_trace")
 
 
 def _check_workers(spec: BenchSpec) -> None:
@@ -172,6 +249,10 @@ def _check_workers(spec: BenchSpec) -> None:
         raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
     if load.workers > 1 and spec.simulate is not None:
         raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
+    split = load.workers > 1 or load.ray is not None or spec.simulate is not None
+    for flag, on in (("--probe-request-rate", load.probe_request_rate > 0), ("--profile", spec.server.profile)):
+        if on and split:
+            raise InputError(f"{flag} runs in one client process: not with --workers, --ray or --simulate")
 
 
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
@@ -197,9 +278,14 @@ def parse_bench_spec(argv: list[str] | tuple[str, ...], prog: str = "servelab be
 
 def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpec:
     """The one place parsed bench flags become a ``BenchSpec``; every check happens here."""
+    from servelab.flags.unsupported import check_flags
+
+    check_flags(args)
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
-                     dataset=dataset_spec_from_args(args, draw_ids=True), tokenizer=args.tokenizer,
-                     trust_remote_code=args.trust_remote_code, simulate=_simulate(args), argv=tuple(argv))
+                     dataset=dataset_spec_from_args(args, draw_ids=True), multi_turn=multi_turn_spec(args),
+                     tokenizer=args.tokenizer,
+                     trust_remote_code=args.trust_remote_code, tokenizer_mode=args.tokenizer_mode,
+                     skip_tokenizer_init=args.skip_tokenizer_init, simulate=_simulate(args), argv=tuple(argv))
     check_spec(spec)
     return spec
 
@@ -216,19 +302,29 @@ def _server(args: argparse.Namespace) -> ServerSpec:
     base_url = (args.base_url or f"http://{args.host}:{args.port or 8000}").rstrip("/")
     return ServerSpec(base_url=base_url, backend=args.backend, endpoint=args.endpoint, model=args.model,
                       served_model_name=args.served_model_name,
-                      headers=tuple(key_values(args.header, "--header").items()), verify_tls=not args.insecure)
+                      headers=tuple(key_values(args.header, "--header").items()), verify_tls=not args.insecure,
+                      profile=args.profile)
 
 
 def _load(args: argparse.Namespace) -> LoadSpec:
     return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
-                    workers=args.workers, ray=args.ray, num_warmups=args.num_warmups, ready_check_timeout_s=args.ready_check_timeout_sec)
+                    workers=args.workers, ray=args.ray, num_warmups=args.num_warmups,
+                    ready_check_timeout_s=args.ready_check_timeout_sec, ramp_up_strategy=args.ramp_up_strategy,
+                    ramp_up_start_rps=args.ramp_up_start_rps, ramp_up_end_rps=args.ramp_up_end_rps,
+                    self_timed=args.self_timed, probe_request_rate=args.probe_request_rate)
+
+
+SAMPLING_DESTS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+                  "repetition_penalty")
 
 
 def _request(args: argparse.Namespace) -> RequestSpec:
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p}
+    sampling = {k: getattr(args, k) for k in SAMPLING_DESTS}
     return RequestSpec(ignore_eos=args.ignore_eos,
                        sampling=tuple((k, v) for k, v in sampling.items() if v is not None),
-                       extra_body=tuple(extra_body(args.extra_body).items()))
+                       extra_body=tuple(json_object(args.extra_body, "--extra-body").items()),
+                       logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
+                       lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search)
 
 
 def _output(args: argparse.Namespace) -> OutputSpec:
@@ -239,21 +335,19 @@ def _output(args: argparse.Namespace) -> OutputSpec:
         metadata=tuple(key_values(args.metadata, "--metadata").items()), percentile_metrics=tuple(selected),
         metric_percentiles=tuple(pcts), goodput=tuple(parse_goodput(args.goodput).items()),
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,
-        telemetry_interval_s=args.telemetry_interval)
+        telemetry_interval_s=args.telemetry_interval, plot_timeline=args.plot_timeline,
+        plot_dataset_stats=args.plot_dataset_stats,
+        timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds))
 
 
-def extra_body(text: str | None) -> dict:
-    """``--extra-body``: a JSON object, or nothing."""
-    import json
-
+def parse_itl_thresholds(text: str) -> tuple[float, float]:
+    """``--timeline-itl-thresholds``: two increasing millisecond values, ``"25,50"``."""
     from servelab.errors import InputError
 
-    if not text:
-        return {}
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"--extra-body: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise InputError("--extra-body: must be a JSON object")
-    return value
+        values = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 2 or not 0 <= values[0] <= values[1]:
+        raise InputError(f"--timeline-itl-thresholds: expected two increasing values in ms like 25,50, got {text!r}")
+    return values  # type: ignore[return-value]

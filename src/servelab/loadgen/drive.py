@@ -10,6 +10,7 @@ goes on (loadgen/digest.py), so memory does not grow with the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import resource
 import time
@@ -21,8 +22,8 @@ from servelab.client import openai
 from servelab.config import LoadSpec
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
-from servelab.errors import ServerError
-from servelab.loadgen.arrivals import arrival_offsets_ns
+from servelab.errors import InputError, ServerError
+from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, trace_offsets_ns
 from servelab.loadgen.digest import Digest
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
 from servelab.metrics.tally import Tally
@@ -41,6 +42,17 @@ class BenchConfig:
     headers: dict = field(default_factory=dict)
     seed: int = 0
     verify_tls: bool = True
+    logprobs: int | None = None
+    profile: bool = False  # POST /start_profile after the warm-ups, /stop_profile after the run
+    # request id -> the model name it carries (--lora-modules); others carry ``model``
+    request_models: dict = field(default_factory=dict)
+    # OPENAI_API_KEY, sent as "Authorization: Bearer"; kept out of repr so no log or
+    # result that prints a config can show it
+    api_key: str | None = field(default=None, repr=False)
+
+    def auth_headers(self) -> dict:
+        """Authorization first, so a --header of the same name overrides it (as in vLLM)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
 @dataclass(slots=True)
@@ -52,6 +64,7 @@ class BenchRun:
     wall_start: float  # time.time() at t0, the run's wall-clock anchor
     client_cpu_s: float
     server_models: dict | None = None
+    probes: list[RequestRecord] = field(default_factory=list)  # --probe-request-rate's requests
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -60,9 +73,11 @@ class BenchRun:
 
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
-    body = openai.request_body(config.kind, config.model, s.prompt, s.expected_output_len,
-                               config.ignore_eos, config.extra_body)
-    headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": request_id}
+    model = config.request_models.get(s.request_id, config.model)
+    body = openai.request_body(config.kind, model, s.prompt, s.expected_output_len,
+                               config.ignore_eos, config.extra_body, config.logprobs)
+    headers = {"Content-Type": "application/json", **config.auth_headers(), **config.headers,
+               "X-Request-Id": request_id}
     return pool.build("POST", config.endpoint, body, headers)
 
 
@@ -76,6 +91,9 @@ class Payloads:
     """Request ``i``'s bytes: the first ones serialized before the clock starts, the rest when asked."""
 
     def __init__(self, config: BenchConfig, samples: list[SampleRequest], pool: Pool) -> None:
+        if config.kind == "chat" and samples and not isinstance(samples[0].prompt, str):
+            raise InputError("this dataset sends token ids (as vLLM's timed_trace does); "
+                             "use a completions backend (--backend vllm or openai)")
         self.config, self.samples, self.pool = config, samples, pool
         self.built: list[bytes] = []
         size = 0
@@ -97,9 +115,9 @@ class Payloads:
         return serialize(self.config, s, self.pool, s.request_id)
 
 
-async def fetch_models(pool: Pool) -> dict | None:
+async def fetch_models(pool: Pool, headers: dict | None = None) -> dict | None:
     """The server's ``/v1/models`` answer, for provenance and a default model."""
-    resp = await pool.request("GET", "/v1/models")
+    resp = await pool.request("GET", "/v1/models", headers=headers)
     if resp.error or resp.status != 200:
         return None
     try:
@@ -150,7 +168,7 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
                     max_age_ns=None if digest_age_s is None else int(digest_age_s * 1e9))
     try:
         payloads = Payloads(config, samples, pool)
-        models = await fetch_models(pool)
+        models = await fetch_models(pool, {**config.auth_headers(), **config.headers})
         # probes and warm-ups reuse the first prompt under their own ids, so a
         # server-side log never shows one request id twice
         probe = serialize(config, samples[0], pool, f"{samples[0].request_id}-warmup")
@@ -158,22 +176,29 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
             await wait_ready(config, pool, probe)
         if config.load.num_warmups > 0:
             await warm_up(config, pool, probe)
-        offsets = offsets_ns if offsets_ns is not None else schedule(config, len(samples))
+        if config.profile:
+            await profile(config, pool, "start")
+        offsets = offsets_ns if offsets_ns is not None else schedule(config, samples)
         await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
         digesting = asyncio.ensure_future(digest.run())
+        probing = start_probes(config, samples[0])
         try:
             outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters,
                                          t0, on_done=digest.push)
-        finally:
+        finally:  # the probes end with the run, however it ends
             digesting.cancel()
+            probes = await probing.finish() if probing else []
         cpu = _cpu_s() - cpu0  # the run's own; what is left to parse is off the clock
         await _raise_from(digesting)
+        if config.profile:
+            await profile(config, pool, "stop")
     finally:
         pool.close()
     digest.flush()  # a request cut in flight was not answered: not measured, not a failure
-    return BenchRun(getattr(sink, "tally", None), outcome, wall0, cpu, models)
+    probe_records = [to_record(config.kind, s, a, tokenizer) for s, a in probes]
+    return BenchRun(getattr(sink, "tally", None), outcome, wall0, cpu, models, probe_records)
 
 
 async def _raise_from(task: asyncio.Task) -> None:
@@ -184,10 +209,74 @@ async def _raise_from(task: asyncio.Task) -> None:
         pass
 
 
-def schedule(config: BenchConfig, n: int):
-    """The run's arrival offsets, drawn from its seed: the same for one worker or many."""
-    return arrival_offsets_ns(n, config.load.request_rate, config.load.burstiness,
-                              np.random.default_rng(config.seed))
+async def profile(config: BenchConfig, pool: Pool, action: str) -> None:
+    """vLLM's server profiler (served when it runs with --profiler-config): start or stop.
+    A refusal is said in one line and the run goes on, as in vLLM."""
+    print(f"{'Starting' if action == 'start' else 'Stopping'} profiler...", flush=True)
+    resp = await pool.request("POST", f"/{action}_profile", headers={**config.auth_headers(), **config.headers})
+    if not resp.error and resp.status == 200:
+        print(f"Profiler {action}ed" if action == "start" else "Profiler stopped", flush=True)
+        return
+    why = resp.error or openai.http_error(resp.status, resp.reason, resp.body())
+    print(f"servelab: WARNING /{action}_profile failed ({why}); is the server started with --profiler-config?",
+          flush=True)
+
+
+def schedule(config: BenchConfig, samples: list[SampleRequest]):
+    """The run's arrival offsets: a trace's own send times when its requests carry
+    them (vLLM's self-timed replay; --no-self-timed draws instead), else drawn from the
+    seed as vLLM draws them — continuing the stream where the dataset left it
+    (``Sample.arrival_state``). A ramp (--ramp-up-strategy) gives each request its own
+    rate, by its index. The same for one worker or many."""
+    load = config.load
+    if load.self_timed is not False and samples and all(getattr(s, "timestamp_s", None) is not None
+                                                        for s in samples):
+        return trace_offsets_ns([s.timestamp_s for s in samples])
+    rng = arrival_rng(config.seed, getattr(samples, "arrival_state", None))
+    ramp = None if load.ramp_up_strategy is None else (
+        load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
+    return arrival_offsets_ns(len(samples), load.request_rate, load.burstiness, rng, ramp)
+
+
+class Probes:
+    """``--probe-request-rate``: one-token requests ('Hi') sent one after another, a
+    sleep of 1/rate between them, on their own connection and outside the concurrency
+    cap, while the run lasts (vLLM's loop: so "rate" is at most that, never more)."""
+
+    def __init__(self, config: BenchConfig, first: SampleRequest) -> None:
+        self.config, self.pool = config, Pool(config.base_url, verify_tls=config.verify_tls)
+        self.done: list[tuple[SampleRequest, Attempt]] = []
+        self.stop = asyncio.Event()
+        self.first_id = first.request_id
+        self.task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self) -> None:
+        interval = 1.0 / self.config.load.probe_request_rate
+        while not self.stop.is_set():
+            sample = SampleRequest("Hi", 1, 1, f"{self.first_id}-probe{len(self.done)}")
+            attempt = Attempt(index=len(self.done), intended_ns=time.perf_counter_ns())
+            attempt.dispatched_ns = attempt.intended_ns
+            attempt.response = await self.pool.send(serialize(self.config, sample, self.pool, sample.request_id),
+                                                    attempt.mark_sent)
+            self.done.append((sample, attempt))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), interval)
+
+    async def finish(self) -> list[tuple[SampleRequest, Attempt]]:
+        """Stop after the probe in flight (as vLLM waits for it) and hand back every probe."""
+        self.stop.set()
+        try:
+            await self.task
+        finally:
+            self.pool.close()
+        return self.done
+
+
+def start_probes(config: BenchConfig, first: SampleRequest) -> Probes | None:
+    return Probes(config, first) if config.load.probe_request_rate > 0 else None
+
+
+_CUT = "interrupted before completion"
 
 
 def _cpu_s() -> float:
@@ -202,6 +291,8 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
                 expected_output_len=sample.expected_output_len, intended_ns=a.intended_ns,
                 dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns or a.dispatched_ns)
     resp = a.response
+    if resp is None:  # cut in flight (multi-turn keeps its attempts; the digest never sees one)
+        return RequestRecord(**base, done_ns=a.sent_ns, error=_CUT)
     if resp.error:
         return RequestRecord(**base, done_ns=resp.done_ns, error=resp.error, http_status=resp.status or None)
     if resp.status != 200:
@@ -211,11 +302,14 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
     error = stream.error or _stream_problem(stream, resp.closed_early)
     text = "".join(stream.texts)
     n_out, source = _output_tokens(stream, text, tokenizer)
+    if stream.prompt_tokens is not None:  # the server's count, as vLLM's client takes it
+        base.update(prompt_len=int(stream.prompt_tokens), prompt_len_source="usage")
     return RequestRecord(
         **base, done_ns=resp.done_ns, token_ns=stream.token_ns,
         token_counts=split_counts(stream.texts, n_out, tokenizer), output_tokens=n_out,
         output_tokens_source=source, generated_text=text, error=error, http_status=200,
-        finished=stream.finished)
+        finished=stream.finished, first_reasoning_ns=stream.first_reasoning_ns,
+        first_answer_ns=stream.first_answer_ns)
 
 
 def _stream_problem(stream: openai.Stream, closed_early: bool) -> str | None:

@@ -110,7 +110,7 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     if len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
-    shards = split(samples, schedule(config, len(samples)), config.load.max_concurrency, len(nodes))
+    shards = split(samples, schedule(config, samples), config.load.max_concurrency, len(nodes))
     actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
     runs = [a.run.remote() for a in actors]
     if not all(ray.get([a.wait_ready.remote(300.0) for a in actors])):

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
-from servelab.loadgen.arrivals import arrival_offsets_ns
-from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.pacer import RunOutcome
 from servelab.metrics.summary import tally_of
 from servelab.records import RequestRecord, SampleRequest
@@ -25,11 +22,15 @@ from servelab.sim.simulate import Emission, SimResult, simulate
 
 
 def sim_requests(config: BenchConfig, samples: list[SampleRequest]) -> list[SimRequest]:
-    offsets = arrival_offsets_ns(len(samples), config.load.request_rate, config.load.burstiness,
-                                 np.random.default_rng(config.seed))
+    offsets = schedule(config, samples)  # the real run's schedule, ramp included
     return [SimRequest(int(off), s.prompt_len, s.expected_output_len or DEFAULT_OUTPUT_LEN,
-                       pseudo_token_ids(s.prompt, s.prompt_len))
+                       _ids(s))
             for off, s in zip(offsets, samples)]
+
+
+def _ids(s: SampleRequest) -> tuple[int, ...]:
+    # a trace replay's prompt already is token ids
+    return pseudo_token_ids(s.prompt, s.prompt_len) if isinstance(s.prompt, str) else tuple(s.prompt)
 
 
 def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: EngineLimits,

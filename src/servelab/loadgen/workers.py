@@ -127,7 +127,7 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, 
     ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
     if len(samples) < n:
         raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
-    shards = split(samples, schedule(config, len(samples)), config.load.max_concurrency, n)
+    shards = split(samples, schedule(config, samples), config.load.max_concurrency, n)
     ctx = mp.get_context("spawn")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     workers = [_start(ctx, config, s, tokenizer, core, go, t0) for s, core in zip(shards, _cores(n))]

@@ -53,7 +53,20 @@ def metric_rows(s: Summary, selected: list[str]) -> list[str]:
     return rows
 
 
+def probe_rows(probes: dict | None) -> list[str]:
+    """vLLM's "Probe Requests" rows (--probe-request-rate), after the throughput rows."""
+    if not probes:
+        return []
+    return ["{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"),
+            _row("Probe requests completed:", probes["probe_completed"]),
+            _row("Probe requests failed:", probes["probe_failed"]),
+            _row("Median probe E2EL (ms):", probes["probe_median_e2el_ms"], ".2f"),
+            _row("P99 probe E2EL (ms):", probes["probe_p99_e2el_ms"], ".2f"),
+            _row("Max probe E2EL (ms):", probes["probe_max_e2el_ms"], ".2f")]
+
+
 def console_block(s: Summary, *, max_concurrency: int | None, request_rate: float,
-                  selected: list[str]) -> str:
-    rows = head_rows(s, max_concurrency, request_rate) + metric_rows(s, selected) + ["=" * 50]
+                  selected: list[str], probes: dict | None = None) -> str:
+    rows = (head_rows(s, max_concurrency, request_rate) + probe_rows(probes) + metric_rows(s, selected)
+            + ["=" * 50])
     return "\n".join(rows)

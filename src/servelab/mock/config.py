@@ -44,6 +44,13 @@ class MockConfig:
     port: int = 8000
     close_after_response: bool = False
     max_open: int | None = None
+    # a reasoning model: the first reasoning_len tokens of a streamed chat reply are sent as
+    # ``delta.reasoning`` (vLLM 0.32's field), the rest as ``delta.content``; an event is
+    # reasoning when its first token is (with tokens_per_event > 1 it rounds up to events)
+    reasoning_len: int = 0
+    record_messages: bool = False  # keep each chat request's messages in the truth
+    root: str | None = None  # /v1/models' "root" (the path vLLM serves); None: the model name
+    keep_requests: bool = False  # the truth keeps every request's method, path, headers and body
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")
@@ -54,6 +61,7 @@ class MockConfig:
         _check(not bad, f"--failure-kinds: unknown {bad}; choose from {', '.join(FAILURE_KINDS)}")
         _check(self.max_open is None or self.max_open >= 1, "--max-open must be >= 1")
         _check(self.eos_len is None or self.eos_len >= 1, "--eos-len must be >= 1")
+        _check(self.reasoning_len >= 0, "--reasoning-len must be >= 0")
         lo, hi = self.output_len_range or (1, 1)
         _check(1 <= lo <= hi, "--output-len must be N or LO:HI with 1 <= LO <= HI")
 

@@ -61,7 +61,7 @@ class Wire:
         )
         text_key = '"delta":{"content":' if chat else '"text":'
         self.tail = text_key
-        self._cache: dict[tuple[int, int, str | None], bytes] = {}
+        self._cache: dict[tuple[int, int, str | None, bool], bytes] = {}
         self._mid: list[bytes | None] = [None] * len(WORDS)
 
     def role(self) -> bytes:
@@ -80,20 +80,24 @@ class Wire:
             ev = self._mid[i] = self._content(j * tpe, tpe, None)
         return ev
 
-    def content(self, first_token: int, n_tokens: int, finish_reason: str | None) -> bytes:
-        key = (first_token % len(WORDS), n_tokens, finish_reason)
+    def content(self, first_token: int, n_tokens: int, finish_reason: str | None,
+                reasoning: bool = False) -> bytes:
+        """Tokens ``first_token``.. as one event; ``reasoning``: as a chat reasoning delta."""
+        key = (first_token % len(WORDS), n_tokens, finish_reason, reasoning)
         ev = self._cache.get(key)
         if ev is None:
-            ev = self._cache[key] = self._content(first_token, n_tokens, finish_reason)
+            ev = self._cache[key] = self._content(first_token, n_tokens, finish_reason, reasoning)
         return ev
 
-    def _content(self, first_token: int, n_tokens: int, finish_reason: str | None) -> bytes:
+    def _content(self, first_token: int, n_tokens: int, finish_reason: str | None,
+                 reasoning: bool = False) -> bytes:
         text = json.dumps(text_for(first_token, n_tokens))
         close = "}" if self.chat else ""
         fr = json.dumps(finish_reason)
         extra = "" if self.chat else ',"prompt_token_ids":null'
+        tail = '"delta":{"reasoning":' if reasoning and self.chat else self.tail
         return sse(
-            f'{self.head}[{{"index":0,{self.tail}{text}{close},"logprobs":null,'
+            f'{self.head}[{{"index":0,{tail}{text}{close},"logprobs":null,'
             f'"finish_reason":{fr},"stop_reason":null{extra},"token_ids":null}}]}}'
         )
 
@@ -130,10 +134,10 @@ def error_body(message: str, status: int, kind: str) -> bytes:
     ).encode()
 
 
-def models_body(model: str, max_model_len: int, created: int) -> bytes:
+def models_body(model: str, max_model_len: int, created: int, root: str | None = None) -> bytes:
     card = {
         "id": model, "object": "model", "created": created, "owned_by": "servelab-mock",
-        "root": model, "parent": None, "max_model_len": max_model_len, "permission": [],
+        "root": root or model, "parent": None, "max_model_len": max_model_len, "permission": [],
     }
     return json.dumps({"object": "list", "data": [card]}, separators=(",", ":")).encode()
 

@@ -114,6 +114,9 @@ class MockServer:
     # -- routing -------------------------------------------------------------------
 
     def route(self, conn: Connection, req: http.Request, now: int) -> None:
+        if self.config.keep_requests and not req.path.startswith("/_servelab/"):
+            self.recorder.received.append({"method": req.method, "path": req.path, "headers": dict(req.headers),
+                                           "body": req.body.decode("utf-8", errors="replace")})
         route = ROUTES.get(req.path)
         if route is None:
             conn.reply(404, error_body(f"no route {req.path}", 404, "NotFoundError"), req.keep_alive)
@@ -129,7 +132,8 @@ class MockServer:
         self._generate(conn, req, now, chat=True)
 
     def _models(self, conn: Connection, req: http.Request, now: int) -> None:
-        conn.reply(200, models_body(self.config.model, self.config.max_model_len, self._created), req.keep_alive)
+        body = models_body(self.config.model, self.config.max_model_len, self._created, self.config.root)
+        conn.reply(200, body, req.keep_alive)
 
     def _ok(self, conn: Connection, req: http.Request, now: int) -> None:
         conn.reply(200, b"", req.keep_alive)
@@ -164,6 +168,8 @@ class MockServer:
         rid = _request_id(req.headers.get("x-request-id") or ask.request_id) or f"mock-{next(self._ids)}"
         log = RequestLog(rid, "chat" if chat else "completions", ask.stream, now, conn.wire_ns)
         log.prompt_tokens = ask.prompt_tokens
+        if self.config.record_messages:
+            log.messages = ask.messages
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
         log.planned_tokens = plan.n_tokens
         self.recorder.begin(log)
@@ -213,6 +219,9 @@ ROUTES = {
     "/health": ("GET", MockServer._ok),
     "/metrics": ("GET", MockServer._metrics),
     "/reset_prefix_cache": ("POST", MockServer._ok),
+    # vLLM serves these when started with --profiler-config; the mock has nothing to profile
+    "/start_profile": ("POST", MockServer._ok),
+    "/stop_profile": ("POST", MockServer._ok),
     "/_servelab/truth": ("GET", MockServer._truth),
     "/_servelab/truth/reset": ("POST", MockServer._truth_reset),
 }
@@ -228,6 +237,7 @@ class Ask:
     ignore_eos: bool
     prompt_tokens: int
     request_id: object
+    messages: object = None  # a chat request's messages, as received
 
     @classmethod
     def parse(cls, body: object, chat: bool, default_max_tokens: int) -> Ask:
@@ -243,6 +253,7 @@ class Ask:
             ignore_eos=bool(body.get("ignore_eos")),
             prompt_tokens=estimate_prompt_tokens(body.get("messages") if chat else body.get("prompt")),
             request_id=body.get("request_id"),
+            messages=body.get("messages") if chat else None,
         )
 
 
@@ -358,7 +369,7 @@ class Generation:
 
     __slots__ = (
         "server", "conn", "log", "wire", "plan", "keep_alive", "include_usage",
-        "tpe", "n_events", "stop_at", "sent", "base_ns", "itl_ns", "role_pending",
+        "tpe", "n_events", "stop_at", "sent", "base_ns", "itl_ns", "role_pending", "reasoning_len",
     )
 
     def __init__(self, server: MockServer, conn: Connection, log: RequestLog, wire: Wire,
@@ -377,6 +388,7 @@ class Generation:
         last = 0 if log.stream else (streamed_events - 1) * self.itl_ns
         self.base_ns = round(cfg.ttft_ms * 1e6) + last
         self.role_pending = wire.chat and log.stream
+        self.reasoning_len = cfg.reasoning_len if wire.chat else 0
 
     def admit(self, now: int) -> None:
         self.log.admit_ns = now
@@ -393,7 +405,7 @@ class Generation:
             return self.base_ns
         due = self.n_events if self.itl_ns == 0 else (now - self.base_ns) // self.itl_ns + 1
         upto = min(due, self.stop_at, self.sent + BATCH)
-        if upto == self.sent + 1 and 0 < upto < self.n_events and self.log.stream:
+        if upto == self.sent + 1 and 0 < upto < self.n_events and self.log.stream and not self.role_pending:
             self._write_one()  # the paced steady state: one middle event, no joins
         elif upto > self.sent:
             self._write(upto) if self.log.stream else self._write_full()
@@ -404,7 +416,11 @@ class Generation:
 
     def _write_one(self) -> None:
         tpe = self.tpe
-        event = self.wire.middle(self.sent, tpe)
+        first = self.sent * tpe
+        if first < self.reasoning_len:
+            event = self.wire.content(first, tpe, None, reasoning=True)
+        else:
+            event = self.wire.middle(self.sent, tpe)
         t = perf_counter_ns()
         self.conn.transport.write(event)
         self.log.event_ns.append(t)
@@ -435,7 +451,8 @@ class Generation:
         for j in range(self.sent, upto):
             first = j * tpe
             k = tpe if first + tpe <= n else n - first
-            parts.append(content(first, k, self.plan.finish_reason if j == last else None))
+            parts.append(content(first, k, self.plan.finish_reason if j == last else None,
+                                 first < self.reasoning_len))
             tokens.append(k)
         return parts, tokens
 

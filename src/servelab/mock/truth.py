@@ -16,11 +16,14 @@ JSON shape (``Truth.to_dict``)::
                                                 # events sent in one write share its time
                    "finish": "ok"|"http500"|"abort"|"stall"|"disconnect"|"stopped"|null,
                    "finish_reason": "length"|"stop"|null,
-                   "prompt_tokens", "planned_tokens", "output_tokens"}, ...],
+                   "prompt_tokens", "planned_tokens", "output_tokens",
+                   "messages"|null}, ...],           # with record_messages: the chat messages received
      "open": {"t_ns": [int, ...], "n": [int, ...]}}   # open requests after each edge
 """
 
 from __future__ import annotations
+
+import json
 
 from dataclasses import asdict, dataclass
 from time import perf_counter_ns
@@ -31,7 +34,7 @@ class RequestLog:
 
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
-        "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens",
+        "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -49,6 +52,7 @@ class RequestLog:
         self.finish_reason: str | None = None
         self.prompt_tokens = 0
         self.planned_tokens = 0
+        self.messages: object = None  # a chat request's messages (MockConfig.record_messages)
 
     def to_dict(self) -> dict:
         return {
@@ -57,7 +61,7 @@ class RequestLog:
             "event_ns": list(self.event_ns), "event_tokens": list(self.event_tokens),
             "finish": self.finish, "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
-            "output_tokens": sum(self.event_tokens),
+            "output_tokens": sum(self.event_tokens), "messages": self.messages,
         }
 
 
@@ -73,6 +77,7 @@ class Recorder:
         # In-flight requests keep their (now detached) logs; the open count carries over.
         self.start_ns = perf_counter_ns()
         self.requests: list[RequestLog] = []
+        self.received: list[dict] = []  # with keep_requests: method, path, headers, body of each
         self.open_t: list[int] = [self.start_ns]
         self.open_n: list[int] = [self.open]
 
@@ -96,7 +101,7 @@ class Recorder:
         return {
             "clock": "perf_counter_ns", "config": self.config_dict, "start_ns": self.start_ns,
             "requests": [r.to_dict() for r in self.requests],
-            "open": {"t_ns": list(self.open_t), "n": list(self.open_n)},
+            "open": {"t_ns": list(self.open_t), "n": list(self.open_n)}, "received": list(self.received),
         }
 
     def snapshot(self) -> Truth:
@@ -119,6 +124,7 @@ class RequestTruth:
     planned_tokens: int
     output_tokens: int
     wire_ns: int | None = None
+    messages: list | None = None  # recorded only with MockConfig.record_messages
 
     @property
     def arrived_ns(self) -> int:
@@ -145,6 +151,11 @@ class Truth:
     requests: tuple[RequestTruth, ...]
     open_t_ns: tuple[int, ...]
     open_n: tuple[int, ...]
+    received: tuple[dict, ...] = ()  # with keep_requests: what each request carried
+
+    def bodies(self, path: str) -> list[dict]:
+        """The JSON bodies received on ``path``, in arrival order."""
+        return [json.loads(r["body"]) for r in self.received if r["path"] == path and r["body"]]
 
     @classmethod
     def from_dict(cls, d: dict) -> Truth:
@@ -152,14 +163,15 @@ class Truth:
             RequestTruth(**{**r, "event_ns": tuple(r["event_ns"]), "event_tokens": tuple(r["event_tokens"])})
             for r in d["requests"]
         )
-        return cls(d["config"], d["start_ns"], reqs, tuple(d["open"]["t_ns"]), tuple(d["open"]["n"]))
+        return cls(d["config"], d["start_ns"], reqs, tuple(d["open"]["t_ns"]), tuple(d["open"]["n"]),
+                   tuple(d.get("received", ())))
 
     def to_dict(self) -> dict:
         return {
             "clock": "perf_counter_ns", "config": self.config, "start_ns": self.start_ns,
             "requests": [{**asdict(r), "event_ns": list(r.event_ns), "event_tokens": list(r.event_tokens)}
                          for r in self.requests],
-            "open": {"t_ns": list(self.open_t_ns), "n": list(self.open_n)},
+            "open": {"t_ns": list(self.open_t_ns), "n": list(self.open_n)}, "received": list(self.received),
         }
 
     def by_id(self) -> dict[str, RequestTruth]:

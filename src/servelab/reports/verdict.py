@@ -22,54 +22,18 @@ have no noise: they are the same or not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from servelab.metrics.noise import (  # the rule itself, shared with `servelab scale`
+    BETTER, NOISE, NOISE_FLOOR, SAME, TAIL_FACTOR, UNKNOWN, WORSE, Spread, verdict,
+)
 
-NOISE_FLOOR = 0.10
-TAIL_FACTOR = 2.0  # a latency's floor is this many times the floor
-BETTER, WORSE, NOISE, UNKNOWN, SAME = "better", "worse", "within noise", "noise unknown", "same"
+__all__ = ["BETTER", "NOISE", "NOISE_FLOOR", "SAME", "TAIL_FACTOR", "UNKNOWN", "WORSE", "Spread", "verdict",
+           "exact_verdict", "ratio", "rule_text"]
 
 
 def rule_text(floor: float = NOISE_FLOOR) -> str:
     return (f"better/worse = the min–max ranges over repeats do not overlap AND the means differ by more "
             f"than {floor:.0%} for throughputs, {floor * TAIL_FACTOR:.0%} for latencies; otherwise within noise (needs ≥ 2 repeats "
             "per config). ↑ higher is better, ↓ lower is better.")
-
-
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """A metric over a config's repeats."""
-
-    values: tuple[float, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    @property
-    def mean(self) -> float:
-        return sum(self.values) / len(self.values)
-
-    @property
-    def lo(self) -> float:
-        return min(self.values)
-
-    @property
-    def hi(self) -> float:
-        return max(self.values)
-
-    @property
-    def half_range(self) -> float:
-        return (self.hi - self.lo) / 2
-
-
-def verdict(base: Spread, other: Spread, higher_is_better: bool, floor: float = NOISE_FLOOR) -> str:
-    if base.n < 2 or other.n < 2:
-        return UNKNOWN
-    apart = other.lo > base.hi or other.hi < base.lo
-    big = abs(other.mean - base.mean) > floor * abs(base.mean)
-    if not (apart and big):
-        return NOISE
-    return BETTER if (other.mean > base.mean) == higher_is_better else WORSE
 
 
 def exact_verdict(base: float, other: float, higher_is_better: bool) -> str:

@@ -27,9 +27,12 @@ DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "g
 
 
 def result_filename(label: str | None, backend: str, request_rate: float, max_concurrency: int | None,
-                    model_id: str, date: str, result_filename: str | None, result_dir: str | None) -> Path:
+                    model_id: str, date: str, result_filename: str | None, result_dir: str | None,
+                    ramp: tuple | None = None) -> Path:
+    """``ramp``: (strategy, start, end) — vLLM names a ramp's file ``…-ramp-up-{s}-{a}qps-{b}qps…``."""
     conc = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
-    name = f"{label or backend}-{request_rate}qps{conc}-{model_id.split('/')[-1]}-{date}.json"
+    rate = f"{request_rate}qps" if ramp is None else f"ramp-up-{ramp[0]}-{ramp[1]}qps-{ramp[2]}qps"
+    name = f"{label or backend}-{rate}{conc}-{model_id.split('/')[-1]}-{date}.json"
     name = result_filename or name
     if result_dir:
         os.makedirs(result_dir, exist_ok=True)
@@ -111,6 +114,7 @@ def record_dict(r: RequestRecord, t0_ns: int) -> dict:
     ms = lambda t: round((t - t0_ns) / NS_PER_MS, 4)  # noqa: E731
     return {
         "request_id": r.request_id, "prompt_len": r.prompt_len, "expected_output_len": r.expected_output_len,
+        "prompt_len_source": r.prompt_len_source,
         "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
         "intended_send_ms": ms(r.intended_ns), "dispatched_ms": ms(r.dispatched_ns),
         "sent_ms": ms(r.sent_ns), "done_ms": ms(r.done_ns),
@@ -119,7 +123,21 @@ def record_dict(r: RequestRecord, t0_ns: int) -> dict:
         "e2el_ms": r.e2el_ns / NS_PER_MS if r.success else None,
         "token_ms": [ms(t) for t in r.token_ns], "token_counts": list(r.token_counts),
         "error": r.error, "http_status": r.http_status, "finished": r.finished,
+        **_turn_keys(r), **_reasoning_keys(r),
     }
+
+
+def _turn_keys(r: RequestRecord) -> dict:
+    """Multi-turn records say which conversation and turn they were (0-based)."""
+    return {} if r.turn is None else {"conversation_id": r.conversation_id, "turn": r.turn}
+
+
+def _reasoning_keys(r: RequestRecord) -> dict:
+    """Only for streams that carried reasoning: when it began and when the answer did."""
+    if not r.first_reasoning_ns:
+        return {}
+    answer = (r.first_answer_ns - r.sent_ns) / NS_PER_MS if r.first_answer_ns else None
+    return {"ttft_reasoning_ms": (r.first_reasoning_ns - r.sent_ns) / NS_PER_MS, "ttft_answer_ms": answer}
 
 
 def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:

@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import platform
 import signal
 import sys
@@ -23,23 +24,28 @@ from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.flags.bench_serve import check_spec
 from servelab.client import openai
 from servelab.client.http import Pool
-from servelab.datasets import sample_requests
+from servelab.datasets import prepare_requests, sample_conversations
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.rules import client_limits
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.errors import ServerError, TokenizerError
+from servelab.loadgen.conversations import run_conversations
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
+from servelab.loadgen.arrivals import ramp_rates, rate_steps
+from servelab.loadgen.lora import request_models
 from servelab.loadgen.shards import concurrency_shares
 from servelab.loadgen.workers import run_workers
 from servelab.loadgen.progress import Progress, elapsed
 from servelab.loadgen.pacer import Counters
 from servelab.metrics.console import console_block
+from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import NS_PER_MS, Summary, stat, summarize_tally
 from servelab.metrics.tally import Tally
 from servelab.results import store
 from servelab.study import simulated
+from servelab.study.beyond_vllm import beyond_vllm
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
@@ -61,17 +67,24 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     """Run one bench from its spec; print vLLM's block; write files if asked. Mutates nothing.
 
     ``context`` (e.g. the engine and its memory report) goes into the result's
-    ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there).
+    ``servelab`` section; ``on_start`` is called at t0 (telemetry hooks in there); with
+    one worker it may block and return an absolute t0 (``scale``'s replicas share one).
     """
     check_spec(spec)
-    model = spec.server.model or (simulated.MODEL_NAME if spec.simulate is not None else _first_model(spec.server))
-    config = bench_config(spec, model)
+    _check_plots(spec.output)
+    model, sent = _model_names(spec)
+    config = bench_config(spec, model, sent)
     with _recorder(spec, config) as recorder:  # started early: its start-up overlaps the dataset's
         with elapsed(f"preparing {spec.dataset.num_prompts} requests ({spec.dataset.name})") \
                 if spec.output.progress else contextlib.nullcontext():
             tokenizer = bench_tokenizer(spec, model)
-            samples = sample_requests(spec.dataset, tokenizer)
+            samples = _workload(spec, tokenizer)
+        if not spec.multi_turn.enabled:  # conversations name the served model (check_multi_turn)
+            config = dataclasses.replace(config, request_models=request_models(
+                samples, spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
+        _notes(spec, config)
         _preamble(config)
+        replay = None
         sink = _sink(spec, samples)
         with _discard_on_error(sink):
             if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
@@ -80,7 +93,14 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 for i, r in enumerate(run.records):
                     sink.add(i, r, run.outcome.t0_ns)
             else:
-                run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start), sink)
+                if spec.multi_turn.enabled:
+                    run, replay = _run_conversations(spec, config, samples, tokenizer,
+                                                     _with_telemetry(recorder, on_start))
+                    sink = _sink_turns(spec, run, sink)
+                    workers = None
+                else:
+                    run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start),
+                                          sink)
                 timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
                 labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     run.tally = sink.tally
@@ -91,17 +111,20 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     shown = _shown_metrics(list(out.percentile_metrics), config)
     if labels:
         print(simulated.banner(labels["simulated"]))
+    probes = probe_stats(run.probes) if config.load.probe_request_rate > 0 else None
     print(console_block(summary, max_concurrency=config.load.max_concurrency,
-                        request_rate=config.load.request_rate, selected=shown))
+                        request_rate=config.load.request_rate, selected=shown, probes=probes))
     extra = servelab_section(spec, config, run, summary, tokenizer)
     extra.update(labels)
     extra.update(context or {})
     if workers is not None:
         extra["workers"] = workers.section
     _footer(extra)
+    extra.update(beyond_vllm(spec, run, summary, replay, timeline))
     for line in workers.failed if workers is not None else ():
         print(f"servelab: WARNING {line}; results cover the other workers' records")
-    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline, sink.file)
+    result, path, diagnosis = _result(spec, model, run, summary, shown, extra, timeline, sink.file,
+                                      {**(probes or {}), **rps_change_events(spec.load, samples, run)})
     print(render_diagnosis(diagnosis))
     code = exit_code(run.outcome, summary.completed)
     return BenchOutcome(summary, run, result, path, code)
@@ -142,31 +165,36 @@ def _with_telemetry(recorder, on_start):
     if recorder is not None:
         recorder.wait_ready()
 
-    def started(counters) -> None:
+    def started(counters) -> int | None:
+        t0 = on_start(counters) if on_start is not None else None  # may wait for a shared start
         if recorder is not None:
             recorder.on_start(counters)
-        if on_start is not None:
-            on_start(counters)
+        return t0
 
     return started
 
 
-def bench_config(spec: BenchSpec, model: str) -> BenchConfig:
-    """What the load generator needs, for ``model`` (the spec's, or the server's)."""
+def bench_config(spec: BenchSpec, model: str, sent: str | None = None) -> BenchConfig:
+    """What the load generator needs, for ``model`` (the spec's, or the server's);
+    ``sent``: the name requests carry when it is not --served-model-name or ``model``."""
     server = spec.server
     kind = openai.BACKENDS[server.backend]
     return BenchConfig(
         base_url=server.base_url, endpoint=server.endpoint or openai.DEFAULT_ENDPOINTS[kind], kind=kind,
-        model=server.served_model_name or model, load=spec.load,
+        model=sent or server.served_model_name or model, load=spec.load,
         # as in vLLM: a random dataset asks for exact output lengths
-        ignore_eos=spec.request.ignore_eos or spec.dataset.name == "random",
+        ignore_eos=spec.request.ignore_eos or spec.dataset.name in ("random", "timed_trace"),  # as vLLM
         extra_body={**dict(spec.request.sampling), **dict(spec.request.extra_body)},
-        headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls)
+        headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls,
+        logprobs=spec.request.logprobs, api_key=os.environ.get("OPENAI_API_KEY") or None,
+        profile=server.profile)
 
 
 def bench_tokenizer(spec: BenchSpec, model: str):
     """--tokenizer when given (it must load); else the model's own when it is found locally;
-    else the bundled Qwen3 tokenizer, with a note saying why."""
+    else the bundled Qwen3 tokenizer, with a note saying why. None with --skip-tokenizer-init."""
+    if spec.skip_tokenizer_init:
+        return None
     if spec.tokenizer:
         return load_tokenizer(TokenizerSpec(spec.tokenizer, spec.trust_remote_code))
     try:
@@ -180,19 +208,39 @@ def bench_tokenizer(spec: BenchSpec, model: str):
         return load_tokenizer(TokenizerSpec(str(bundled)))
 
 
-def _first_model(server: ServerSpec) -> str:
+def _model_names(spec: BenchSpec) -> tuple[str, str | None]:
+    """(the model: tokenizer, result's model_id; the name requests carry, None: the usual).
+
+    Without --model, as vLLM: the server's first model card; requests carry its ``id``
+    (the served name), the tokenizer and ``model_id`` come from its ``root`` (the model
+    path it serves). A card without ``root`` (not vLLM) uses ``id`` for both."""
+    if spec.server.model:
+        return spec.server.model, None
+    if spec.simulate is not None:
+        return simulated.MODEL_NAME, None
+    card = _first_model(spec.server)
+    print(f"First model name: {card['id']}, first model id: {card.get('root') or card['id']}")
+    return card.get("root") or card["id"], card["id"]
+
+
+def _first_model(server: ServerSpec) -> dict:
     async def ask():
         pool = Pool(server.base_url, verify_tls=server.verify_tls)
+        key = os.environ.get("OPENAI_API_KEY")
         try:
-            return await fetch_models(pool)
+            return await fetch_models(pool, {**({"Authorization": f"Bearer {key}"} if key else {}),
+                                             **dict(server.headers)})
         finally:
             pool.close()
 
     models = _loop_run(ask())
     try:
-        return models["data"][0]["id"]
-    except (TypeError, KeyError, IndexError):
-        raise ServerError(f"--model not given and {server.base_url}/v1/models did not name a model") from None
+        card = models["data"][0]
+        if isinstance(card.get("id"), str) and card["id"]:
+            return card
+    except (TypeError, KeyError, IndexError, AttributeError):
+        pass
+    raise ServerError(f"--model not given and {server.base_url}/v1/models did not name a model")
 
 
 def _loop_run(coro):
@@ -204,12 +252,29 @@ def _loop_run(coro):
         return asyncio.run(coro)
 
 
+def _notes(spec: BenchSpec, config: BenchConfig) -> None:
+    """Flags vLLM accepts and sends nothing for: said, not silently dropped."""
+    if spec.request.use_beam_search:
+        print("servelab: note: --use-beam-search has no effect (vllm bench serve 0.32 sends nothing for it "
+              "either); pass --extra-body '{\"use_beam_search\": true}' to ask the server", file=sys.stderr)
+    if spec.request.logprobs is not None and config.kind == "chat":
+        print("servelab: note: --logprobs is not sent with --backend openai-chat (vllm bench serve 0.32 sends "
+              "it with completions only)", file=sys.stderr)
+
+
 def _preamble(config: BenchConfig) -> None:
     if config.load.ready_check_timeout_s <= 0:
         print("Skipping endpoint ready check.")
     print("Starting main benchmark run...")
     load = config.load
-    print(f"Traffic request rate: {load.request_rate}")
+    if load.probe_request_rate > 0:
+        print(f"Probe request rate: {load.probe_request_rate} req/s")
+    if load.ramp_up_strategy is not None:
+        print(f"Traffic ramp-up strategy: {load.ramp_up_strategy}.")
+        print(f"Will increase RPS from {load.ramp_up_start_rps} to {load.ramp_up_end_rps} RPS over the "
+              "duration of the benchmark.")
+    else:
+        print(f"Traffic request rate: {load.request_rate}")
     dist = "Poisson process" if load.burstiness == 1.0 else "Gamma distribution"
     print(f"Burstiness factor: {load.burstiness} ({dist})")
     print(f"Maximum request concurrency: {load.max_concurrency}", flush=True)
@@ -241,8 +306,36 @@ def _drive(spec: BenchSpec, config: BenchConfig, samples, tokenizer, on_start, s
     return workers.run, workers
 
 
-def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None, sink=None) -> BenchRun:
-    async def main() -> BenchRun:
+def _workload(spec: BenchSpec, tokenizer) -> list:
+    """The run's requests, or with --multi-turn its conversations."""
+    if spec.multi_turn.enabled:
+        return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
+    return prepare_requests(spec.dataset, tokenizer)
+
+
+def _sink_turns(spec: BenchSpec, run: BenchRun, sink: store.RecordSink) -> store.RecordSink:
+    """A --multi-turn run's sink: its turns' tally (run_conversations holds its records
+    in memory, bounded to this feature), indexed by turn, not by conversation."""
+    if sink.file is not None:
+        for r in run.records:
+            sink.file.write(r, run.outcome.t0_ns)
+    return store.RecordSink(run.tally, sink.file)
+
+
+def _run_conversations(spec: BenchSpec, config: BenchConfig, conversations, tokenizer, on_start):
+    """A --multi-turn run (loadgen/conversations.py) in this process: (BenchRun, Replay)."""
+    def go(stop, counters, started):
+        return run_conversations(config, conversations, spec.multi_turn, tokenizer, stop, counters, started)
+
+    total = sum(len(c.turns) for c in conversations)
+    return _run(config, conversations, tokenizer, spec.output.progress, on_start, go=go, total=total)
+
+
+def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None, go=None, total=None,
+         sink=None):
+    """One run in this process, Ctrl-C and SIGTERM stopping it; ``go(stop, counters, started)``
+    makes the run's coroutine (default: ``run_bench`` over ``samples``)."""
+    async def main():
         loop = asyncio.get_running_loop()
         stop, stopped = asyncio.Event(), []
 
@@ -253,18 +346,22 @@ def _run(config: BenchConfig, samples, tokenizer, progress: bool, on_start=None,
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
         counters = Counters()
-        bar = Progress(len(samples), counters) if progress else None
+        bar = Progress(total or len(samples), counters) if progress else None
 
-        def started() -> None:
+        def started() -> int | None:
+            t0 = on_start(counters) if on_start else None
             if bar:
                 bar.start()
-            if on_start:
-                on_start(counters)
+            return t0
 
         try:
-            run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started, sink=sink)
+            if go is None:
+                out = run = await run_bench(config, samples, tokenizer, stop, counters, on_start=started, sink=sink)
+            else:
+                out = await go(stop, counters, started)
+                run = out[0]
             run.outcome.stopped_by = stopped[0] if stopped else None
-            return run
+            return out
         finally:
             if bar:
                 bar.stop()
@@ -323,6 +420,8 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summar
         "client_cpu_s": run.client_cpu_s,
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
+        # usage: the server's usage.prompt_tokens (as vLLM counts); dataset: the sampler's count
+        "prompt_tokens_source": sorted({r.prompt_len_source for r in run.records if r.success}),
         "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
@@ -340,20 +439,40 @@ def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
     path = spec.dataset.path
     return {
         "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
-        "argv": list(spec.argv), "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
+        "argv": redact_headers(spec.argv),
+        "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
         "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
         "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
         "server_models": run.server_models,
     }
 
 
+def redact_headers(argv) -> list[str]:
+    """``--header`` values are credentials as often as not (vLLM redacts them too): keep
+    each header's name, write its value as ***."""
+    out, in_header = [], False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if arg.startswith("--"):
+            in_header = flag == "--header"
+            out.append("--header=***" if in_header and "=" in arg else arg)
+            continue
+        out.append(arg.split("=", 1)[0] + "=***" if in_header else arg)
+    return out
+
+
 def flat_flags(spec: BenchSpec) -> dict:
-    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…)."""
+    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…);
+    header values redacted (see ``redact_headers``)."""
     dataset = {("dataset_" + k if k in ("name", "path") else k): v
                for k, v in dataclasses.asdict(spec.dataset).items()}
     groups = (spec.server, spec.load, spec.request, spec.output)
-    return {**{k: v for g in groups for k, v in dataclasses.asdict(g).items()}, **dataset,
-            "tokenizer": spec.tokenizer, "trust_remote_code": spec.trust_remote_code}
+    flags = {k: v for g in groups for k, v in dataclasses.asdict(g).items()}
+    flags["headers"] = [(name, "***") for name, _ in spec.server.headers]
+    multi = {f"multi_turn_{k}": v for k, v in dataclasses.asdict(spec.multi_turn).items()}
+    return {**flags, **dataset, **multi, "tokenizer": spec.tokenizer,
+            "trust_remote_code": spec.trust_remote_code,
+            "tokenizer_mode": spec.tokenizer_mode, "skip_tokenizer_init": spec.skip_tokenizer_init}
 
 
 def file_sha256(path) -> str | None:
@@ -391,15 +510,18 @@ def _footer(extra: dict) -> None:
               f"({extra['not_sent']} never sent)")
 
 
-def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None, records_file=None):
-    """Build the result JSON, diagnose it; write it (records, timeline) when asked to save."""
+def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, timeline=None, records_file=None,
+            keys=None):
+    """Build the result JSON, diagnose it; write it (records, timeline) when asked to save.
+    ``keys``: vLLM's optional top-level keys (probe_*, rps_change_events)."""
     out, load = spec.output, spec.load
     date = datetime.fromtimestamp(run.wall_start).strftime("%Y%m%d-%H%M%S")
     save = out.save_result or out.append_result
     path = rec_path = tl_path = None
-    if save:
+    if save or out.plot_timeline or out.plot_dataset_stats:  # vLLM names the file for plots too
         path = store.result_filename(out.label, spec.server.backend, load.request_rate, load.max_concurrency,
-                                     model, date, out.result_filename, out.result_dir)
+                                     model, date, out.result_filename, out.result_dir, _ramp(load))
+    if save:
         rec_path = store.records_path(path, date, out.append_result)
         extra["records_file"] = str(rec_path)
         tl_path = timeline_path(path, date, out.append_result) if timeline else None
@@ -408,9 +530,15 @@ def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, t
             "num_prompts": spec.dataset.num_prompts, **dict(out.metadata),
             "request_rate": load.request_rate if load.request_rate < float("inf") else "inf",
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency}
+    if load.ramp_up_strategy is not None:
+        head.update(ramp_up_strategy=load.ramp_up_strategy, ramp_up_start_rps=load.ramp_up_start_rps,
+                    ramp_up_end_rps=load.ramp_up_end_rps)
     result = store.build_result(head=head, summary=summary, tally=run.tally, selected=shown,
                                 save_detailed=out.save_detailed, extra=extra)
+    result.update(keys or {})
     diagnosis = _diagnose(result, timeline, tl_path)
+    if path is not None:
+        write_plots(out, run, path)
     if save:
         store.write_result(result, path, out.append_result)
         records_file.close(rec_path)  # written as the requests completed
@@ -419,6 +547,54 @@ def _result(spec: BenchSpec, model: str, run: BenchRun, summary, shown, extra, t
         print(f"servelab: result {'appended to' if out.append_result else 'written to'} {path}; "
               f"per-request records in {rec_path}")
     return result, path, diagnosis
+
+
+def rps_change_events(load, samples, run: BenchRun) -> dict:
+    """vLLM's ``rps_change_events`` for a ramp: each whole rps and when (wall clock) the
+    first request at that rate was dispatched."""
+    if load.ramp_up_strategy is None:
+        return {}
+    rates = ramp_rates(len(samples), load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
+    sent = {r.request_id: r.dispatched_ns for r in run.records}
+    t0 = run.outcome.t0_ns
+
+    def when(i: int) -> str:
+        at = run.wall_start + (sent.get(samples[i].request_id, t0) - t0) / 1e9
+        return datetime.fromtimestamp(at).isoformat()
+
+    return {"rps_change_events": [{"rps": rps, "timestamp": when(i)}
+                                  for rps, i in rate_steps(rates, load.ramp_up_start_rps)]}
+
+
+def _ramp(load) -> tuple | None:
+    """(strategy, start, end) for the file name, as vLLM names a ramp's result."""
+    if load.ramp_up_strategy is None:
+        return None
+    return load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps
+
+
+def _check_plots(out) -> None:
+    from servelab.results.plots import require_matplotlib
+
+    for flag, on in (("--plot-timeline", out.plot_timeline), ("--plot-dataset-stats", out.plot_dataset_stats)):
+        if on:
+            require_matplotlib(flag)
+
+
+def write_plots(out, run: BenchRun, path: Path) -> None:
+    """--plot-timeline and --plot-dataset-stats, beside the result file (vLLM's names)."""
+    if out.plot_timeline:
+        from servelab.results.plots import write_request_timeline
+
+        target = path.with_suffix(".timeline.html")
+        write_request_timeline(run.records, run.outcome.t0_ns, out.timeline_itl_thresholds_ms, target)
+        print(f"servelab: request timeline written to {target}")
+    if out.plot_dataset_stats:
+        from servelab.results.plots import write_dataset_stats
+
+        target = path.with_suffix(".dataset_stats.png")
+        write_dataset_stats(run.records, target)
+        print(f"servelab: dataset statistics written to {target}")
 
 
 def _diagnose(result: dict, timeline, tl_path: Path | None):

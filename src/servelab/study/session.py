@@ -170,8 +170,12 @@ def _warm_up(study: Study, engine, key: RunKey, folder: Path, show: Display) -> 
     dataset = dataclasses.replace(spec.dataset, num_prompts=_warmup_prompts(spec, study.warmup),
                                   seed=study.seed + 7919)
     output = dataclasses.replace(spec.output, progress=False, telemetry=False)
+    # Warming the engine needs no spread client: one process, whatever --workers/--ray say
+    # (a few requests cannot be shared between many workers).
+    load = dataclasses.replace(spec.load, workers=1, ray=None)
     with _captured(folder / "warmup.txt", echo=False):
-        warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output))
+        warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output,
+                                           load=load))
     show.say(f"engine {key.engine}: warmed up with {warm.summary.completed} requests "
              f"({warm.summary.failed} failed)")
 
@@ -283,11 +287,11 @@ def reset_prefix_cache(base_url: str) -> str:
 def _save_prompts(spec: BenchSpec, path: Path) -> None:
     """The first prompts of this workload, for the report. Drawn again with the run's
     own seed, dataset and tokenizer — the same sample the run sends."""
-    from servelab.datasets import sample_requests
+    from servelab.datasets import prepare_requests
 
     with contextlib.redirect_stderr(io.StringIO()):  # its notes repeat in the run's own output
         tokenizer = bench_tokenizer(spec, spec.server.model)
-        samples = sample_requests(spec.dataset, tokenizer)
+        samples = prepare_requests(spec.dataset, tokenizer)  # the run's own, from the cache
     rows = [{"prompt": s.prompt, "prompt_len": s.prompt_len, "output_len": s.expected_output_len}
             for s in samples[:PROMPT_SAMPLES]]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -1,0 +1,179 @@
+"""Multi-turn runs: conversations replayed turn by turn, each turn with the history so far.
+
+The arrival schedule (``--request-rate``, ``--burstiness``, the seed) paces conversation
+*starts*, drawn exactly as a single-turn run draws its requests. Within a conversation,
+turn k+1 is due ``think_time_s`` after turn k's reply ended, and carries every earlier
+user message and the server's actual replies (answer text only: reasoning is not sent
+back, as chat clients do). ``--max-concurrency`` keeps vLLM's meaning, requests in flight:
+a conversation holds a slot only while a turn is being answered (a user reading is no
+load), and a next turn waits for a slot in line with new conversations' first turns.
+
+Unlike a single-turn run, one thing happens on the clock: the next turn needs the reply's
+text, so its events are parsed when it ends. That work delays only that conversation's
+next send, and shows as that turn's schedule lag (intended = reply end + think time).
+A turn that fails ends its conversation: the next turn's history would be missing; the
+turns never sent are counted (``abandoned_turns``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from dataclasses import dataclass, field, replace
+
+from servelab.client import openai
+from servelab.client.http import Pool
+from servelab.client.sse import parse_events
+from servelab.config import MultiTurnSpec
+from servelab.loadgen.drive import (
+    _CUT, BenchConfig, BenchRun, _cpu_s, fetch_models, schedule, to_record, wait_ready, warm_up,
+)
+from servelab.metrics.summary import tally_of
+from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, _drain, _one, _wait_until
+from servelab.records import Conversation, RequestRecord, SampleRequest
+
+_now = time.perf_counter_ns
+
+
+@dataclass(slots=True)
+class Turn:
+    """One sent turn: the attempt, and the messages it carried (for its prompt length)."""
+
+    conversation: int
+    index: int
+    attempt: Attempt
+    messages: list[dict]
+
+
+@dataclass(slots=True)
+class Replay:
+    """Everything the conversations did, appended to as they go (one event loop, no locks)."""
+
+    turns: list[Turn] = field(default_factory=list)
+    abandoned: int = 0  # turns never sent because an earlier turn of their conversation failed
+    prompt_tokens_from: dict[str, int] = field(default_factory=dict)  # "usage" | "tokenizer" -> turns
+
+
+async def run_conversations(config: BenchConfig, conversations: list[Conversation], multi: MultiTurnSpec,
+                            tokenizer, stop: asyncio.Event, counters: Counters | None = None,
+                            on_start=None) -> tuple[BenchRun, Replay]:
+    """Replay ``conversations``; ``stop`` ends the run early, keeping completed turns."""
+    counters = counters or Counters()
+    pool = Pool(config.base_url, verify_tls=config.verify_tls)
+    replay = Replay()
+    try:
+        models = await fetch_models(pool)
+        await _probe(config, pool, conversations[0].turns[0])
+        offsets = schedule(config, conversations)  # one start per conversation
+        await pool.warm(min(config.load.max_concurrency or len(conversations), len(conversations), 1024))
+        if on_start is not None:
+            on_start()
+        cpu0, wall0 = _cpu_s(), time.time()
+        outcome = await _dispatch(pool, config, conversations, multi, offsets, stop, counters, replay)
+        cpu = _cpu_s() - cpu0
+    finally:
+        pool.close()
+    records = [turn_record(config, conversations[t.conversation], t, tokenizer, replay) for t in replay.turns
+               if t.attempt.sent_ns or t.attempt.response is not None]
+    if outcome.interrupted:
+        records = [r for r in records if r.error != _CUT]
+    return BenchRun(tally_of(records), outcome, wall0, cpu, models), replay
+
+
+async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offsets, stop, counters,
+                    replay: Replay) -> RunOutcome:
+    """Start each conversation at t0 + its offset (the pacer's loop, one conversation a step)."""
+    sem = asyncio.Semaphore(config.load.max_concurrency) if config.load.max_concurrency else None
+    tasks: list[asyncio.Task] = []
+    gc.collect()
+    gc.freeze()  # as the pacer: no GC pauses inside the run
+    gc.disable()
+    try:
+        t0 = _now()
+        stopper = asyncio.ensure_future(stop.wait())
+        for i, offset in enumerate(offsets):
+            if not await _wait_until(t0 + int(offset), stopper):
+                break
+            go = _converse(pool, config, multi, i, conversations[i], t0 + int(offset), sem, counters,
+                           replay, stopper)
+            tasks.append(asyncio.ensure_future(go))
+        cut = await _drain(tasks, stopper)
+        attempts = [t.attempt for t in replay.turns]
+        total = sum(len(c.turns) for c in conversations)
+        not_sent = total - len(attempts) - replay.abandoned
+        end = max((a.response.done_ns for a in attempts if a.response), default=_now())
+        return RunOutcome(t0, end, attempts, cut or not_sent > 0, not_sent)
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: int, conv: Conversation,
+                    intended: int, sem, counters: Counters, replay: Replay, stopper) -> None:
+    history: list[dict] = []
+    think_ns = round(multi.think_time_s * 1e9)
+    for k, turn in enumerate(conv.turns):
+        if not await _wait_until(intended, stopper):
+            return
+        messages = [*history, {"role": "user", "content": turn.prompt}]
+        attempt = Attempt(len(replay.turns), intended, dispatched_ns=_now())
+        replay.turns.append(Turn(ci, k, attempt, messages))
+        counters.dispatched += 1
+        counters.lag_ns = attempt.dispatched_ns - intended
+        payload = _payload(config, pool, messages, turn)
+        await _one(pool, payload, attempt, sem, counters)
+        reply = _reply(config, attempt)
+        if reply is None:
+            replay.abandoned += len(conv.turns) - k - 1
+            return
+        if multi.history:
+            history = [*messages, {"role": "assistant", "content": reply}]
+        intended = attempt.response.done_ns + think_ns
+
+
+async def _probe(config: BenchConfig, pool: Pool, first: SampleRequest) -> None:
+    """The ready check and warm-ups, with the first turn alone under its own id."""
+    probe = _payload(config, pool, [{"role": "user", "content": first.prompt}],
+                     replace(first, request_id=f"{first.request_id}-warmup"))
+    if config.load.ready_check_timeout_s > 0:
+        await wait_ready(config, pool, probe)
+    if config.load.num_warmups > 0:
+        await warm_up(config, pool, probe)
+
+
+def _payload(config: BenchConfig, pool: Pool, messages: list[dict], turn: SampleRequest) -> bytes:
+    body = openai.messages_body(config.model, messages, turn.expected_output_len, config.ignore_eos,
+                                config.extra_body)
+    headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": turn.request_id}
+    return pool.build("POST", config.endpoint, body, headers)
+
+
+def _reply(config: BenchConfig, attempt: Attempt) -> str | None:
+    """The answer text of a successful turn; None when the turn failed."""
+    resp = attempt.response
+    if resp is None or resp.error or resp.status != 200 or resp.closed_early:
+        return None
+    stream = openai.interpret(config.kind, parse_events(resp.reads))
+    return None if stream.error or not stream.token_ns else stream.answer
+
+
+def turn_record(config: BenchConfig, conv: Conversation, turn: Turn, tokenizer, replay: Replay) -> RequestRecord:
+    """The turn's record; its prompt length is the server's ``usage.prompt_tokens`` (history
+    included) when reported, else the tokenizer's count of every message's text (counted
+    in ``replay.prompt_tokens_from``)."""
+    sample = conv.turns[turn.index]
+    record = to_record(config.kind, sample, turn.attempt, tokenizer)
+    prompt_len, source = _prompt_tokens(turn, tokenizer)
+    replay.prompt_tokens_from[source] = replay.prompt_tokens_from.get(source, 0) + 1
+    return replace(record, prompt_len=prompt_len, conversation_id=conv.conversation_id, turn=turn.index)
+
+
+def _prompt_tokens(turn: Turn, tokenizer) -> tuple[int, str]:
+    resp = turn.attempt.response
+    if resp is not None and resp.status == 200 and not resp.error:
+        usage = openai.interpret("chat", parse_events(resp.reads)).prompt_tokens
+        if usage is not None:
+            return int(usage), "usage"
+    texts = [m["content"] for m in turn.messages]
+    return sum(len(ids) for ids in tokenizer.encode_batch(texts, add_special_tokens=False)), "tokenizer"
