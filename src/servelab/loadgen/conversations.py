@@ -109,6 +109,14 @@ async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offse
         gc.unfreeze()
 
 
+async def _turn(pool, payload: bytes, attempt: Attempt, sem, counters: Counters) -> None:
+    """One turn under the run's concurrency cap (conversations hold no pacer sender slot)."""
+    if sem is None:
+        return await _one(pool, payload, attempt, counters)
+    async with sem:
+        await _one(pool, payload, attempt, counters)
+
+
 async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: int, conv: Conversation,
                     intended: int, sem, counters: Counters, replay: Replay, stopper) -> None:
     history: list[dict] = []
@@ -122,7 +130,7 @@ async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: i
         counters.dispatched += 1
         counters.lag_ns = attempt.dispatched_ns - intended
         payload = _payload(config, pool, messages, turn)
-        await _one(pool, payload, attempt, sem, counters)
+        await _turn(pool, payload, attempt, sem, counters)
         reply = _reply(config, attempt)
         if reply is None:
             replay.abandoned += len(conv.turns) - k - 1
