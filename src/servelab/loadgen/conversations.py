@@ -103,7 +103,7 @@ async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offse
         total = sum(len(c.turns) for c in conversations)
         not_sent = total - len(attempts) - replay.abandoned
         end = max((a.response.done_ns for a in attempts if a.response), default=_now())
-        return RunOutcome(t0, end, attempts, cut or not_sent > 0, not_sent)
+        return RunOutcome(t0, end, cut or not_sent > 0, not_sent)
     finally:
         gc.enable()
         gc.unfreeze()
