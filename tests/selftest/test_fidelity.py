@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from servelab.errors import ServerError
@@ -79,3 +81,15 @@ def test_selftest_that_matched_nothing_fails_in_one_line(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert rc == 2 and "+0.000" not in captured.out
     assert captured.err.strip().count("\n") == 0 and "no request matched" in captured.err
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs 2 usable CPUs (the selftest pins the client only then)")
+def test_selftest_run_in_process_gives_the_caller_its_cpus_back(capsys):
+    # It pins the client to its own core; left pinned, every later test (and the demo's engine
+    # start in the same process) saw one core.
+    from servelab.cli.main import main
+
+    before = os.sched_getaffinity(0)
+    assert main(["selftest", "--concurrency", "2", "--num-prompts", "2", "--output-len", "2", "--skip-ceiling"]) == 0
+    assert os.sched_getaffinity(0) == before

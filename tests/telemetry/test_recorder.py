@@ -67,6 +67,20 @@ def test_scrapes_the_mock_on_the_client_clock(mock_server):
     assert len(ts) <= 2 + (ts[-1] - ts[0]) / (INTERVAL_S * 1e3)
 
 
+def test_ready_comes_after_a_first_sample_and_stopping_takes_a_closing_one(mock_server):
+    """A run too short for any scrape inside still has a sample before t0 and after its end."""
+    mock = mock_server(max_open=2)
+    with Recorder(metrics_url(mock.url), interval_s=60.0, gpu=False) as rec:
+        rec.start()
+        assert rec.wait_ready(PATIENCE_S)
+        assert engine_lines(rec._dir / "scrape.jsonl") == 1  # the baseline, written before "ready"
+        t0 = time.perf_counter_ns()
+        timeline = rec.stop(t0, t0)  # a run of no length: any sample after t0 is after its end
+    ts = [s["t_ms"] for s in timeline.of("engine")]
+    assert len(ts) == 2 and ts[0] < 0.0 < ts[1]
+    assert timeline.during("engine") == []
+
+
 def test_a_server_without_metrics_is_recorded_as_absent():
     timeline, _, _ = record(f"http://127.0.0.1:{closed_port()}/metrics")
     assert timeline.header["engine"]["status"] == "absent"

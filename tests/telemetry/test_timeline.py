@@ -58,6 +58,19 @@ def test_counter_increase_starts_from_the_last_sample_before_t0_and_survives_a_r
     assert increase(t, "not_a_field") is None
 
 
+def test_a_short_run_without_samples_inside_is_bracketed_by_the_samples_around_it():
+    """The scraper's sample before t0 and its closing one after the end still give the
+    run's counters (a 1.6 s run on a busy machine may get no scrape inside)."""
+    raw = [{"src": "engine-meta", "t_ns": T0 - 6_000_000, "names": {}, "cache_config": {}},
+           {"src": "engine", "t_ns": T0 - 5_000_000, "prefix_queries": 100.0, "prefix_hits": 0.0},
+           {"src": "engine", "t_ns": T0 + 3_000_000_000, "prefix_queries": 500.0, "prefix_hits": 100.0},
+           {"src": "engine", "t_ns": T0 + 3_500_000_000, "prefix_queries": 900.0, "prefix_hits": 100.0}]
+    t = tl.build(raw, T0, T0 + 2_000_000_000, 0.25, None)
+    assert t.during("engine") == []
+    assert increase(t, "prefix_queries") == 400.0  # to the first sample after the end, not the later one
+    assert summarize(t)["engine"]["prefix_cache_hit_rate"] == 0.25
+
+
 def test_summary():
     s = summarize(tl.build(raw_run(), T0, T0 + 2_000_000_000, 0.25, None))
     e = s["engine"]

@@ -28,6 +28,22 @@ RUN_OWNED_DESTS = ("label", "save_result", "save_detailed", "append_result", "re
 def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False) -> None:
     """Every ``servelab bench`` flag; ``runs_owned``: hide RUN_OWNED_DESTS' flags."""
     add_dataset_arguments(p)
+    _add_server(p)
+    _add_load(p)
+    _add_requests(p)
+    _add_sampling(p)
+    _add_results(p, hidden=runs_owned)
+    add_multi_turn_arguments(p)
+    p.add_argument("--simulate", action="store_true",
+                   help="no server: run the requests through servelab's simulated vLLM scheduler "
+                        "(the --sim-* flags) and label every number SIMULATED")
+    from servelab.sim.options import add_engine_arguments
+
+    add_engine_arguments(p, prefix="sim-")
+
+
+def _add_server(p: argparse.ArgumentParser) -> None:
+    """Where the server is and how to reach it."""
     g = p.add_argument_group("server")
     g.add_argument("--backend", default="openai", choices=BACKEND_NAMES,
                    help="API dialect: completions (vllm, openai) or chat completions (openai-chat); vLLM's "
@@ -45,6 +61,10 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     g.add_argument("--profile", action="store_true",
                    help="POST the server's /start_profile before the run and /stop_profile after it "
                         "(vLLM serves them when started with --profiler-config)")
+
+
+def _add_load(p: argparse.ArgumentParser) -> None:
+    """When requests are sent and how many at once."""
     g = p.add_argument_group("load")
     g.add_argument("--request-rate", type=float, default=float("inf"),
                    help="requests per second; inf sends every request at once (default: %(default)s)")
@@ -70,6 +90,10 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     g.add_argument("--probe-request-rate", type=float, default=0.0,
                    help="one-token probe requests ('Hi') at about this rate beside the load, outside "
                         "--max-concurrency, their latency reported apart (default: %(default)s: none)")
+
+
+def _add_requests(p: argparse.ArgumentParser) -> None:
+    """What each request asks for, beyond its prompt."""
     g = p.add_argument_group("requests")
     g.add_argument("--ignore-eos", action="store_true", help="ask the server to generate the full output length")
     g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
@@ -82,6 +106,10 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
                    help="LoRA adapter names served: each request's model is one of them")
     g.add_argument("--lora-assignment", default="random", choices=["random", "round-robin"],
                    help="which adapter each request gets (default: %(default)s, seeded by --seed)")
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    """Sampling parameters, sent only when given (as vLLM)."""
     s = p.add_argument_group("sampling parameters")
     s.add_argument("--temperature", type=float, default=None, help="sent only when given")
     s.add_argument("--top-p", type=float, default=None, help="sent only when given")
@@ -91,8 +119,12 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     s.add_argument("--presence-penalty", type=float, default=None, help="sent only when given")
     s.add_argument("--repetition-penalty", type=float, default=None,
                    help="sent only when given (completions otherwise carry 1.0, as vLLM's)")
+
+
+def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
+    """Result files, reported metrics, telemetry and plots."""
     g = p.add_argument_group("results")
-    _add_result_files(g, hidden=runs_owned)
+    _add_result_files(g, hidden=hidden)
     g.add_argument("--metadata", metavar="KEY=VALUE", nargs="*", help="extra keys for the result JSON")
     g.add_argument("--percentile-metrics", default="ttft,tpot,itl",
                    help=f"metrics to report percentiles of, from {','.join(PERCENTILE_METRICS)} (default: %(default)s)")
@@ -111,14 +143,6 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False)
     g.add_argument("--plot-dataset-stats", action="store_true",
                    help="write <result>.dataset_stats.png: prompt, output and total token histograms "
                         "(needs matplotlib)")
-    add_multi_turn_arguments(p)
-    p.add_argument("--simulate", action="store_true",
-                   help="no server: run the requests through servelab's simulated vLLM scheduler "
-                        "(the --sim-* flags) and label every number SIMULATED")
-    from servelab.sim.options import add_engine_arguments
-
-    add_engine_arguments(p, prefix="sim-")
-
 
 def _add_result_files(g, hidden: bool) -> None:
     """Where the result goes. ``hidden``: parsed (so a clear error can refuse them) but not offered."""

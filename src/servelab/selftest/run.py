@@ -58,8 +58,17 @@ def ceiling(mock_cpus, streams: int, tokens: int) -> dict:
 
 def run_selftest(args) -> dict:
     client_cpus, mock_cpus = _cpus()
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if mock_cpus:
         pin_to_cpus(client_cpus)
+    try:
+        return _measure(client_cpus, mock_cpus, args)
+    finally:  # run in-process (tests, `servelab demo`): give the caller its CPUs back
+        if before is not None:
+            pin_to_cpus(before)
+
+
+def _measure(client_cpus, mock_cpus, args) -> dict:
     fid, cpu = fidelity(mock_cpus, args)
     figures = {"client_cpus": sorted(client_cpus), "mock_cpus": mock_cpus or "shared",
                "ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_len": args.output_len,

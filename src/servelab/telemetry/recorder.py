@@ -21,7 +21,7 @@ from pathlib import Path
 from servelab.telemetry import timeline as tl
 from servelab.telemetry.client import ClientSampler
 
-READY_TIMEOUT_S = 5.0
+READY_TIMEOUT_S = 15.0  # imports and a first scrape, on a loaded 2-core machine
 
 
 class Recorder:

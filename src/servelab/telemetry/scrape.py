@@ -10,8 +10,9 @@ CLOCK_MONOTONIC on Linux and macOS and so comparable with the client's clock
 across processes.
 
 It writes one JSON object per line to OUT_FILE (``src``: meta, engine-meta,
-engine, gpu), prints ``ready`` once its imports and NVML are done, and exits
-when its stdin closes: the parent closing the pipe, or dying, stops it.
+engine, gpu), prints ``ready`` once its imports and NVML are done and its first sample is
+written, and exits when its stdin closes (the parent closing the pipe, or dying),
+after one closing sample.
 """
 
 from __future__ import annotations
@@ -54,16 +55,23 @@ class EngineScraper:
 
 
 def run(scraper: EngineScraper, out, interval_s: float, gpus, stop: threading.Event) -> None:
+    """Sample on an absolute schedule until told to stop, then once more: that closing
+    sample brackets the run's end, so a counter's increase is whole even when the
+    samples inside a short run were few or failed."""
     step = int(interval_s * 1e9)
-    due = _now()
-    while not stop.is_set():
-        lines = scraper.sample()
-        if gpus is not None:
-            lines.append({"src": "gpu", "t_ns": _now(), "devices": gpus.sample()})
-        out.write("".join(json.dumps(x) + "\n" for x in lines))
-        out.flush()
-        due = max(due + step, _now())  # an absolute schedule; a slow scrape skips, never bunches
-        stop.wait(max(0.0, (due - _now()) / 1e9))
+    due = _now() + step  # the caller took the first sample
+    while not stop.wait(max(0.0, (due - _now()) / 1e9)):
+        take(scraper, out, gpus)
+        due = max(due + step, _now())  # a slow scrape skips, never bunches
+    take(scraper, out, gpus)
+
+
+def take(scraper: EngineScraper, out, gpus) -> None:
+    lines = scraper.sample()
+    if gpus is not None:
+        lines.append({"src": "gpu", "t_ns": _now(), "devices": gpus.sample()})
+    out.write("".join(json.dumps(x) + "\n" for x in lines))
+    out.flush()
 
 
 def _wait_for_eof(stop: threading.Event) -> None:
@@ -86,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"src": "meta", "t_ns": _now(), "gpu": {"status": status, "devices": gpus.devices if gpus else []}}
         out.write(json.dumps(meta) + "\n")
         out.flush()
-        print("ready", flush=True)
         try:
             scraper = EngineScraper(args.url, max(1.0, 4 * args.interval), args.insecure)
+            take(scraper, out, gpus)  # before t0: the baseline a counter's increase starts from
+            print("ready", flush=True)
             run(scraper, out, args.interval, gpus, stop)
         finally:
             if gpus is not None:

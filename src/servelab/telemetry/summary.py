@@ -2,7 +2,8 @@
 
 Statistics are over the samples taken during the run (0 ≤ t ≤ duration); the
 sampler ticks evenly, so a sample mean is a time average. Counters are reported
-as their increase during the run, from the last sample at or before t0.
+as their increase over the run, from the last sample at or before t0 to the first
+after the end.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ def stats(xs: list[float]) -> dict | None:
 
 def increase(timeline: Timeline, field: str, src: str = "engine") -> float | None:
     """A counter's increase over the run: the sum of its positive steps (a server
-    restart resets a counter to 0; that step is skipped, not subtracted)."""
+    restart resets a counter to 0; that step is skipped, not subtracted), from the
+    last sample at or before t0 to the first one after the end (the scraper's closing
+    sample: the run's requests are all counted by then)."""
     good = [s for s in timeline.of(src) if s.get(field) is not None]
+    end = timeline.duration_ms
     before = [s for s in good if s["t_ms"] <= 0.0]
-    inside = [s for s in good if 0.0 < s["t_ms"] <= timeline.duration_ms]
-    series = before[-1:] + inside
+    inside = [s for s in good if 0.0 < s["t_ms"] <= end]
+    after = [s for s in good if s["t_ms"] > end]
+    series = before[-1:] + inside + after[:1]
     if len(series) < 2:
         return None
     return sum(max(0.0, b[field] - a[field]) for a, b in pairwise(series))
