@@ -1,6 +1,8 @@
 """The compact tally: records rebuilt exactly, and the summary's figures from it equal to the
 definitions on the records themselves (exact integer nanoseconds, hand-built records)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,19 @@ def test_reads_for_the_result():
     assert list(t.lag_ns()) == [1] * 6
     assert t.sources() == ["tokenizer", "usage"] and t.unfinished() == 1
     assert t.failures() == [("d", "connection closed mid-stream"), ("e", "HTTP 500 Internal Server Error")]
+
+
+def test_later_features_fields_round_trip_and_are_read_without_rebuilding_every_record():
+    """Usage prompt counts, reasoning instants and a multi-turn turn survive the tally."""
+    records = [*mixed(), dataclasses.replace(rec("g", 30, [40, 55, 70]), prompt_len_source="usage",
+                                             first_reasoning_ns=40, first_answer_ns=70, conversation_id="c3", turn=2)]
+    t = Tally(records, detailed=True)
+    for i, r in enumerate(records):
+        t.add(i, r)
+    assert t.records() == records
+    assert t.prompt_sources() == ["dataset", "usage"]
+    assert t.records_with("first_reasoning_ns") == [records[6]]
+    assert t.dispatched_ns(6, default=-1) == 28 and Tally(records).dispatched_ns(6, default=-1) == -1
 
 
 def test_token_instants_rebuilt_from_gaps_with_their_token_counts():

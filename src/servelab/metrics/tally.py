@@ -25,6 +25,7 @@ NS_PER_S = 1_000_000_000
 OK, FAILED = 1, 2  # a request's state in the tally (0: not added)
 _BIG = 0xFFFFFFFF  # a gap this long or longer is kept exactly in ``big``, apart
 _SOURCES = ("usage", "tokenizer", "events")
+_PROMPT_SOURCES = ("dataset", "usage")
 _CHUNK = 1 << 13  # requests at a time when the token instants are rebuilt (peak output bins)
 _BLOCK_BITS = 20  # gaps per block of the pool: 2**20 (4 MB)
 _BLOCK = 1 << _BLOCK_BITS
@@ -33,12 +34,12 @@ _BLOCK = 1 << _BLOCK_BITS
 # it is used, and ``record(i)`` stays exact
 _KEPT = {"request_id", "prompt_len", "expected_output_len", "intended_ns", "dispatched_ns", "sent_ns", "done_ns",
          "token_ns", "token_counts", "output_tokens", "output_tokens_source", "generated_text", "error",
-         "http_status", "finished"}
+         "http_status", "finished", "prompt_len_source"}
 _OTHER = {f.name: f.default for f in dataclasses.fields(RequestRecord) if f.name not in _KEPT}
 _COLUMNS = {"status": np.int8, "intended_ns": np.int64, "dispatched_ns": np.int64, "sent_ns": np.int64,
             "done_ns": np.int64, "first_ns": np.int64, "last_ns": np.int64, "prompt_len": np.int32,
             "output_tokens": np.int32, "events": np.int32, "gap_at": np.int64, "finished": np.bool_,
-            "source": np.int8, "http_status": np.int16}
+            "source": np.int8, "prompt_source": np.int8, "http_status": np.int16}
 
 
 class Tally:
@@ -71,6 +72,7 @@ class Tally:
             c[name][i] = getattr(r, name)
         c["finished"][i], c["http_status"][i] = r.finished, r.http_status or 0
         c["source"][i] = _SOURCES.index(r.output_tokens_source)
+        c["prompt_source"][i] = _PROMPT_SOURCES.index(r.prompt_len_source)
         c["events"][i] = len(r.token_ns)
         if r.token_ns:
             c["first_ns"][i], c["last_ns"][i] = r.token_ns[0], r.token_ns[-1]
@@ -139,6 +141,19 @@ class Tally:
         """Where successful requests' output token counts came from."""
         return sorted(_SOURCES[k] for k in np.unique(self.col["source"][self.mask(OK)]))
 
+    def dispatched_ns(self, i: int, default: int) -> int:
+        """When request ``i`` was dispatched, or ``default`` if it never was."""
+        return int(self.col["dispatched_ns"][i]) if self.col["status"][i] else default
+
+    def prompt_sources(self) -> list[str]:
+        """Where successful requests' prompt lengths came from (the server's usage or the dataset)."""
+        return sorted(_PROMPT_SOURCES[k] for k in np.unique(self.col["prompt_source"][self.mask(OK)]))
+
+    def records_with(self, field: str) -> list[RequestRecord]:
+        """The records of the requests whose ``field`` (a rarely set one, such as
+        ``first_reasoning_ns``) is not its default: only those are rebuilt."""
+        return [self.record(i) for i in sorted(self.other[field])]
+
     def unfinished(self) -> int:
         """Successes whose stream ended with neither a finish_reason nor [DONE]."""
         return int((self.mask(OK) & ~self.col["finished"]).sum())
@@ -171,6 +186,7 @@ class Tally:
             dispatched_ns=int(c["dispatched_ns"][i]), sent_ns=int(c["sent_ns"][i]), done_ns=int(c["done_ns"][i]),
             token_ns=events, token_counts=self.counts.get(i, (1,) * len(events)),
             output_tokens=int(c["output_tokens"][i]), output_tokens_source=_SOURCES[c["source"][i]],
+            prompt_len_source=_PROMPT_SOURCES[c["prompt_source"][i]],
             generated_text=self.texts.get(i, ""), error=self.errors.get(i),
             http_status=int(c["http_status"][i]) or None, finished=bool(c["finished"][i]),
             **{name: self.other[name].get(i, default) for name, default in _OTHER.items()})

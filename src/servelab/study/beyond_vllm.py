@@ -21,7 +21,7 @@ def beyond_vllm(spec: BenchSpec, run: BenchRun, summary: Summary, replay, timeli
     if replay is not None:
         sections["multi_turn"] = multi_turn_section(spec, run, replay, timeline)
         _print(turns_lines(sections["multi_turn"]))
-    reasoning = reasoning_section(run.records, percentiles)
+    reasoning = reasoning_section(run.tally.records_with("first_reasoning_ns"), percentiles)
     if reasoning is not None:
         sections["reasoning"] = reasoning
         _print(reasoning_lines(reasoning))

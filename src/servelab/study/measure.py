@@ -421,7 +421,7 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summar
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
         # usage: the server's usage.prompt_tokens (as vLLM counts); dataset: the sampler's count
-        "prompt_tokens_source": sorted({r.prompt_len_source for r in run.records if r.success}),
+        "prompt_tokens_source": run.tally.prompt_sources(),
         "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
@@ -555,11 +555,10 @@ def rps_change_events(load, samples, run: BenchRun) -> dict:
     if load.ramp_up_strategy is None:
         return {}
     rates = ramp_rates(len(samples), load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
-    sent = {r.request_id: r.dispatched_ns for r in run.records}
     t0 = run.outcome.t0_ns
 
-    def when(i: int) -> str:
-        at = run.wall_start + (sent.get(samples[i].request_id, t0) - t0) / 1e9
+    def when(i: int) -> str:  # the tally is indexed as ``samples``
+        at = run.wall_start + (run.tally.dispatched_ns(i, t0) - t0) / 1e9
         return datetime.fromtimestamp(at).isoformat()
 
     return {"rps_change_events": [{"rps": rps, "timestamp": when(i)}
