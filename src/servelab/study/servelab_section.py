@@ -1,0 +1,128 @@
+"""The result's ``servelab`` section: what servelab adds to vLLM's keys (client fidelity,
+the rules each figure used, provenance), and the console lines that say it."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import platform
+from datetime import datetime
+from pathlib import Path
+
+from servelab import __version__
+from servelab.client import openai
+from servelab.config import BenchSpec
+from servelab.diagnose.rules import client_limits
+from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.metrics.summary import NS_PER_MS, Summary, stat
+
+
+def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
+    """What we add to vLLM's keys: client fidelity, rules used, provenance."""
+    duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
+    lags_ms = run.tally.lag_ns() / NS_PER_MS
+    lag = stat(lags_ms, (50, 99))
+    cpu_frac = run.client_cpu_s / duration_s if duration_s > 0 else 0.0
+    sources = run.tally.sources()
+    return {
+        "version": __version__,
+        "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
+        "t0_perf_ns": run.outcome.t0_ns,  # records' *_ms are from here (perf_counter_ns clock)
+        "interrupted": run.outcome.interrupted,
+        # successes whose stream ended with neither a finish_reason nor [DONE] (counted, as vLLM does)
+        "unfinished_streams": run.tally.unfinished(),
+        "not_sent": run.outcome.not_sent,
+        "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
+                            "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
+        "client_cpu_s": run.client_cpu_s,
+        "client_cpu_fraction": cpu_frac,
+        "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
+        # usage: the server's usage.prompt_tokens (as vLLM counts); dataset: the sampler's count
+        "prompt_tokens_source": run.tally.prompt_sources(),
+        "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
+                  "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
+                  "peak_concurrency": "sweep-line over [sent, done)"},
+        "provenance": provenance(spec, run, tokenizer),
+    }
+
+
+def client_bound(cpu_frac: float, lag_p99_ms: float, config: BenchConfig) -> list[str]:
+    """Why the client may limit this run, by the diagnosis's own rule (none: it did not)."""
+    lag = None if math.isinf(config.load.request_rate) else lag_p99_ms
+    return [reason for _, reason in client_limits(cpu_frac, 0.0, lag)]
+
+
+def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
+    path = spec.dataset.path
+    return {
+        "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
+        "argv": redact_headers(spec.argv),
+        "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
+        "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
+        "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
+        "server_models": run.server_models,
+    }
+
+
+def redact_headers(argv) -> list[str]:
+    """``--header`` values are credentials as often as not (vLLM redacts them too): keep
+    each header's name, write its value as ***."""
+    out, in_header = [], False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if arg.startswith("--"):
+            in_header = flag == "--header"
+            out.append("--header=***" if in_header and "=" in arg else arg)
+            continue
+        out.append(arg.split("=", 1)[0] + "=***" if in_header else arg)
+    return out
+
+
+def flat_flags(spec: BenchSpec) -> dict:
+    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…);
+    header values redacted (see ``redact_headers``)."""
+    dataset = {("dataset_" + k if k in ("name", "path") else k): v
+               for k, v in dataclasses.asdict(spec.dataset).items()}
+    groups = (spec.server, spec.load, spec.request, spec.output)
+    flags = {k: v for g in groups for k, v in dataclasses.asdict(g).items()}
+    flags["headers"] = [(name, "***") for name, _ in spec.server.headers]
+    multi = {f"multi_turn_{k}": v for k, v in dataclasses.asdict(spec.multi_turn).items()}
+    return {**flags, **dataset, **multi, "tokenizer": spec.tokenizer,
+            "trust_remote_code": spec.trust_remote_code,
+            "tokenizer_mode": spec.tokenizer_mode, "skip_tokenizer_init": spec.skip_tokenizer_init}
+
+
+def file_sha256(path) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, (str, int, float, bool, type(None), dict)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return str(v)
+
+
+def footer(extra: dict) -> None:
+    lag = extra["schedule_lag_ms"]
+    print(f"servelab: client CPU {extra['client_cpu_fraction']:.0%} of a core · schedule lag "
+          f"p50 {lag['p50']:.2f} ms, p99 {lag['p99']:.2f} ms · ITL rule: {extra['rules']['itl']}")
+    if extra["client_bound"]:
+        print("servelab: WARNING the client may limit this run (" + "; ".join(extra["client_bound"])
+              + "): the numbers can understate the server")
+    if extra["unfinished_streams"]:
+        print(f"servelab: {extra['unfinished_streams']} successful requests' streams ended without a "
+              "finish_reason or [DONE] (counted as successes, as vLLM does)")
+    if extra["interrupted"]:
+        print(f"servelab: interrupted — results cover the requests completed so far "
+              f"({extra['not_sent']} never sent)")
