@@ -79,14 +79,16 @@ def test_a_corrupted_entry_is_rebuilt(cache, dataset, qwen3, capsys):
 def test_an_edited_payload_or_foreign_key_is_rebuilt(cache, dataset, qwen3, capsys):
     first = prepare_requests(sharegpt_spec(dataset), qwen3)
     [entry] = entries(cache)
-    data = json.loads(entry.read_text())
-    data["payload"]["requests"][0][0] = "tampered"  # checksum no longer matches
-    entry.write_text(json.dumps(data))
+    head, body = entry.read_text().split("\n", 1)
+    payload = json.loads(body)
+    payload["prompts"][0] = "tampered"  # checksum no longer matches
+    entry.write_text(head + "\n" + json.dumps(payload))
     calls = []
     assert cached(sharegpt_spec(dataset), qwen3, counting(calls)) == first and len(calls) == 1
-    data = json.loads(entry.read_text())
+    head, body = entry.read_text().split("\n", 1)
+    data = json.loads(head)
     data["key"] = data["key"].replace('"seed": 3', '"seed": 5')  # made for other inputs
-    entry.write_text(json.dumps(data))
+    entry.write_text(json.dumps(data) + "\n" + body)
     assert cached(sharegpt_spec(dataset), qwen3, counting(calls)) == first and len(calls) == 2
     assert capsys.readouterr().err.count("is not usable") == 2
 
@@ -103,6 +105,28 @@ def test_the_arrival_stream_and_notes_come_back(cache, qwen3, capsys, dataset):
     cold_err = capsys.readouterr().err
     prepare_requests(sharegpt_spec(dataset, num_prompts=30), qwen3)
     assert "oversampled" in cold_err and capsys.readouterr().err == cold_err
+
+
+def test_an_oversampled_entry_stores_each_prompt_once_and_shares_it_read_back(cache, dataset, qwen3):
+    spec = sharegpt_spec(dataset, num_prompts=40)  # 10 conversations, topped up to 40 requests
+    cold = prepare_requests(spec, qwen3)
+    [entry] = entries(cache)
+    payload = json.loads(entry.read_text().split("\n", 1)[1])
+    assert len(payload["prompts"]) == len({r.prompt for r in cold}) < 40 and len(payload["prompt"]) == 40
+    warm = prepare_requests(spec, qwen3)
+    assert warm == cold
+    assert len({id(r.prompt) for r in warm}) == len(payload["prompts"])  # one string per distinct prompt
+
+
+def test_token_id_prompts_come_back_as_tuples(cache, qwen3):
+    from servelab.datasets.cache import _decode, _encode
+    from servelab.datasets.sample import Sample
+    from servelab.records import SampleRequest
+
+    sample = Sample([SampleRequest((5, 6, 7), 3, 4, "r0", 0.5), SampleRequest("text", 1, None, "r1"),
+                     SampleRequest((5, 6, 7), 3, 2, "r2", 1.0)])
+    back = _decode(json.loads(json.dumps(_encode(sample, ""))))
+    assert back == sample and back[0].prompt is back[2].prompt
 
 
 def test_off_writes_nothing(tmp_path, monkeypatch, dataset, qwen3):

@@ -11,7 +11,9 @@ version plus this format's number (a sampler that changed behaviour ships a new
 version). The cache is checked, not trusted: an entry is used only if its stored key
 equals the one just computed *and* its payload's own SHA-256 matches; anything else
 (an unreadable, truncated or edited file, a different key) is rebuilt and rewritten,
-with a note on stderr. Writes are atomic (temporary file, then rename).
+with a note on stderr. Writes are atomic (temporary file, then rename). The payload is
+columns with each distinct prompt stored once, so an oversampled 500k-request entry
+costs little to read and its requests share their prompt strings again.
 
 Where: ``$SERVELAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/servelab``, else
 ``~/.cache/servelab``; entries live in its ``prepared/`` folder and may be deleted at
@@ -36,7 +38,7 @@ from servelab.datasets.sample import Sample
 from servelab.datasets.tokenizer import Tokenizer
 from servelab.records import SampleRequest
 
-FORMAT = 1  # bump when the file layout or any sampler's output changes without a version bump
+FORMAT = 2  # bump when the file layout or any sampler's output changes without a version bump
 
 
 def cache_dir() -> Path | None:
@@ -104,11 +106,12 @@ def file_digest(path: Path) -> str:
 def _read(path: Path, key: str) -> tuple[Sample, str] | None:
     """The entry at ``path`` if it is whole and made for ``key``; else None (with a note)."""
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        payload = json.dumps(entry["payload"], sort_keys=True)
-        if entry["key"] != key or entry["sha256"] != hashlib.sha256(payload.encode()).hexdigest():
+        with open(path, "rb") as f:
+            head, body = json.loads(f.readline()), f.read()
+        if head["key"] != key or head["sha256"] != hashlib.sha256(body).hexdigest():
             raise ValueError("its key or checksum does not match")
-        return _decode(entry["payload"]), entry["payload"]["notes"]
+        payload = json.loads(body)
+        return _decode(payload), payload["notes"]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -118,32 +121,43 @@ def _read(path: Path, key: str) -> tuple[Sample, str] | None:
 
 
 def _write(path: Path, key: str, requests: Sample, notes: str) -> None:
-    payload = _encode(requests, notes)
-    text = json.dumps({"key": key, "sha256": hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest(),
-                       "payload": payload}, ensure_ascii=False)
+    """Two lines: the key and the payload's SHA-256, then the payload (checked as bytes,
+    never re-serialized: a 500k-request entry is read once)."""
+    body = json.dumps(_encode(requests, notes), ensure_ascii=False).encode()
+    head = json.dumps({"key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False) as f:
-            f.write(text)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as f:
+            f.write(head + b"\n" + body)
         os.replace(f.name, path)
     except OSError as exc:  # a read-only home must not stop a run: it just is not cached
         print(f"servelab: note: cannot write the prepared-request cache {path.parent}: {exc}", file=sys.stderr)
 
 
 def _encode(requests: Sample, notes: str) -> dict:
-    rows = [[r.prompt if isinstance(r.prompt, str) else list(r.prompt), r.prompt_len, r.expected_output_len,
-             r.request_id, r.timestamp_s] for r in requests]
+    """Columns, each prompt once: an oversampled run repeats a few prompts many times, and
+    read back they are shared again, not one string per request."""
+    where: dict = {}
+    index = [where.setdefault(r.prompt, len(where)) for r in requests]
+    prompts = [p if isinstance(p, str) else list(p) for p in where]
     state = requests.arrival_state
     if state is not None:  # RandomState.get_state(): (name, uint32 key array, pos, has_gauss, cached_gaussian)
         state = [state[0], state[1].tolist(), *state[2:]]
-    return {"requests": rows, "arrival_state": state, "notes": notes}
+    return {"prompts": prompts, "prompt": index, "prompt_len": [r.prompt_len for r in requests],
+            "output_len": [r.expected_output_len for r in requests],
+            "request_id": [r.request_id for r in requests], "timestamp_s": [r.timestamp_s for r in requests],
+            "arrival_state": state, "notes": notes}
 
 
 def _decode(payload: dict) -> Sample:
     import numpy as np
 
-    requests = [SampleRequest(p if isinstance(p, str) else tuple(p), n, out, rid, ts)
-                for p, n, out, rid, ts in payload["requests"]]
+    prompts = [p if isinstance(p, str) else tuple(p) for p in payload["prompts"]]
+    columns = (payload["prompt"], payload["prompt_len"], payload["output_len"], payload["request_id"],
+               payload["timestamp_s"])
+    if len({len(c) for c in columns}) != 1:
+        raise ValueError("its columns differ in length")
+    requests = [SampleRequest(prompts[i], n, out, rid, ts) for i, n, out, rid, ts in zip(*columns)]
     state = payload["arrival_state"]
     if state is not None:
         state = (state[0], np.array(state[1], dtype=np.uint32), *state[2:])
