@@ -72,7 +72,8 @@ class RequestRecord:
     # success (as vLLM's client counts it), but the result says how many did.
     finished: bool = True
     # chat streams of reasoning models: the first event carrying reasoning text, and the
-    # first carrying answer text (0: none seen). TTFT above is the earlier of the two.
+    # first carrying answer text (0: none seen, or no reasoning before it). TTFT above is the
+    # earlier of the two.
     first_reasoning_ns: int = 0
     first_answer_ns: int = 0
     # multi-turn runs: which conversation, and which of its turns (0-based); None otherwise

@@ -309,7 +309,9 @@ def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> Reques
         token_counts=split_counts(stream.texts, n_out, tokenizer), output_tokens=n_out,
         output_tokens_source=source, generated_text=text, error=error, http_status=200,
         finished=stream.finished, first_reasoning_ns=stream.first_reasoning_ns,
-        first_answer_ns=stream.first_answer_ns)
+        # an answer's instant says something only after reasoning; left at its default
+        # otherwise, a plain stream keeps nothing per request outside the tally's columns
+        first_answer_ns=stream.first_answer_ns if stream.first_reasoning_ns else 0)
 
 
 def _stream_problem(stream: openai.Stream, closed_early: bool) -> str | None:
