@@ -93,10 +93,7 @@ class ShardActor:
 
 def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``."""
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address or "auto", log_to_driver=False)
-    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    ray, nodes = connect(address)
     if len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
     shards = split(samples, schedule(config, samples), config.load.max_concurrency, len(nodes))
@@ -109,6 +106,14 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
     got = loop_run(_supervise(ray, runs, actors, t0, on_start))
     return _merged(shards, nodes, clocks, got, t0)
+
+
+def connect(address: str | None) -> tuple:
+    """Ray, connected to the cluster at ``address`` (auto: the local one), and its alive nodes' ids."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address or "auto", log_to_driver=False)
+    return ray, [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 
 
 async def _supervise(ray, runs, actors, t0: int, on_start) -> list[ShardRun | str]:
@@ -143,11 +148,16 @@ def _counters(ray, actors, last: list) -> list:
 
 
 def _place(ray, node: str, config: BenchConfig, shard: Shard, tokenizer):
+    return on_node(ray, ShardActor, node).remote(shard_config(config, shard), shard, tokenizer)
+
+
+def on_node(ray, cls, node: str, num_cpus: float = 1):
+    """``cls`` as a Ray actor pinned to ``node`` (node affinity, not soft), answering
+    a few calls at once (``clock`` and ``release`` while ``run`` blocks)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    cls = ray.remote(num_cpus=1, max_concurrency=4)(ShardActor)
     where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-    return cls.options(scheduling_strategy=where).remote(shard_config(config, shard), shard, tokenizer)
+    return ray.remote(num_cpus=num_cpus, max_concurrency=4)(cls).options(scheduling_strategy=where)
 
 
 def clock_offset(ray, actor) -> tuple[int, int]:
