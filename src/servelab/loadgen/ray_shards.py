@@ -112,7 +112,10 @@ def connect(address: str | None) -> tuple:
     """Ray, connected to the cluster at ``address`` (auto: the local one), and its alive nodes' ids."""
     ray = _ray()
     if not ray.is_initialized():
-        ray.init(address=address or "auto", log_to_driver=False)
+        try:
+            ray.init(address=address or "auto", log_to_driver=False)
+        except ConnectionError as exc:  # no cluster there: Ray's own words, on one line
+            raise InputError(f"--ray {address or 'auto'}: {(str(exc).splitlines() or [''])[0]}") from None
     return ray, [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 
 

@@ -66,7 +66,8 @@ class ReplicaActor:
             return run_together([job], start_at=self._start_at)[0]
         finally:
             self.ready.set()  # a waiter learns the run ended (prepared or not)
-            self.ready.clear(), self.go.clear()
+            self.ready.clear()  # and the next run starts unprepared, unreleased
+            self.go.clear()
 
     def _start_at(self) -> int:
         self.ready.set()
@@ -143,23 +144,36 @@ class RayFleet:
         try:
             return self.ray.get(ref)
         except Exception as exc:  # Ray's error around the actor's (or its death), translated here
-            cause = getattr(exc, "cause", None) or exc
-            why = (str(cause).splitlines() or [type(cause).__name__])[0][:300]
             raise ServerError(f"replica {job.replica}'s client on Ray node {self.node_of(job.replica)[:12]} "
-                              f"failed: {why}") from None
+                              f"failed: {why(exc)}") from None
 
     def node_of(self, i: int) -> str:
         return self.nodes[i % len(self.nodes)]
 
     def placement(self) -> dict:
         """The provenance: which node each replica ran on, and its clock offset and bound."""
-        n, m = len(self.engines), len(self.nodes)
-        rule = "one replica per node" if n <= m else f"round-robin: {n} replicas on {m} nodes, up to {-(-n // m)} per node"
-        return {"address": self.address or "auto", "nodes": m, "placement": f"node i mod {m}, node affinity (not soft); {rule}",
+        m = len(self.nodes)
+        return {"address": self.address or "auto", "nodes": m,
+                "placement": f"node i mod {m}, node affinity (not soft); {spread(len(self.engines), m)}",
                 "clock": "NTP-style, min round trip; offset = node − driver, measured before each release",
-                "replicas": [{"replica": i, "node": self.node_of(i), "host": self.hosts[i],
-                              "clock_offset_ns": self.clocks.get(i, (None, None))[0],
-                              "clock_bound_ns": self.clocks.get(i, (None, None))[1]} for i in range(n)]}
+                "replicas": [self._placed(i) for i in range(len(self.engines))]}
+
+    def _placed(self, i: int) -> dict:
+        offset, bound = self.clocks.get(i, (None, None))
+        return {"replica": i, "node": self.node_of(i), "host": self.hosts[i], "clock_offset_ns": offset,
+                "clock_bound_ns": bound}
+
+
+def spread(n: int, m: int) -> str:
+    """How n replicas sit on m nodes, in words."""
+    return "one replica per node" if n <= m else f"round-robin: {n} replicas on {m} nodes, up to {-(-n // m)} per node"
+
+
+def why(exc: Exception) -> str:
+    """The first line of what went wrong on the node (a RayTaskError's ``cause``), or of
+    Ray's own error (a dead actor or node)."""
+    cause = getattr(exc, "cause", None) or exc
+    return (str(cause).splitlines() or [type(cause).__name__])[0][:300]
 
 
 def _on_driver_clock(run: JobRun, offset: int, t0: int) -> JobRun:
@@ -172,15 +186,19 @@ def start_on_ray(plan, stack: contextlib.ExitStack, say) -> RayFleet:
     ray, nodes = connect(plan.ray)
     fleet, n = RayFleet(ray, nodes, plan.ray), len(plan.replicas)
     if n > len(nodes):
-        say(f"{n} replicas on {len(nodes)} Ray nodes: placed round-robin, up to {-(-n // len(nodes))} per node")
+        say(f"replicas placed {spread(n, len(nodes))}")
     for i, spec in enumerate(plan.replicas):
         node, m = fleet.node_of(i), len(nodes)
         actor = on_node(ray, ReplicaActor, node, num_cpus=0).remote()
         stack.callback(_stop, ray, actor)
         folder = layout.engine_dir(plan.results, plan.name, f"replica-{i}")
         say(f"replica {i}: starting {spec.name} ({spec.kind}) on port {spec.port}, Ray node {node[:12]}")
-        got = ray.get(actor.start.remote(i, spec, (i // m, len(range(i % m, n, m))), folder, plan.progress,
-                                         len(fleet.engines)))
+        try:
+            got = ray.get(actor.start.remote(i, spec, (i // m, len(range(i % m, n, m))), folder, plan.progress,
+                                             len(fleet.engines)))
+        except Exception as exc:  # the actor itself failed (not the engine: that is "error" below)
+            raise EngineError(f"replica {i} on Ray node {node[:12]} failed to start: {why(exc)}; stopped the "
+                              f"{len(fleet.engines)} replica(s) already started") from None
         if "error" in got:
             raise EngineError(got["error"])
         fleet.actors.append(actor)
@@ -195,5 +213,10 @@ def _stop(ray, actor) -> None:
     also take the engine: its watchdog's pipe closes)."""
     try:
         ray.get(actor.stop.remote(), timeout=STOP_S)
+    except Exception as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, EngineError):  # processes survived SIGKILL, or its port stayed taken
+            raise EngineError(str(cause)) from None
+        # otherwise the actor is gone or hung: its death (the kill below) takes the engine (watchdog)
     finally:
         ray.kill(actor)

@@ -51,7 +51,7 @@ class ScalePlan:
     repeats: int = 2  # replica 0 measured alone this many times: the noise of one replica
     warmup: int = 4  # unmeasured requests before each run (bench's --num-warmups, at least)
     progress: bool = True
-    ray: str | None = None  # a Ray cluster's address ("auto": the local one): replicas on its nodes (study/ray_scale.py)
+    ray: str | None = None  # a Ray cluster's address ("auto": the local one): replicas on its nodes (ray_scale.py)
 
 
 @dataclass(frozen=True, slots=True)
