@@ -60,7 +60,8 @@ def test_each_replica_on_its_own_node_and_the_sum_in_the_window_is_the_known_rat
     assert r["single"]["output_tok_s"]["mean"] == pytest.approx(truth[0], rel=0.01)  # alone: replica 0's node
     ramps = [x["ramp_end_s"] for x in r["together"]["replicas"]]  # the stagger, seen across nodes' clocks
     assert ramps[1] - ramps[0] == pytest.approx(0.9, abs=0.05)
-    assert "Ray node" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Ray node" in out and "on Ray (2 nodes; one replica per node): 0→" in out
 
 
 def _with_ray(argv: list[str], address: str) -> list[str]:
