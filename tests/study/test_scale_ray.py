@@ -129,3 +129,27 @@ def test_a_nodes_records_come_onto_the_drivers_clock():
     got = run.records[0]
     assert run.t0_ns == t0 and (got.intended_ns, got.sent_ns, got.done_ns) == (t0 + 10, t0 + 12, t0 + 40)
     assert got.token_ns == (t0 + 20, t0 + 40)
+
+
+def test_a_replica_whose_actor_dies_mid_run_ends_the_run_and_leaves_nothing(two_nodes, tmp_path, capsys):
+    import os
+    import signal
+    import threading
+
+    def kill_replica_1_actor() -> None:  # once the together run is under way
+        folder = tmp_path / "results" / "scale" / "replica-1" / "together"
+        while not folder.exists():
+            time.sleep(0.05)
+        time.sleep(1.5)
+        engine = int((tmp_path / "replica-1.pid").read_text())
+        os.kill(psutil.Process(engine).ppid(), signal.SIGKILL)  # the actor that started it
+
+    killer = threading.Thread(target=kill_replica_1_actor, daemon=True)
+    killer.start()
+    code = main(_with_ray(scale(tmp_path, 2, 1), two_nodes.address))
+    killer.join(timeout=5)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1, err
+    assert "replica 1's client on Ray node" in err[0] and "actor died" in err[0], err
+    pids = [int(f.read_text()) for f in tmp_path.glob("replica-*.pid")]
+    assert len(pids) == 2 and gone(pids)

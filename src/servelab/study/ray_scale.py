@@ -113,16 +113,10 @@ class RayFleet:
         self.clocks: dict[int, tuple[int, int]] = {}
 
     def run(self, jobs: list[Job]) -> list[JobRun]:
-        ray, actors = self.ray, [self.actors[j.replica] for j in jobs]
+        actors = [self.actors[j.replica] for j in jobs]
         refs = [a.measure.remote(j) for a, j in zip(actors, jobs)]
         try:
-            ready = ray.get([a.wait_ready.remote(READY_S) for a in actors])
-            ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            if ended or not all(ready):  # a client failed while preparing: the others are called off
-                raise ServerError(self._failure(jobs, refs, ended))
-            clocks = [clock_offset(ray, a) for a in actors]
-            t0 = time.perf_counter_ns() + START_AHEAD_NS
-            ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
+            clocks, t0 = self._release(jobs, actors, refs)
             runs = [self._get(j, ref) for j, ref in zip(jobs, refs)]
         except BaseException:
             for a in actors:
@@ -131,19 +125,37 @@ class RayFleet:
         self.clocks.update({j.replica: c for j, c in zip(jobs, clocks)})
         return [_on_driver_clock(run, off, t0) for run, (off, _) in zip(runs, clocks)]
 
-    def _failure(self, jobs: list[Job], refs: list, ended: list) -> str:
+    def _release(self, jobs: list[Job], actors: list, refs: list) -> tuple[list[tuple[int, int]], int]:
+        """Once every client is prepared: each node's clock offset, then one start instant
+        sent in each node's clock. A client that ended before it failed: ServerError."""
+        ray = self.ray
+        for job, actor in zip(jobs, actors):
+            if not self._get(job, actor.wait_ready.remote(READY_S)):
+                raise ServerError(f"replica {job.replica}'s client was not ready in {READY_S:.0f} s")
+        ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for job, ref in zip(jobs, refs):
-            if ref in ended:
-                try:
-                    self._get(job, ref)
-                except ServerError as exc:
-                    return str(exc)
-        return f"--ray: a replica's client was not ready in {READY_S:.0f} s"
+            if ref in ended:  # its error, or (never expected) a run before the start
+                self._get(job, ref)
+                raise ServerError(f"replica {job.replica}'s client ended before the start")
+        clocks = []
+        for job, actor in zip(jobs, actors):
+            with self._as(job):
+                clocks.append(clock_offset(ray, actor))
+        t0 = time.perf_counter_ns() + START_AHEAD_NS
+        for job, actor, (off, _) in zip(jobs, actors, clocks):
+            self._get(job, actor.release.remote(t0 + off))
+        return clocks, t0
 
-    def _get(self, job: Job, ref) -> JobRun:
-        try:
+    def _get(self, job: Job, ref):
+        with self._as(job):
             return self.ray.get(ref)
-        except Exception as exc:  # Ray's error around the actor's (or its death), translated here
+
+    @contextlib.contextmanager
+    def _as(self, job: Job):
+        """Ray's error around the actor's (or its death), as one line naming the replica."""
+        try:
+            yield
+        except Exception as exc:
             raise ServerError(f"replica {job.replica}'s client on Ray node {self.node_of(job.replica)[:12]} "
                               f"failed: {why(exc)}") from None
 
