@@ -200,24 +200,30 @@ def start_on_ray(plan, stack: contextlib.ExitStack, say) -> RayFleet:
     if n > len(nodes):
         say(f"replicas placed {spread(n, len(nodes))}")
     for i, spec in enumerate(plan.replicas):
-        node, m = fleet.node_of(i), len(nodes)
+        node = fleet.node_of(i)
         actor = on_node(ray, ReplicaActor, node, num_cpus=0).remote()
         stack.callback(_stop, ray, actor)
-        folder = layout.engine_dir(plan.results, plan.name, f"replica-{i}")
         say(f"replica {i}: starting {spec.name} ({spec.kind}) on port {spec.port}, Ray node {node[:12]}")
-        try:
-            got = ray.get(actor.start.remote(i, spec, (i // m, len(range(i % m, n, m))), folder, plan.progress,
-                                             len(fleet.engines)))
-        except Exception as exc:  # the actor itself failed (not the engine: that is "error" below)
-            raise EngineError(f"replica {i} on Ray node {node[:12]} failed to start: {why(exc)}; stopped the "
-                              f"{len(fleet.engines)} replica(s) already started") from None
-        if "error" in got:
-            raise EngineError(got["error"])
+        got = _start(ray, actor, plan, i, (i // len(nodes), len(range(i % len(nodes), n, len(nodes)))),
+                     len(fleet.engines))
         fleet.actors.append(actor)
         fleet.engines.append(Remote(got["base_url"], got["model"]))
         fleet.contexts.append({**got["context"], "ray_node": node, "host": got["host"]})
         fleet.hosts.append(got["host"])
     return fleet
+
+
+def _start(ray, actor, plan, i: int, slot: tuple[int, int], started: int) -> dict:
+    """Replica i's engine started by its actor (share ``slot`` of its node); EngineError, one line, if not."""
+    folder = layout.engine_dir(plan.results, plan.name, f"replica-{i}")
+    try:
+        got = ray.get(actor.start.remote(i, plan.replicas[i], slot, folder, plan.progress, started))
+    except Exception as exc:  # the actor itself failed (the engine's failure is "error" below)
+        raise EngineError(f"replica {i} failed to start: its Ray actor: {why(exc)}; stopped the {started} "
+                          "replica(s) already started") from None
+    if "error" in got:
+        raise EngineError(got["error"])
+    return got
 
 
 def _stop(ray, actor) -> None:

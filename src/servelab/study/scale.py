@@ -16,7 +16,8 @@ All replicas are started first (each with its share of cores or GPUs,
 engines/replicas.py) and stay up until the end, so the replica measured alone has
 the same neighbours, idle, as when all run. A replica that fails to start stops the
 ones already started: none outlives servelab, and the one-line error names it and its
-last log line.
+last log line. With ``plan.ray`` the replicas and their clients run on Ray nodes
+(study/ray_scale.py); the counting here is the same.
 """
 
 from __future__ import annotations
