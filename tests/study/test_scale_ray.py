@@ -106,15 +106,6 @@ def test_an_actor_killed_takes_its_engine_with_it(two_nodes, tmp_path):
     assert gone([pid]), "the engine outlived its actor"
 
 
-def test_ray_with_workers_or_simulate_is_a_one_line_error(tmp_path, capsys):
-    for extra in (["--workers", "2"], ["--simulate"]):
-        argv = _with_ray(scale(tmp_path, 2, 1), "auto")
-        code = main([*argv[:1], *extra, *argv[1:]])
-        err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and len(err) == 1, err
-        assert "--simulate and --workers do not apply" in err[0]
-
-
 def test_a_nodes_records_come_onto_the_drivers_clock():
     """A node whose clock reads 7 s ahead: its run's times, and its t0, move back by 7 s."""
     from servelab.records import RequestRecord
