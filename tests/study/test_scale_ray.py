@@ -144,3 +144,11 @@ def test_a_replica_whose_actor_dies_mid_run_ends_the_run_and_leaves_nothing(two_
     assert "replica 1's client on Ray node" in err[0] and "actor died" in err[0], err
     pids = [int(f.read_text()) for f in tmp_path.glob("replica-*.pid")]
     assert len(pids) == 2 and gone(pids)
+
+
+def test_replicas_sharing_a_node_split_its_cores():
+    from servelab.study.ray_scale import slot
+
+    # 5 replicas on 2 nodes: node 0 holds 0, 2, 4 (a third each), node 1 holds 1, 3 (a half each)
+    assert [slot(i, 5, 2) for i in range(5)] == [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]
+    assert [slot(i, 2, 4) for i in range(2)] == [(0, 1), (0, 1)]

@@ -204,13 +204,17 @@ def start_on_ray(plan, stack: contextlib.ExitStack, say) -> RayFleet:
         actor = on_node(ray, ReplicaActor, node, num_cpus=0).remote()
         stack.callback(_stop, ray, actor)
         say(f"replica {i}: starting {spec.name} ({spec.kind}) on port {spec.port}, Ray node {node[:12]}")
-        got = _start(ray, actor, plan, i, (i // len(nodes), len(range(i % len(nodes), n, len(nodes)))),
-                     len(fleet.engines))
+        got = _start(ray, actor, plan, i, slot(i, n, len(nodes)), len(fleet.engines))
         fleet.actors.append(actor)
         fleet.engines.append(Remote(got["base_url"], got["model"]))
         fleet.contexts.append({**got["context"], "ray_node": node, "host": got["host"]})
         fleet.hosts.append(got["host"])
     return fleet
+
+
+def slot(i: int, n: int, m: int) -> tuple[int, int]:
+    """Replica i's share of its node, round-robin over m nodes: (its place there, how many share it)."""
+    return i // m, len(range(i % m, n, m))
 
 
 def _start(ray, actor, plan, i: int, slot: tuple[int, int], started: int) -> dict:
