@@ -16,15 +16,10 @@ from servelab.records import SampleRequest  # noqa: E402
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    from ray.cluster_utils import Cluster
+    from ray_helpers import two_node_cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    with two_node_cluster() as cluster:
+        yield cluster
 
 
 def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes, mock_server):

@@ -70,13 +70,17 @@ def test_efficiency_is_100_percent_for_identical_replicas_ramping_at_different_t
 
 
 def test_a_replica_that_fails_to_start_stops_the_others(tmp_path, capsys):
-    code = main(scale(tmp_path, 3, 1, "--fail-replica", "1"))
+    pids = replica_1_failed(main(scale(tmp_path, 3, 1, "--fail-replica", "1")), tmp_path, capsys)
+    assert set(pids) == {"replica-0.pid", "replica-1.pid"}  # replica 2 was never started
+    assert not any(psutil.pid_exists(pid) for pid in pids.values())
+
+
+def replica_1_failed(code: int, tmp_path: Path, capsys) -> dict[str, int]:
+    """The one-line error of ``--fail-replica 1``; the pids the started replicas wrote."""
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1, err
     assert err[0].startswith("servelab: error: replica 1 (command-r1, port ")
     assert "last log line: 'boom: replica 1 refuses to start'" in err[0]
     assert "stopped the 1 replica(s) already started" in err[0]
-    pids = {f.name: int(f.read_text()) for f in tmp_path.glob("replica-*.pid")}
-    assert set(pids) == {"replica-0.pid", "replica-1.pid"}  # replica 2 was never started
-    assert not any(psutil.pid_exists(pid) for pid in pids.values())
+    return {f.name: int(f.read_text()) for f in tmp_path.glob("replica-*.pid")}

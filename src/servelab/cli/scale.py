@@ -10,7 +10,10 @@ replica and in total counted in their common window, and the scaling efficiency.
 
 Every ``servelab bench`` flag sets the workload each replica gets; the engine flags
 are ``servelab serve``'s (after ``--``: the engine's own flags, or the command line).
-Replica i listens on --port + i (default 8000 + i).
+Replica i listens on --port + i (default 8000 + i). With ``--ray [ADDRESS]`` replica i
+is started on Ray node i mod M (round-robin when there are more replicas than nodes)
+by the same engine code, with that node's share of its cores, and its client runs on
+that node too; records come back onto this machine's clock (offsets in the result).
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ from servelab.cli.sweep import add_engine_arguments, add_study_arguments
 from servelab.flags.bench_serve import add_bench_arguments
 
 
+RAY_HELP = ("start each replica on a node of a Ray cluster (default address: auto), round-robin when there are "
+            "more replicas than nodes, with its client on the same node; clocks aligned by an NTP-style exchange, "
+            "nodes and offsets in the result; needs servelab[ray]")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True)
+    next(a for a in p._actions if a.dest == "ray").help = RAY_HELP  # bench's flag, scale's meaning
     g = p.add_argument_group("scale")
     g.add_argument("--replicas", type=int, default=2, help="replicas to start and load together (default %(default)s)")
     g.add_argument("--repeats", type=int, default=2,
@@ -54,19 +63,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def scale_plan(args: argparse.Namespace):
-    from servelab.engines.replicas import replica_specs
+    from servelab.engines.replicas import placed, replica_specs
     from servelab.errors import InputError
     from servelab.study.scale import ScalePlan, machine_shares
 
     if args.replicas < 1:
         raise InputError("--replicas must be at least 1")
-    if args.simulate or args.workers != 1 or args.ray is not None:
-        raise InputError("scale runs one client process per replica: --simulate, --workers and --ray do not apply "
-                         "(simulate with --engine sim)")
+    if args.simulate or args.workers != 1:
+        raise InputError("scale runs one client process per replica: --simulate and --workers do not apply "
+                         "(simulate with --engine sim; --ray places each replica and its client on a Ray node)")
     base = base_engine(args)
-    cores, devices = machine_shares()
-    return ScalePlan(name=args.name, results=args.results, replicas=tuple(replica_specs(base, args.replicas, cores, devices)),
-                     spec=workload(args), repeats=args.repeats, warmup=args.warmup, progress=not args.disable_tqdm)
+    if args.ray is None:
+        replicas = replica_specs(base, args.replicas, *machine_shares())
+    else:  # each node gives its replica a share of its own cores (study/ray_scale.py)
+        replicas = [placed(base, i) for i in range(args.replicas)]
+    return ScalePlan(name=args.name, results=args.results, replicas=tuple(replicas), spec=workload(args),
+                     repeats=args.repeats, warmup=args.warmup, progress=not args.disable_tqdm, ray=args.ray)
 
 
 def base_engine(args: argparse.Namespace):
@@ -86,6 +98,8 @@ def workload(args: argparse.Namespace):
     from servelab.cli.sweep import workload_argv
     from servelab.flags.bench_serve import bench_spec
 
+    # --ray says where the replicas run; each replica's client is one process on its node
+    args = argparse.Namespace(**{**vars(args), "ray": None})
     return bench_spec(args, tuple(workload_argv(args)))
 
 

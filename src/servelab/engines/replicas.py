@@ -50,24 +50,30 @@ def shares(items: list, n: int, what: str) -> list[list]:
 
 def replica_specs(spec: EngineSpec, n: int, cores: list[int], devices: list[str]) -> list[EngineSpec]:
     """The n specs: ports spec.port + i, names ``<name>-r<i>``, each with its share."""
+    return [with_share(placed(spec, i), i, n, cores, devices) for i in range(n)]
+
+
+def placed(spec: EngineSpec, i: int) -> EngineSpec:
+    """Replica i without its share of the hardware: its port, name and filled placeholders
+    (``scale --ray`` adds the share on the node that runs it: only that node knows its cores)."""
     if spec.kind == "external":
         raise InputError("scale starts its replicas; an external server cannot be replicated (use another --engine)")
-    return [_one(spec, i, n, cores, devices) for i in range(n)]
-
-
-def _one(spec: EngineSpec, i: int, n: int, cores: list[int], devices: list[str]) -> EngineSpec:
     port, name = spec.port + i, f"{spec.name}-r{i}"
     if spec.kind == "command":
         # one replace, so the spec is checked once, with its port and ready URL both moved
         return dataclasses.replace(spec, name=name, port=port, command=tuple(fill(a, port, i) for a in spec.command),
                                    args=tuple(fill(a, port, i) for a in spec.args),
                                    ready_url=with_port(spec.ready_url or "", port))
-    mine = dataclasses.replace(spec, name=name, port=port)
+    return dataclasses.replace(spec, name=name, port=port)
+
+
+def with_share(spec: EngineSpec, slot: int, of: int, cores: list[int], devices: list[str]) -> EngineSpec:
+    """``spec`` given share ``slot`` of ``of`` equal shares of ``cores`` / ``devices``."""
     if spec.kind in ("embedded", "vllm"):
-        return _vllm_share(mine, i, n, cores, devices)
+        return _vllm_share(spec, slot, of, cores, devices)
     if spec.kind == "llamacpp" and not _given(spec.args, "--threads", "-t"):
-        return dataclasses.replace(mine, args=(*spec.args, "--threads", str(len(shares(cores, n, "cores")[i]))))
-    return mine
+        return dataclasses.replace(spec, args=(*spec.args, "--threads", str(len(shares(cores, of, "cores")[slot]))))
+    return spec
 
 
 def _vllm_share(spec: EngineSpec, i: int, n: int, cores: list[int], devices: list[str]) -> EngineSpec:

@@ -104,10 +104,7 @@ class ShardActor:
 def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, sink=None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
     ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address or "auto", log_to_driver=False)
-    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    ray, nodes = connect(address)
     if len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
     shards = split(samples, schedule(config, samples), config.load.max_concurrency, len(nodes))
@@ -134,6 +131,17 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
 
     got = loop_run(_supervise(ray, runs, actors, t0, on_start, take))
     return _merged(shards, nodes, clocks, got, t0, returned, getattr(sink, "tally", None))
+
+
+def connect(address: str | None) -> tuple:
+    """Ray, connected to the cluster at ``address`` (auto: the local one), and its alive nodes' ids."""
+    ray = _ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address or "auto", log_to_driver=False)
+        except ConnectionError as exc:  # no cluster there: Ray's own words, on one line
+            raise InputError(f"--ray {address or 'auto'}: {(str(exc).splitlines() or [''])[0]}") from None
+    return ray, [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 
 
 async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRun | str]:
@@ -176,11 +184,16 @@ def _counters(ray, actors, last: list) -> list:
 
 
 def _place(ray, node: str, config: BenchConfig, shard: Shard, tokenizer):
+    return on_node(ray, ShardActor, node).remote(shard_config(config, shard), shard, tokenizer)
+
+
+def on_node(ray, cls, node: str, num_cpus: float = 1):
+    """``cls`` as a Ray actor pinned to ``node`` (node affinity, not soft), answering
+    a few calls at once (``clock`` and ``release`` while ``run`` blocks)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    cls = ray.remote(num_cpus=1, max_concurrency=4)(ShardActor)
     where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-    return cls.options(scheduling_strategy=where).remote(shard_config(config, shard), shard, tokenizer)
+    return ray.remote(num_cpus=num_cpus, max_concurrency=4)(cls).options(scheduling_strategy=where)
 
 
 def clock_offset(ray, actor) -> tuple[int, int]:

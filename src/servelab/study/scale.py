@@ -16,7 +16,8 @@ All replicas are started first (each with its share of cores or GPUs,
 engines/replicas.py) and stay up until the end, so the replica measured alone has
 the same neighbours, idle, as when all run. A replica that fails to start stops the
 ones already started: none outlives servelab, and the one-line error names it and its
-last log line.
+last log line. With ``plan.ray`` the replicas and their clients run on Ray nodes
+(study/ray_scale.py); the counting here is the same.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class ScalePlan:
     repeats: int = 2  # replica 0 measured alone this many times: the noise of one replica
     warmup: int = 4  # unmeasured requests before each run (bench's --num-warmups, at least)
     progress: bool = True
+    ray: str | None = None  # a Ray cluster's address ("auto": the local one): replicas on its nodes (ray_scale.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +66,18 @@ def run_scale(plan: ScalePlan, say: Callable[[str], None] = print) -> ScaleOutco
     if plan.repeats < 1:
         raise InputError("--repeats must be at least 1")
     with contextlib.ExitStack() as stack:
-        engines = start_replicas(plan, stack, say)
-        contexts = [engine_context(e) for e in engines]
-        alone = [_measure(plan, engines[:1], contexts, ALONE, r, say) for r in range(1, plan.repeats + 1)]
-        together = _measure(plan, engines, contexts, TOGETHER, 1, say)
-    result = scale_result.build(plan_facts(plan), contexts, [a[0] for a in alone], together)
+        if plan.ray is None:
+            engines = start_replicas(plan, stack, say)
+            contexts, runner, fleet = [engine_context(e) for e in engines], run_together, None
+        else:
+            from servelab.study.ray_scale import start_on_ray  # Ray is optional: imported only here
+
+            fleet = start_on_ray(plan, stack, say)
+            engines, contexts, runner = fleet.engines, fleet.contexts, fleet.run
+        alone = [_measure(plan, engines[:1], contexts, ALONE, r, say, runner) for r in range(1, plan.repeats + 1)]
+        together = _measure(plan, engines, contexts, TOGETHER, 1, say, runner)
+    facts = {**plan_facts(plan), **({"ray": fleet.placement()} if fleet else {})}
+    result = scale_result.build(facts, contexts, [a[0] for a in alone], together)
     path = layout.study_dir(plan.results, plan.name) / SCALE_FILE
     layout.write_json_atomic(path, result)
     return ScaleOutcome(result, path)
@@ -122,13 +131,15 @@ def start_failure(i: int, spec: EngineSpec, exc: Exception, log: Path, started: 
             f"stopped the {started} replica(s) already started (log: {log})")
 
 
-def _measure(plan: ScalePlan, engines: list, contexts: list[dict], phase: str, repeat: int, say) -> list[JobRun]:
-    """One run per engine, all released at one instant; each run folder marked done."""
+def _measure(plan: ScalePlan, engines: list, contexts: list[dict], phase: str, repeat: int, say,
+             runner=run_together) -> list[JobRun]:
+    """One run per engine, all released at one instant (by ``runner``: here, or on Ray nodes);
+    each run folder marked done."""
     who = "replica 0 alone" if phase == ALONE else f"all {len(engines)} replicas at once"
     say(f"measuring {who}" + (f" (repeat {repeat}/{plan.repeats})" if phase == ALONE else ""))
     jobs = [_job(plan, i, engine, contexts[i], phase, repeat) for i, engine in enumerate(engines)]
     started = time.monotonic()
-    runs = run_together(jobs)
+    runs = runner(jobs)
     for job, run in zip(jobs, runs):
         layout.write_marker(job.folder, {"phase": phase, "repeat": repeat, "exit_code": run.exit_code,
                                          "wall_s": round(time.monotonic() - started, 2)})

@@ -151,7 +151,17 @@ def render(result: dict) -> str:
             f"(min {single['min']:.1f}, max {single['max']:.1f}, ±{single['noise_pct'] or 0:.1f}%)",
             f"scaling efficiency: {'-' if eff is None else f'{eff:.1%}'} — {result['verdict']}"]
     banner = [SIMULATED, ""] if result.get("simulated") else []
-    return "\n".join([*banner, head, "", _table(rows), "", *tail])
+    return "\n".join([*banner, head, "", _table(rows), "", *tail, *_on_ray(result.get("ray"))])
+
+
+def _on_ray(ray: dict | None) -> list[str]:
+    """Where the replicas ran (``scale --ray``): nodes, and the clock offsets' worst bound."""
+    if not ray:
+        return []
+    nodes = " ".join(f"{r['replica']}→{r['node'][:8]}" for r in ray["replicas"])
+    bound = max((r["clock_bound_ns"] or 0 for r in ray["replicas"]), default=0) / 1e3
+    return [f"on Ray ({ray['nodes']} nodes; {ray['placement'].split('; ')[-1]}): {nodes}; "
+            f"clock offsets within ±{bound:.0f} µs"]
 
 
 def _pair(s: dict | None) -> str:

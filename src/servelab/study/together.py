@@ -51,13 +51,15 @@ class JobRun:
     t0_ns: int
 
 
-def run_together(jobs: list[Job]) -> list[JobRun]:
-    """Run every job at once from one start instant; ServerError if one fails before it."""
+def run_together(jobs: list[Job], start_at=None) -> list[JobRun]:
+    """Run every job at once from one start instant; ServerError if one fails before it.
+    ``start_at()``, called once all are prepared, gives that instant (default: now +
+    START_AHEAD_NS); ``scale --ray`` waits there for the driver's, in this node's clock."""
     ctx = mp.get_context("spawn")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     procs = [_start(ctx, job, go, t0) for job in jobs]
     try:
-        _release_when_ready(procs, go, t0)
+        _release_when_ready(procs, go, t0, start_at or (lambda: time.perf_counter_ns() + START_AHEAD_NS))
         return _collect(procs)
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop them; they return what they completed
         _release(go, t0, -1)
@@ -79,14 +81,14 @@ def _start(ctx, job: Job, go, t0):
     return proc, ready, parent_end
 
 
-def _release_when_ready(procs, go, t0) -> None:
+def _release_when_ready(procs, go, t0, start_at) -> None:
     """Wait until every run is prepared and waiting (or one has ended: it failed)."""
     while not all(ready.is_set() for _, ready, _ in procs):
         for proc, ready, conn in procs:
             if not ready.is_set() and not proc.is_alive():
                 raise ServerError(_failure(proc, conn))
         time.sleep(0.02)
-    _release(go, t0, time.perf_counter_ns() + START_AHEAD_NS)
+    _release(go, t0, start_at())
 
 
 def _release(go, t0, value: int) -> None:
