@@ -31,6 +31,12 @@ def run(mock, tok, tmp_path, *extra, conversations=CONVERSATIONS) -> dict:
     return result
 
 
+def test_save_detailed_writes_each_turns_reply(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(ttft_ms=5, itl_ms=1)
+    result = run(mock, qwen3_path, tmp_path, "--save-detailed")
+    assert result["generated_texts"] == [text_for(0, 6)] * 6  # the replies the histories carried
+
+
 def by_conversation(truth) -> dict[str, list]:
     """The mock's requests grouped by conversation, in turn order (ids are <conversation>-<turn>)."""
     groups: dict[str, list] = {}

@@ -35,6 +35,7 @@ def test_records_are_written_as_they_come_then_named_after_the_run(tmp_path):
     lines = (tmp_path / "r.records.jsonl").read_text().splitlines()
     assert [json.loads(x) for x in lines] == [store.record_dict(RECORDS[i], t0) for i in (2, 0, 1)]
     assert sink.tally.records() == [RECORDS[0], RECORDS[1], RECORDS[2]] and not part.exists()
+    assert (tmp_path / "r.records.jsonl").stat().st_mode & 0o777 == 0o644  # shared like the result, not 0600
 
 
 def test_a_run_that_never_started_leaves_no_file(tmp_path):

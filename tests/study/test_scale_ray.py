@@ -4,6 +4,8 @@ known per-replica rates. Skipped where Ray is not installed (the extra ``servela
 
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 import time
 
@@ -115,11 +117,15 @@ def test_a_nodes_records_come_onto_the_drivers_clock():
     ahead, t0 = 7_000_000_000, 1_000_000
     r = RequestRecord(request_id="a", prompt_len=1, expected_output_len=2, intended_ns=t0 + ahead + 10,
                       dispatched_ns=t0 + ahead + 11, sent_ns=t0 + ahead + 12, done_ns=t0 + ahead + 40,
-                      token_ns=(t0 + ahead + 20, t0 + ahead + 40), token_counts=(1, 1), output_tokens=2)
-    run = _on_driver_clock(JobRun(1, [r], {}, 0, t0 + ahead), ahead, t0)
+                      token_ns=(t0 + ahead + 20, t0 + ahead + 40), token_counts=(1, 1), output_tokens=2,
+                      first_reasoning_ns=t0 + ahead + 20, first_answer_ns=t0 + ahead + 40)
+    run = _on_driver_clock(JobRun(1, [r, dataclasses.replace(r, first_reasoning_ns=0, first_answer_ns=0)], {}, 0,
+                                  t0 + ahead), ahead, t0)
     got = run.records[0]
     assert run.t0_ns == t0 and (got.intended_ns, got.sent_ns, got.done_ns) == (t0 + 10, t0 + 12, t0 + 40)
     assert got.token_ns == (t0 + 20, t0 + 40)
+    assert (got.first_reasoning_ns, got.first_answer_ns) == (t0 + 20, t0 + 40)  # reasoning TTFT is sent-relative
+    assert (run.records[1].first_reasoning_ns, run.records[1].first_answer_ns) == (0, 0)  # none seen stays none
 
 
 def test_a_replica_whose_actor_dies_mid_run_ends_the_run_and_leaves_nothing(two_nodes, tmp_path, capsys):

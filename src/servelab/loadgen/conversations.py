@@ -78,7 +78,8 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
                if t.attempt.sent_ns or t.attempt.response is not None]
     if outcome.interrupted:
         records = [r for r in records if r.error != _CUT]
-    return BenchRun(tally_of(records), outcome, wall0, cpu, models), replay
+    # texts kept: the run holds them anyway (its histories), and --save-detailed writes them
+    return BenchRun(tally_of(records, detailed=True), outcome, wall0, cpu, models), replay
 
 
 async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offsets, stop, counters,

@@ -224,7 +224,9 @@ def shifted(r: RequestRecord, by: int) -> RequestRecord:
     """A record from a node's clock onto the driver's (``by`` = −offset)."""
     return dataclasses.replace(r, intended_ns=r.intended_ns + by, dispatched_ns=r.dispatched_ns + by,
                                sent_ns=r.sent_ns + by, done_ns=r.done_ns + by,
-                               token_ns=tuple(t + by for t in r.token_ns))
+                               token_ns=tuple(t + by for t in r.token_ns),
+                               first_reasoning_ns=r.first_reasoning_ns and r.first_reasoning_ns + by,
+                               first_answer_ns=r.first_answer_ns and r.first_answer_ns + by)  # 0: none seen
 
 
 def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returned: list[int],

@@ -103,9 +103,9 @@ def summarize(records: list[RequestRecord], duration_ns: int, percentiles=(99.0,
     return summarize_tally(tally_of(records), duration_ns, percentiles, goodput_slo_ms)
 
 
-def tally_of(records: list[RequestRecord]) -> Tally:
-    """Records held in memory (tests, small runs) as a tally."""
-    tally = Tally(records)
+def tally_of(records: list[RequestRecord], detailed: bool = False) -> Tally:
+    """Records held in memory (tests, small runs) as a tally (their texts kept when ``detailed``)."""
+    tally = Tally(records, detailed)
     for i, r in enumerate(records):
         tally.add(i, r)
     return tally

@@ -161,6 +161,7 @@ class RecordsFile:
 
     def close(self, path: Path) -> None:
         self.file.close()
+        os.chmod(self.tmp, 0o644)  # mkstemp's 0600 is for the hidden part; results are shared files
         try:
             os.replace(self.tmp, path)
         except OSError:  # another file system
