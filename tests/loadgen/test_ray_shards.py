@@ -100,3 +100,20 @@ def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_serv
     assert 0 < on_ray.result["servelab"]["telemetry"]["client"]["in_flight"]["max"] <= 4
     assert [w["records"] for w in on_ray.result["servelab"]["workers"]["per_worker"]] == [10, 10]
     assert "one shard per node" in capsys.readouterr().out
+
+
+def test_records_an_ended_shard_made_but_the_driver_could_not_take_are_counted_lost():
+    import dataclasses
+
+    import numpy as np
+
+    from servelab.loadgen.ray_shards import _entry
+    from servelab.loadgen.shards import Shard
+    from servelab.loadgen.workers import ShardRun
+
+    shard = Shard(0, tuple(SampleRequest("p", 1, 2, f"r{i}") for i in range(5)), np.zeros(5, np.int64), None)
+    names = [f.name for f in dataclasses.fields(ShardRun)]
+    run = ShardRun(**{n: 0 for n in names} | {"made": 5, "requests": 5, "lag_ms": (0.0, 0.0), "cpu_s": 0.0,
+                                                "wall_start": 0.0, "interrupted": False, "server_models": None})
+    assert _entry(shard, "node", (0, 0), run, 3)["lost_requests"] == 2
+    assert _entry(shard, "node", (0, 0), run, 5)["lost_requests"] == 0

@@ -158,3 +158,18 @@ def test_replicas_sharing_a_node_split_its_cores():
     # 5 replicas on 2 nodes: node 0 holds 0, 2, 4 (a third each), node 1 holds 1, 3 (a half each)
     assert [slot(i, 5, 2) for i in range(5)] == [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]
     assert [slot(i, 2, 4) for i in range(2)] == [(0, 1), (0, 1)]
+
+
+def test_the_empty_device_list_ray_gives_a_gpu_less_actor_is_not_taken_as_no_gpus(monkeypatch):
+    """Ray sets CUDA_VISIBLE_DEVICES="" in an actor that reserves no GPU: the replica's actor
+    drops it, so the node's devices are found (NVML) and shared; a real list is kept."""
+    import os
+
+    from servelab.study.ray_scale import ReplicaActor
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    ReplicaActor()
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    ReplicaActor()
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"

@@ -101,6 +101,9 @@ class ShardActor:
         return shard_run(self.shard, None, loop_run(main()), self.outbox)
 
 
+FINAL_TAKE_S = 120.0  # an ended shard's last batch: the whole tail of a big shard may be in it
+
+
 def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, sink=None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
     ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
@@ -118,10 +121,10 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     sink = sink if sink is not None else Tally(samples)
     returned = [0] * len(actors)
 
-    def take(k: int) -> None:
+    def take(k: int, timeout_s: float = 10.0) -> None:
         """Shard ``k``'s new records, onto the driver's clock, into the one sink."""
         try:
-            batch = ray.get(actors[k].take_records.remote(), timeout=10.0)
+            batch = ray.get(actors[k].take_records.remote(), timeout=timeout_s)
         except Exception:  # a dead actor: what it had not handed over is lost
             return
         off = clocks[k][0]
@@ -162,7 +165,7 @@ async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRu
         done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
         for ref in done:
             got[ref] = _outcome(ray, ref, actors)
-            take(runs.index(ref))  # the rest of an ended shard (none from a dead one)
+            take(runs.index(ref), FINAL_TAKE_S)  # the rest of an ended shard (none from a dead one)
         if polls % every == 0:
             for k, ref in enumerate(runs):
                 if ref in pending:
@@ -243,6 +246,8 @@ def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returne
     lines = [f"Ray node {e['node'][:12]} (shard {e['worker']}) failed ({e['failed']}): {e['lost_requests']} "
              f"of its {e['requests']} requests are lost ({e['records']} returned before are kept)"
              for e in entries if e["failed"]]
+    lines += [f"Ray node {e['node'][:12]} (shard {e['worker']}): {e['lost_requests']} of its records could not be "
+              f"taken from it and are not counted" for e in entries if not e["failed"] and e["lost_requests"]]
     section = {"count": len(shards), "placement": "one actor per alive node, node affinity (not soft)",
                "start_perf_ns": t0, "concurrency_rule": CONCURRENCY_RULE,
                "max_concurrency_shares": [s.max_concurrency for s in shards],
@@ -257,4 +262,5 @@ def _entry(shard: Shard, node: str, clock, got, returned: int) -> dict:
              "requests": len(shard.samples), "max_concurrency": shard.max_concurrency, "records": returned}
     if not isinstance(got, ShardRun):
         return {**entry, "failed": got, "lost_requests": len(shard.samples) - returned}
-    return {**entry, "failed": None, "lost_requests": 0, "cpu_s": got.cpu_s, "pid": got.pid}
+    # a batch the driver could not take in time is lost too: counted, never silent
+    return {**entry, "failed": None, "lost_requests": got.made - returned, "cpu_s": got.cpu_s, "pid": got.pid}

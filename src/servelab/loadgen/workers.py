@@ -345,18 +345,22 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, conn, go, t
         publisher.start()
         return t0.value
 
+    error = None
     try:
         run = loop_run(_shard(config, shard, tokenizer, start, counters, outbox))
     except _Aborted:
         return
     except ServelabError as exc:
-        conn.send(("error", str(exc)))
-        return
+        error = str(exc)
     finally:
         stopped.set()
         if publisher.is_alive():
             publisher.join()
-    conn.send(("records", outbox.take()))  # one pipe, one writer at a time: the publisher has ended
+    # one pipe, one writer at a time: only now that the publisher has ended
+    if error is not None:
+        conn.send(("error", error))
+        return
+    conn.send(("records", outbox.take()))
     conn.send(("done", shard_run(shard, core, run, outbox)))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import platform
 import threading
 import time
@@ -42,6 +43,10 @@ class ReplicaActor:
         self.engine = None
         self.ready, self.go = threading.Event(), threading.Event()
         self.t0 = 0
+        # Ray hides every GPU from an actor that reserves none (CUDA_VISIBLE_DEVICES=""); this
+        # one reserves none on purpose and hands the node's devices to its engine itself
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+            del os.environ["CUDA_VISIBLE_DEVICES"]
 
     def clock(self) -> int:
         return time.perf_counter_ns()

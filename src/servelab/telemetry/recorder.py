@@ -73,8 +73,8 @@ class Recorder:
         if proc is None:
             return
         proc.stdin.close()
-        try:
-            proc.wait(timeout=5.0)
+        try:  # its closing sample may take a whole scrape timeout (4 intervals) and a GPU query
+            proc.wait(timeout=max(5.0, 4 * self.interval_s + 2.0))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
