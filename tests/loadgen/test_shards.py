@@ -1,12 +1,12 @@
-"""loadgen/shards.py: one schedule dealt to workers, and their records merged back (pure)."""
+"""loadgen/shards.py: one schedule dealt to workers, and where their records go back (pure)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from servelab.loadgen.arrivals import arrival_offsets_ns
-from servelab.loadgen.shards import concurrency_shares, merge, split
-from servelab.records import RequestRecord, SampleRequest
+from servelab.loadgen.shards import concurrency_shares, global_index, split
+from servelab.records import SampleRequest
 
 
 def samples(n: int) -> list[SampleRequest]:
@@ -31,9 +31,9 @@ def test_concurrency_shares_sum_to_the_cap_and_differ_by_at_most_one():
     assert concurrency_shares(None, 3) == [None, None, None]
 
 
-def test_merge_orders_every_record_by_intended_time():
-    def rec(rid: str, intended: int) -> RequestRecord:
-        return RequestRecord(rid, 1, 1, intended, intended, intended, intended + 5)
-
-    a, b = [rec("a0", 0), rec("a1", 20)], [rec("b0", 10), rec("b1", 30)]
-    assert [r.request_id for r in merge([a, b])] == ["a0", "b0", "a1", "b1"]
+def test_global_index_puts_every_shards_record_back_where_split_took_it():
+    reqs = samples(11)
+    for n in (1, 2, 3, 4):
+        shards = split(reqs, np.arange(11), None, n)
+        back = {global_index(s.index, k, n): r.request_id for s in shards for k, r in enumerate(s.samples)}
+        assert back == {j: f"r{j}" for j in range(11)}

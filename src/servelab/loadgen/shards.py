@@ -1,6 +1,6 @@
-"""One run's schedule split between client workers, and their records merged back.
+"""One run's schedule split between client workers, and where their records go back.
 
-Pure: the split and the merge take values and return values (loadgen/workers.py
+Pure: the split and ``global_index`` take values and return values (loadgen/workers.py
 runs the processes). The schedule is drawn once, as one worker would draw it, and
 dealt round-robin — request ``j`` goes to worker ``j % n`` — so the union of the
 shards' arrivals is exactly the single-worker schedule, and each shard offers
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servelab.records import RequestRecord, SampleRequest
+from servelab.records import SampleRequest
 
 # --max-concurrency stays a cap on the whole run by splitting it: worker i gets
 # floor(C/n) slots, plus one for the first C mod n workers (the shares sum to C).
@@ -53,9 +53,3 @@ def global_index(shard: int, local: int, n: int) -> int:
     """Where a shard's ``local``-th request stands in the run (the inverse of ``split``'s deal)."""
     return local * n + shard
 
-
-def merge(shard_records: list[list[RequestRecord]]) -> list[RequestRecord]:
-    """Every shard's records in one list, by intended send time (stable: ties keep shard order)."""
-    merged = [r for records in shard_records for r in records]
-    merged.sort(key=lambda r: r.intended_ns)
-    return merged
