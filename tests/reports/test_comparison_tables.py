@@ -122,3 +122,17 @@ def test_two_studies_keep_their_configs_apart(tmp_path):
     [table] = build_tables(load_runs([a, b]))
     assert table.configs == ["one/baseline", "two/baseline"]
     assert row(table, "output_throughput").versus["two/baseline"].verdict == "worse"
+
+
+def test_a_run_beside_a_busy_neighbour_is_flagged(tmp_path):
+    folder = make_study(tmp_path, {"a": {"w": [{}, {}]}, "b": {"w": [{}, {}]}})
+    for config, repeat, others in (("a", 1, 0.1), ("b", 2, 0.6)):
+        res = folder / config / "w" / str(repeat) / "result.json"
+        data = json.loads(res.read_text())
+        data["servelab"]["machine"] = {"cpus": 2, "seconds": 10.0, "busy_fraction": others + 0.3,
+                                       "servelab_fraction": 0.3, "others_fraction": others}
+        res.write_text(json.dumps(data))
+    [table] = build_tables(load_runs([folder]))
+    flagged = [n for n in table.notes if "other programs" in n]
+    assert flagged == ["⚠ b repeat 2: other programs kept 60% of the machine's 2 CPUs busy during this run "
+                       "(servelab and what it started: 30%); latency figures move with such a neighbour"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import psutil
+import spinners
+
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.study.measure import bench_tokenizer, execute
 
@@ -105,3 +108,19 @@ def test_streams_that_end_without_a_finish_are_counted_and_said(qwen3_path, tmp_
     assert "servelab: 4 successful requests' streams ended without a finish_reason or [DONE]" in capsys.readouterr().out
     lines = (tmp_path / "r.records.jsonl").read_text().splitlines()
     assert [json.loads(x)["finished"] for x in lines] == [False] * 4
+
+
+def test_a_run_beside_busy_strangers_says_so_in_its_result_and_on_the_console(mock_server, qwen3_path, tmp_path,
+                                                                            capsys):
+    """One stranger spinning per CPU: others take most of the machine, whatever else runs."""
+    mock = mock_server(ttft_ms=50, itl_ms=20)
+    spec = spec_for(mock.url, tmp_path, qwen3_path, max_concurrency=2)
+    with spinners.strangers(tmp_path, psutil.cpu_count()):
+        outcome = execute(spec)
+    shared = outcome.result["servelab"]["machine"]
+    assert shared["cpus"] == psutil.cpu_count() and shared["seconds"] > 0.5
+    assert shared["others_fraction"] >= 0.25 and shared["busy_fraction"] >= shared["others_fraction"], shared
+    assert f"servelab: WARNING other programs kept {shared['others_fraction']:.0%} of the machine's" \
+        in capsys.readouterr().out
+    saved = json.loads((tmp_path / "r.json").read_text())["servelab"]["machine"]
+    assert saved == shared

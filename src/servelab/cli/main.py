@@ -51,6 +51,9 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from servelab.telemetry.machine import mark_root
+
+    mark_root()  # what this command starts counts as servelab's own CPU time (telemetry/machine.py)
     if not argv or argv[0] not in COMMANDS:
         _top_parser().parse_args(argv or ["--help"])
         return 2

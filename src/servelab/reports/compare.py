@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from servelab.errors import InputError
 from servelab.reports import verdict as v
 from servelab.results.runs import Run
+from servelab.telemetry import machine
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,8 @@ def _run_flags(config: str, runs: list[Run]) -> list[str]:
             notes.append(f"⚠ {tag}: SIMULATED result, not a measurement")
         if s.get("client_bound"):
             notes.append(f"⚠ {tag}: the client may limit this run ({'; '.join(s['client_bound'])})")
+        if shared := machine.warning(s.get("machine")):
+            notes.append(f"⚠ {tag}: {shared}")
         if s.get("interrupted"):
             notes.append(f"⚠ {tag}: interrupted; covers only the requests completed")
         if run.result.get("failed"):

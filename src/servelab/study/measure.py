@@ -42,6 +42,7 @@ from servelab.results import store
 from servelab.study import simulated
 from servelab.study.beyond_vllm import beyond_vllm
 from servelab.study.servelab_section import footer, servelab_section
+from servelab.telemetry import machine
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import timeline_path
@@ -80,7 +81,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 samples, spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
         _notes(spec, config)
         _preamble(config)
-        replay = None
+        replay, shared = None, None  # shared: how busy the machine was (none for a simulated run)
         sink = _sink(spec, samples)
         with _discard_on_error(sink):
             if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
@@ -89,6 +90,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 for i, r in enumerate(run.records):
                     sink.add(i, r, run.outcome.t0_ns)
             else:
+                before = machine.snapshot()
                 if spec.multi_turn.enabled:
                     run, replay = _run_conversations(spec, config, samples, tokenizer,
                                                      _with_telemetry(recorder, on_start))
@@ -97,6 +99,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 else:
                     run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start),
                                           sink)
+                shared = machine.share(before, machine.snapshot())
                 timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
                 labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     run.tally = sink.tally
@@ -115,6 +118,8 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     extra.update(context or {})
     if workers is not None:
         extra["workers"] = workers.section
+    if shared is not None:
+        extra["machine"] = shared
     footer(extra)
     extra.update(beyond_vllm(spec, run, summary, replay, timeline))
     for line in workers.failed if workers is not None else ():

@@ -16,6 +16,7 @@ from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
 from servelab.loadgen.drive import BenchConfig, BenchRun
 from servelab.metrics.summary import NS_PER_MS, Summary, stat
+from servelab.telemetry import machine
 
 
 def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
@@ -120,6 +121,8 @@ def footer(extra: dict) -> None:
     if extra["client_bound"]:
         print("servelab: WARNING the client may limit this run (" + "; ".join(extra["client_bound"])
               + "): the numbers can understate the server")
+    if shared := machine.warning(extra.get("machine")):
+        print(f"servelab: WARNING {shared}")
     if extra["unfinished_streams"]:
         print(f"servelab: {extra['unfinished_streams']} successful requests' streams ended without a "
               "finish_reason or [DONE] (counted as successes, as vLLM does)")

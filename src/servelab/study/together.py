@@ -28,6 +28,7 @@ from servelab.config import BenchSpec
 from servelab.errors import ServelabError, ServerError
 from servelab.loadgen.workers import START_AHEAD_NS, _die_with
 from servelab.records import RequestRecord
+from servelab.telemetry import machine
 
 CONSOLE_FILE = "console.txt"
 
@@ -55,6 +56,7 @@ def run_together(jobs: list[Job], start_at=None) -> list[JobRun]:
     """Run every job at once from one start instant; ServerError if one fails before it.
     ``start_at()``, called once all are prepared, gives that instant (default: now +
     START_AHEAD_NS); ``scale --ray`` waits there for the driver's, in this node's clock."""
+    machine.mark_root()  # the replicas' engines are this process's: each run counts them as servelab's
     ctx = mp.get_context("spawn")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     procs = [_start(ctx, job, go, t0) for job in jobs]

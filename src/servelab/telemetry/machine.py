@@ -1,0 +1,90 @@
+"""Was the machine shared during a run? CPU time of the whole machine against servelab's own.
+
+A neighbour moves latency figures more than anything servelab controls: with one process
+spinning beside the demo on 2 cores, one engine start's runs ranged 233–862 ms in mean
+TTFT (``bench/self_noise.py --busy 1``). So each run states how busy the machine's CPUs
+were and with whose work, from two snapshots (before and after the run):
+
+- *busy*: all CPUs' non-idle time (hypervisor steal included: a neighbouring VM), from
+  the kernel's counters;
+- *ours*: servelab's process tree — the process that started the command (its pid in
+  ``SERVELAB_ROOT_PID``, inherited by workers and replicas), everything it started (an
+  engine servelab launched, client workers, the scraper), and the children it reaped;
+- *others* = busy − ours: other programs, including a local engine servelab did not start.
+
+Each is a fraction of the machine's capacity (wall time × CPUs).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+ROOT_ENV = "SERVELAB_ROOT_PID"
+WARN_OTHERS = 0.25  # of the machine: one spinning process on 4 cores; half of one on 2
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSnapshot:
+    wall_s: float
+    busy_s: float  # all CPUs together
+    ours_s: float
+    cpus: int
+
+
+def mark_root() -> None:
+    """Call where a command starts (and before spawning replicas): processes started from
+    here count as servelab's own."""
+    os.environ.setdefault(ROOT_ENV, str(os.getpid()))
+
+
+def snapshot() -> CpuSnapshot:
+    t = psutil.cpu_times()
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # Linux: inside user and nice too
+    busy = sum(t) - idle - guest
+    return CpuSnapshot(time.monotonic(), busy, _tree_cpu_s(_root()), psutil.cpu_count() or 1)
+
+
+def share(before: CpuSnapshot, after: CpuSnapshot) -> dict:
+    """The result's ``machine`` section: busy, ours and others as fractions of capacity."""
+    capacity = max(after.wall_s - before.wall_s, 1e-9) * after.cpus
+    busy = min(max(after.busy_s - before.busy_s, 0.0) / capacity, 1.0)
+    ours = min(max(after.ours_s - before.ours_s, 0.0) / capacity, busy)
+    return {"cpus": after.cpus, "seconds": after.wall_s - before.wall_s, "busy_fraction": busy,
+            "servelab_fraction": ours, "others_fraction": busy - ours}
+
+
+def warning(machine: dict | None) -> str | None:
+    """One line when other programs took a share of the machine that moves latency figures."""
+    if not machine or machine.get("others_fraction", 0.0) < WARN_OTHERS:
+        return None
+    return (f"other programs kept {machine['others_fraction']:.0%} of the machine's {machine['cpus']} CPUs "
+            f"busy during this run (servelab and what it started: {machine['servelab_fraction']:.0%}); "
+            "latency figures move with such a neighbour")
+
+
+def _root() -> psutil.Process:
+    try:
+        return psutil.Process(int(os.environ.get(ROOT_ENV, os.getpid())))
+    except (ValueError, psutil.Error):
+        return psutil.Process()
+
+
+def _tree_cpu_s(root: psutil.Process) -> float:
+    """CPU seconds of root, its live descendants, and the children each of them reaped."""
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        procs = [psutil.Process()]
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue  # ended between the listing and the read: its time is in its parent's reaped
+        total += t.user + t.system + t.children_user + t.children_system
+    return total

@@ -1,0 +1,97 @@
+"""How busy the machine was during a run, and with whose work: the arithmetic on
+hand-built snapshots, then real spinning processes inside and outside servelab's tree."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import spinners
+
+from servelab.telemetry import machine
+from servelab.telemetry.machine import CpuSnapshot
+
+def test_shares_are_fractions_of_wall_time_times_cpus():
+    before, after = CpuSnapshot(10.0, 100.0, 5.0, 2), CpuSnapshot(12.0, 103.0, 6.0, 2)
+    got = machine.share(before, after)
+    assert got == pytest.approx({"cpus": 2, "seconds": 2.0, "busy_fraction": 0.75, "servelab_fraction": 0.25,
+                                 "others_fraction": 0.5})
+
+
+def test_ours_never_exceeds_busy_and_counters_going_back_count_as_nothing():
+    # a process tree's times can run ahead of the kernel's per-CPU counters by a tick
+    got = machine.share(CpuSnapshot(0.0, 10.0, 0.0, 2), CpuSnapshot(1.0, 10.5, 0.9, 2))
+    assert got["servelab_fraction"] == got["busy_fraction"] == 0.25 and got["others_fraction"] == 0.0
+    got = machine.share(CpuSnapshot(0.0, 10.0, 5.0, 2), CpuSnapshot(1.0, 9.0, 4.0, 2))
+    assert got["busy_fraction"] == got["servelab_fraction"] == got["others_fraction"] == 0.0
+
+
+def test_a_warning_only_when_others_took_a_quarter_of_the_machine():
+    calm = {"cpus": 2, "busy_fraction": 0.6, "servelab_fraction": 0.4, "others_fraction": 0.2}
+    assert machine.warning(calm) is None and machine.warning(None) is None and machine.warning({}) is None
+    busy = {**calm, "others_fraction": 0.5}
+    assert machine.warning(busy) == ("other programs kept 50% of the machine's 2 CPUs busy during this run "
+                                     "(servelab and what it started: 40%); latency figures move with such a neighbour")
+
+
+def measure(pid: int) -> tuple[dict, float]:
+    """The machine's shares over a window in which ``pid`` used at least ``ENOUGH`` CPU
+    seconds (however long that takes on a loaded machine), and what it used in it."""
+    spinner = psutil.Process(pid)
+    before, start = machine.snapshot(), sum(spinner.cpu_times()[:2])
+    deadline = time.monotonic() + 60
+    while (used := sum(spinner.cpu_times()[:2]) - start) < ENOUGH and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return machine.share(before, machine.snapshot()), used
+
+
+def core_seconds(got: dict, key: str) -> float:
+    return got[key] * got["cpus"] * got["seconds"]
+
+
+# The kernel counts in 10 ms ticks: "all of its time" is checked to 3 ticks.
+TICKS = 0.03
+ENOUGH = 0.3
+
+
+def test_a_spinning_child_is_servelabs_and_a_spinning_stranger_is_not(monkeypatch, tmp_path):
+    monkeypatch.delenv(machine.ROOT_ENV, raising=False)
+    with spinners.child(tmp_path / "child") as pid:
+        got, spun = measure(pid)
+    assert spun >= ENOUGH and core_seconds(got, "servelab_fraction") >= spun - TICKS, (got, spun)
+    with spinners.strangers(tmp_path) as [pid]:
+        got, spun = measure(pid)
+    assert spun >= ENOUGH and core_seconds(got, "others_fraction") >= spun - TICKS, (got, spun)
+    assert core_seconds(got, "servelab_fraction") < 0.5 * spun, (got, spun)
+
+
+MEASURE_IN_A_CHILD = """
+import json, sys
+sys.path[:0] = [sys.argv[2], sys.argv[2] + "/.."]  # test_machine, and the spinners beside tests/
+from test_machine import measure
+print(json.dumps(measure(int(sys.argv[1]))))
+"""
+
+
+@pytest.mark.parametrize("root_marked", [True, False])
+def test_a_sibling_counts_as_servelabs_when_the_root_is_marked(monkeypatch, tmp_path, root_marked):
+    """A replica's run is a spawned child; the engines beside it are its parent's. With the
+    parent marked as root (``mark_root``, inherited), a spinning sibling is servelab's."""
+    monkeypatch.delenv(machine.ROOT_ENV, raising=False)
+    if root_marked:
+        machine.mark_root()
+        assert os.environ[machine.ROOT_ENV] == str(os.getpid())
+    with spinners.child(tmp_path / "sibling") as sibling:
+        out = subprocess.run([sys.executable, "-c", MEASURE_IN_A_CHILD, str(sibling), str(Path(__file__).parent)],
+                             capture_output=True, text=True, check=True, timeout=120).stdout
+    got, spun = json.loads(out)
+    mine, theirs = core_seconds(got, "servelab_fraction"), core_seconds(got, "others_fraction")
+    assert spun >= ENOUGH, (got, spun)
+    if root_marked:
+        assert mine >= spun - TICKS, (got, spun)
+    else:
+        assert theirs >= spun - TICKS and mine < 0.5 * spun, (got, spun)
