@@ -13,6 +13,10 @@ import time
 from pathlib import Path
 
 SPIN_CODE = "import pathlib, sys; pathlib.Path(sys.argv[1]).touch()\nwhile True: pass"
+# a stand-in for an engine started by hand: it listens on a port (written to the flag), and spins
+LISTEN_CODE = ("import pathlib, socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+               "f = pathlib.Path(sys.argv[1]); f.with_suffix('.tmp').write_text(str(s.getsockname()[1])); "
+               "f.with_suffix('.tmp').rename(f)\nwhile True: pass")
 
 
 def spinning(flag: Path) -> None:
@@ -36,10 +40,10 @@ def child(flag: Path):
 
 
 @contextlib.contextmanager
-def strangers(folder: Path, n: int = 1):
+def strangers(folder: Path, n: int = 1, code: str = SPIN_CODE):
     """``n`` spinners started by a shell that exits at once: none is in this process's tree.
     Yields their pids."""
-    one = f"{sys.executable} -c '{SPIN_CODE.replace(chr(10), '; ').replace('; while', chr(10) + 'while')}'"
+    one = f"{sys.executable} -c \"{code.replace(chr(10), '; ').replace('; while', chr(10) + 'while')}\""
     pids = []
     try:
         for i in range(n):
@@ -52,3 +56,10 @@ def strangers(folder: Path, n: int = 1):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def engine_by_hand(folder: Path):
+    """A stranger that listens on a port, as an engine started by hand. Yields (pid, port)."""
+    with strangers(folder, 1, LISTEN_CODE) as [pid]:
+        yield pid, int((folder / "stranger0").read_text())

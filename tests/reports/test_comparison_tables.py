@@ -130,9 +130,9 @@ def test_a_run_beside_a_busy_neighbour_is_flagged(tmp_path):
         res = folder / config / "w" / str(repeat) / "result.json"
         data = json.loads(res.read_text())
         data["servelab"]["machine"] = {"cpus": 2, "seconds": 10.0, "busy_fraction": others + 0.3,
-                                       "servelab_fraction": 0.3, "others_fraction": others}
+                                       "ours_fraction": 0.3, "others_fraction": others}
         res.write_text(json.dumps(data))
     [table] = build_tables(load_runs([folder]))
     flagged = [n for n in table.notes if "other programs" in n]
     assert flagged == ["⚠ b repeat 2: other programs kept 60% of the machine's 2 CPUs busy during this run "
-                       "(servelab and what it started: 30%); latency figures move with such a neighbour"]
+                       "(servelab and the engine: 30%); latency figures move with such a neighbour"]

@@ -124,3 +124,16 @@ def test_a_run_beside_busy_strangers_says_so_in_its_result_and_on_the_console(mo
         in capsys.readouterr().out
     saved = json.loads((tmp_path / "r.json").read_text())["servelab"]["machine"]
     assert saved == shared
+
+
+def test_an_engine_started_by_hand_beside_the_bench_is_not_a_neighbour(qwen3_path, tmp_path, capsys):
+    """The mock in a process of its own listens on the bench's port, as `vllm serve` would:
+    the result names it as the local engine, counted with servelab (tests/telemetry/
+    test_machine.py checks the counting on a process outside the test's tree)."""
+    from servelab.mock.config import MockConfig
+    from servelab.mock.launch import run_in_subprocess
+
+    with run_in_subprocess(MockConfig(ttft_ms=50, itl_ms=20, port=0)) as mock:
+        outcome = execute(spec_for(mock.url, tmp_path, qwen3_path, max_concurrency=2))
+    shared = outcome.result["servelab"]["machine"]
+    assert shared["local_engine_pids"] == [mock._proc.pid], shared

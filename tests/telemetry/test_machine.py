@@ -18,35 +18,35 @@ from servelab.telemetry.machine import CpuSnapshot
 def test_shares_are_fractions_of_wall_time_times_cpus():
     before, after = CpuSnapshot(10.0, 100.0, 5.0, 2), CpuSnapshot(12.0, 103.0, 6.0, 2)
     got = machine.share(before, after)
-    assert got == pytest.approx({"cpus": 2, "seconds": 2.0, "busy_fraction": 0.75, "servelab_fraction": 0.25,
+    assert got == pytest.approx({"cpus": 2, "seconds": 2.0, "busy_fraction": 0.75, "ours_fraction": 0.25,
                                  "others_fraction": 0.5})
 
 
 def test_ours_never_exceeds_busy_and_counters_going_back_count_as_nothing():
     # a process tree's times can run ahead of the kernel's per-CPU counters by a tick
     got = machine.share(CpuSnapshot(0.0, 10.0, 0.0, 2), CpuSnapshot(1.0, 10.5, 0.9, 2))
-    assert got["servelab_fraction"] == got["busy_fraction"] == 0.25 and got["others_fraction"] == 0.0
+    assert got["ours_fraction"] == got["busy_fraction"] == 0.25 and got["others_fraction"] == 0.0
     got = machine.share(CpuSnapshot(0.0, 10.0, 5.0, 2), CpuSnapshot(1.0, 9.0, 4.0, 2))
-    assert got["busy_fraction"] == got["servelab_fraction"] == got["others_fraction"] == 0.0
+    assert got["busy_fraction"] == got["ours_fraction"] == got["others_fraction"] == 0.0
 
 
 def test_a_warning_only_when_others_took_a_quarter_of_the_machine():
-    calm = {"cpus": 2, "busy_fraction": 0.6, "servelab_fraction": 0.4, "others_fraction": 0.2}
+    calm = {"cpus": 2, "busy_fraction": 0.6, "ours_fraction": 0.4, "others_fraction": 0.2}
     assert machine.warning(calm) is None and machine.warning(None) is None and machine.warning({}) is None
     busy = {**calm, "others_fraction": 0.5}
     assert machine.warning(busy) == ("other programs kept 50% of the machine's 2 CPUs busy during this run "
-                                     "(servelab and what it started: 40%); latency figures move with such a neighbour")
+                                     "(servelab and the engine: 40%); latency figures move with such a neighbour")
 
 
-def measure(pid: int) -> tuple[dict, float]:
+def measure(pid: int, engine_pids: tuple[int, ...] = ()) -> tuple[dict, float]:
     """The machine's shares over a window in which ``pid`` used at least ``ENOUGH`` CPU
     seconds (however long that takes on a loaded machine), and what it used in it."""
     spinner = psutil.Process(pid)
-    before, start = machine.snapshot(), sum(spinner.cpu_times()[:2])
+    before, start = machine.snapshot(engine_pids), sum(spinner.cpu_times()[:2])
     deadline = time.monotonic() + 60
     while (used := sum(spinner.cpu_times()[:2]) - start) < ENOUGH and time.monotonic() < deadline:
         time.sleep(0.1)
-    return machine.share(before, machine.snapshot()), used
+    return machine.share(before, machine.snapshot(engine_pids)), used
 
 
 def core_seconds(got: dict, key: str) -> float:
@@ -62,11 +62,11 @@ def test_a_spinning_child_is_servelabs_and_a_spinning_stranger_is_not(monkeypatc
     monkeypatch.delenv(machine.ROOT_ENV, raising=False)
     with spinners.child(tmp_path / "child") as pid:
         got, spun = measure(pid)
-    assert spun >= ENOUGH and core_seconds(got, "servelab_fraction") >= spun - TICKS, (got, spun)
+    assert spun >= ENOUGH and core_seconds(got, "ours_fraction") >= spun - TICKS, (got, spun)
     with spinners.strangers(tmp_path) as [pid]:
         got, spun = measure(pid)
     assert spun >= ENOUGH and core_seconds(got, "others_fraction") >= spun - TICKS, (got, spun)
-    assert core_seconds(got, "servelab_fraction") < 0.5 * spun, (got, spun)
+    assert core_seconds(got, "ours_fraction") < 0.5 * spun, (got, spun)
 
 
 MEASURE_IN_A_CHILD = """
@@ -89,9 +89,21 @@ def test_a_sibling_counts_as_servelabs_when_the_root_is_marked(monkeypatch, tmp_
         out = subprocess.run([sys.executable, "-c", MEASURE_IN_A_CHILD, str(sibling), str(Path(__file__).parent)],
                              capture_output=True, text=True, check=True, timeout=120).stdout
     got, spun = json.loads(out)
-    mine, theirs = core_seconds(got, "servelab_fraction"), core_seconds(got, "others_fraction")
+    mine, theirs = core_seconds(got, "ours_fraction"), core_seconds(got, "others_fraction")
     assert spun >= ENOUGH, (got, spun)
     if root_marked:
         assert mine >= spun - TICKS, (got, spun)
     else:
         assert theirs >= spun - TICKS and mine < 0.5 * spun, (got, spun)
+
+
+def test_an_engine_started_by_hand_on_this_machine_counts_as_ours(tmp_path):
+    """The usual case: `vllm serve` in one terminal, `servelab bench` in another. Its
+    process listens on the port the bench talks to; it is the stack, not a neighbour."""
+    with spinners.engine_by_hand(tmp_path) as (pid, port):
+        assert machine.local_engine(f"http://127.0.0.1:{port}") == (pid,)
+        assert machine.local_engine(f"http://localhost:{port}/v1") == (pid,)
+        assert machine.local_engine(f"http://127.0.0.1:{port + 1 if port < 65535 else 1}") == ()
+        assert machine.local_engine(f"http://engine.example.invalid:{port}") == ()  # elsewhere: never ours
+        got, spun = measure(pid, (pid,))
+    assert spun >= ENOUGH and core_seconds(got, "ours_fraction") >= spun - TICKS, (got, spun)

@@ -9,8 +9,10 @@ were and with whose work, from two snapshots (before and after the run):
   the kernel's counters;
 - *ours*: servelab's process tree — the process that started the command (its pid in
   ``SERVELAB_ROOT_PID``, inherited by workers and replicas), everything it started (an
-  engine servelab launched, client workers, the scraper), and the children it reaped;
-- *others* = busy − ours: other programs, including a local engine servelab did not start.
+  engine servelab launched, client workers, the scraper), and the children it reaped —
+  and, when the server is on this machine, the tree of the process listening on its
+  port (an engine started by hand: vLLM's API server and its engine core);
+- *others* = busy − ours: other programs.
 
 Each is a fraction of the machine's capacity (wall time × CPUs).
 """
@@ -18,7 +20,9 @@ Each is a fraction of the machine's capacity (wall time × CPUs).
 from __future__ import annotations
 
 import os
+import socket
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 import psutil
@@ -41,12 +45,28 @@ def mark_root() -> None:
     os.environ.setdefault(ROOT_ENV, str(os.getpid()))
 
 
-def snapshot() -> CpuSnapshot:
+def snapshot(engine_pids: tuple[int, ...] = ()) -> CpuSnapshot:
+    """The machine's busy time and ours; ``engine_pids`` (``local_engine``) count as ours."""
     t = psutil.cpu_times()
     idle = t.idle + getattr(t, "iowait", 0.0)
     guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # Linux: inside user and nice too
     busy = sum(t) - idle - guest
-    return CpuSnapshot(time.monotonic(), busy, _tree_cpu_s(_root()), psutil.cpu_count() or 1)
+    return CpuSnapshot(time.monotonic(), busy, _cpu_s(_trees([_root(), *_processes(engine_pids)])),
+                       psutil.cpu_count() or 1)
+
+
+def local_engine(base_url: str) -> tuple[int, ...]:
+    """The processes listening on ``base_url``'s port when its host is this machine (none
+    when it is elsewhere, or when they cannot be seen)."""
+    parts = urllib.parse.urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if parts.hostname not in _local_names():
+            return ()
+        return tuple(sorted({c.pid for c in psutil.net_connections("tcp")
+                             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}))
+    except (ValueError, OSError, psutil.Error):
+        return ()
 
 
 def share(before: CpuSnapshot, after: CpuSnapshot) -> dict:
@@ -55,7 +75,7 @@ def share(before: CpuSnapshot, after: CpuSnapshot) -> dict:
     busy = min(max(after.busy_s - before.busy_s, 0.0) / capacity, 1.0)
     ours = min(max(after.ours_s - before.ours_s, 0.0) / capacity, busy)
     return {"cpus": after.cpus, "seconds": after.wall_s - before.wall_s, "busy_fraction": busy,
-            "servelab_fraction": ours, "others_fraction": busy - ours}
+            "ours_fraction": ours, "others_fraction": busy - ours}
 
 
 def warning(machine: dict | None) -> str | None:
@@ -63,7 +83,7 @@ def warning(machine: dict | None) -> str | None:
     if not machine or machine.get("others_fraction", 0.0) < WARN_OTHERS:
         return None
     return (f"other programs kept {machine['others_fraction']:.0%} of the machine's {machine['cpus']} CPUs "
-            f"busy during this run (servelab and what it started: {machine['servelab_fraction']:.0%}); "
+            f"busy during this run (servelab and the engine: {machine['ours_fraction']:.0%}); "
             "latency figures move with such a neighbour")
 
 
@@ -74,12 +94,30 @@ def _root() -> psutil.Process:
         return psutil.Process()
 
 
-def _tree_cpu_s(root: psutil.Process) -> float:
-    """CPU seconds of root, its live descendants, and the children each of them reaped."""
-    try:
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        procs = [psutil.Process()]
+def _processes(pids) -> list[psutil.Process]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+    return out
+
+
+def _trees(roots: list[psutil.Process]) -> list[psutil.Process]:
+    """Each root and its live descendants, each process once."""
+    seen: dict[int, psutil.Process] = {}
+    for root in roots:
+        try:
+            family = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        seen.update((p.pid, p) for p in family)
+    return list(seen.values())
+
+
+def _cpu_s(procs: list[psutil.Process]) -> float:
+    """CPU seconds of these processes and of the children each of them reaped."""
     total = 0.0
     for proc in procs:
         try:
@@ -88,3 +126,10 @@ def _tree_cpu_s(root: psutil.Process) -> float:
             continue  # ended between the listing and the read: its time is in its parent's reaped
         total += t.user + t.system + t.children_user + t.children_system
     return total
+
+
+def _local_names() -> set[str]:
+    names = {"localhost", "0.0.0.0", "::", socket.gethostname()}
+    for addrs in psutil.net_if_addrs().values():
+        names.update(a.address.split("%")[0] for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6))
+    return names
