@@ -100,6 +100,11 @@ def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_serv
     assert 0 < on_ray.result["servelab"]["telemetry"]["client"]["in_flight"]["max"] <= 4
     assert [w["records"] for w in on_ray.result["servelab"]["workers"]["per_worker"]] == [10, 10]
     assert "one shard per node" in capsys.readouterr().out
+    # the mock is the test's own child: its CPU is servelab's; Ray's actors may not be
+    from servelab.telemetry.machine import RAY_ACTORS
+
+    assert one.result["servelab"]["machine"]["unattributed"] == []
+    assert on_ray.result["servelab"]["machine"]["unattributed"] == [RAY_ACTORS]
 
 
 def test_records_an_ended_shard_made_but_the_driver_could_not_take_are_counted_lost():

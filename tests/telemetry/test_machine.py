@@ -81,7 +81,8 @@ print(json.dumps(measure(int(sys.argv[1]))))
 def test_a_sibling_counts_as_servelabs_when_the_root_is_marked(monkeypatch, tmp_path, root_marked):
     """A replica's run is a spawned child; the engines beside it are its parent's. With the
     parent marked as root (``mark_root``, inherited), a spinning sibling is servelab's."""
-    monkeypatch.delenv(machine.ROOT_ENV, raising=False)
+    monkeypatch.setenv(machine.ROOT_ENV, "")  # recorded, so whatever mark_root sets is undone
+    monkeypatch.delenv(machine.ROOT_ENV)
     if root_marked:
         machine.mark_root()
         assert os.environ[machine.ROOT_ENV] == str(os.getpid())
@@ -101,9 +102,33 @@ def test_an_engine_started_by_hand_on_this_machine_counts_as_ours(tmp_path):
     """The usual case: `vllm serve` in one terminal, `servelab bench` in another. Its
     process listens on the port the bench talks to; it is the stack, not a neighbour."""
     with spinners.engine_by_hand(tmp_path) as (pid, port):
-        assert machine.local_engine(f"http://127.0.0.1:{port}") == (pid,)
-        assert machine.local_engine(f"http://localhost:{port}/v1") == (pid,)
-        assert machine.local_engine(f"http://127.0.0.1:{port + 1 if port < 65535 else 1}") == ()
-        assert machine.local_engine(f"http://engine.example.invalid:{port}") == ()  # elsewhere: never ours
+        assert machine.local_engine(f"http://127.0.0.1:{port}") == ((pid,), None)
+        assert machine.local_engine(f"http://LOCALHOST:{port}/v1") == ((pid,), None)
         got, spun = measure(pid, (pid,))
     assert spun >= ENOUGH and core_seconds(got, "ours_fraction") >= spun - TICKS, (got, spun)
+
+
+def test_an_engine_elsewhere_is_none_of_this_machine_and_one_not_seen_here_is_said():
+    assert machine.local_engine("http://engine.example.invalid:8000") == ((), None)
+    assert machine.local_engine("http://10.255.255.1:8000") == ((), None)  # no interface of ours
+    # local, but nothing listening that servelab can see (a container behind a proxy would look alike)
+    assert machine.local_engine(f"http://127.0.0.1:{unused_port()}") == ((), machine.UNSEEN)
+    assert machine.local_engine("http://[::1:8000") == ((), machine.UNSEEN)  # not a URL: no claim either way
+
+
+def test_the_warning_names_what_may_be_among_the_others():
+    shared = {"cpus": 2, "busy_fraction": 0.9, "ours_fraction": 0.1, "others_fraction": 0.8,
+              "unattributed": [machine.UNSEEN]}
+    assert machine.warning(shared) == (
+        "other programs kept 80% of the machine's 2 CPUs busy during this run (servelab and the engine: 10%); "
+        "among them, perhaps, the engine's own processes (on this machine, but not seen: another user's, or a "
+        "container's); latency figures move with such a neighbour")
+    assert machine.warning({"others_fraction": None}) is None  # a hand-edited result: no crash
+
+
+def unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -90,7 +90,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 for i, r in enumerate(run.records):
                     sink.add(i, r, run.outcome.t0_ns)
             else:
-                engine_pids = machine.local_engine(config.base_url)  # started by hand: the stack, not a neighbour
+                engine_pids, unseen = machine.local_engine(config.base_url)  # started by hand: not a neighbour
                 before = machine.snapshot(engine_pids)
                 if spec.multi_turn.enabled:
                     run, replay = _run_conversations(spec, config, samples, tokenizer,
@@ -100,7 +100,9 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
                 else:
                     run, workers = _drive(spec, config, samples, tokenizer, _with_telemetry(recorder, on_start),
                                           sink)
-                shared = {**machine.share(before, machine.snapshot(engine_pids)), "local_engine_pids": list(engine_pids)}
+                ray = machine.RAY_ACTORS if spec.load.ray is not None else None
+                shared = {**machine.share(before, machine.snapshot(engine_pids)),
+                          "local_engine_pids": list(engine_pids), "unattributed": [x for x in (unseen, ray) if x]}
                 timeline = recorder.stop(run.outcome.t0_ns, run.outcome.end_ns) if recorder else None
                 labels = simulated.detected(run.server_models, (context or {}).get("engine"))
     run.tally = sink.tally

@@ -19,6 +19,7 @@ Each is a fraction of the machine's capacity (wall time × CPUs).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import time
@@ -29,6 +30,10 @@ import psutil
 
 ROOT_ENV = "SERVELAB_ROOT_PID"
 WARN_OTHERS = 0.25  # of the machine: one spinning process on 4 cores; half of one on 2
+# listeners that forward to an engine in a container, whose processes are not the listener's
+PROXIES = ("docker-proxy", "rootlessport", "slirp4netns", "pasta")
+UNSEEN = "the engine's own processes (on this machine, but not seen: another user's, or a container's)"
+RAY_ACTORS = "Ray's actors on this machine (they run under Ray, not under servelab)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +60,23 @@ def snapshot(engine_pids: tuple[int, ...] = ()) -> CpuSnapshot:
                        psutil.cpu_count() or 1)
 
 
-def local_engine(base_url: str) -> tuple[int, ...]:
-    """The processes listening on ``base_url``'s port when its host is this machine (none
-    when it is elsewhere, or when they cannot be seen)."""
-    parts = urllib.parse.urlsplit(base_url)
+def local_engine(base_url: str) -> tuple[tuple[int, ...], str | None]:
+    """(pids, why not) for the server at ``base_url``: the processes listening on its port
+    when its host is this machine, counted with servelab; ``why not`` says, when the
+    engine is on this machine but cannot be told apart, what is then counted as others."""
     try:
+        parts = urllib.parse.urlsplit(base_url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        if parts.hostname not in _local_names():
-            return ()
-        return tuple(sorted({c.pid for c in psutil.net_connections("tcp")
-                             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}))
+        if not _is_local(parts.hostname or ""):
+            return (), None  # elsewhere: none of this machine's time is the engine's
+        listeners = [c.pid for c in psutil.net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+        pids = {pid for pid in listeners if pid and _name(pid) not in PROXIES}
     except (ValueError, OSError, psutil.Error):
-        return ()
+        return (), UNSEEN
+    if not pids or len(pids) < len(listeners):
+        return tuple(sorted(pids)), UNSEEN
+    return tuple(sorted(pids)), None
 
 
 def share(before: CpuSnapshot, after: CpuSnapshot) -> dict:
@@ -79,12 +89,15 @@ def share(before: CpuSnapshot, after: CpuSnapshot) -> dict:
 
 
 def warning(machine: dict | None) -> str | None:
-    """One line when other programs took a share of the machine that moves latency figures."""
-    if not machine or machine.get("others_fraction", 0.0) < WARN_OTHERS:
+    """One line when other programs took a share of the machine that moves latency figures;
+    it names what may be among them that servelab could not tell apart (``unattributed``)."""
+    others = (machine or {}).get("others_fraction") or 0.0
+    if others < WARN_OTHERS:
         return None
-    return (f"other programs kept {machine['others_fraction']:.0%} of the machine's {machine['cpus']} CPUs "
-            f"busy during this run (servelab and the engine: {machine['ours_fraction']:.0%}); "
-            "latency figures move with such a neighbour")
+    maybe = "; among them, perhaps, " + " and ".join(machine["unattributed"]) if machine.get("unattributed") else ""
+    return (f"other programs kept {others:.0%} of the machine's {machine.get('cpus', '?')} CPUs busy during this "
+            f"run (servelab and the engine: {machine.get('ours_fraction') or 0.0:.0%}){maybe}; latency figures "
+            "move with such a neighbour")
 
 
 def _root() -> psutil.Process:
@@ -128,8 +141,20 @@ def _cpu_s(procs: list[psutil.Process]) -> float:
     return total
 
 
-def _local_names() -> set[str]:
-    names = {"localhost", "0.0.0.0", "::", socket.gethostname()}
-    for addrs in psutil.net_if_addrs().values():
-        names.update(a.address.split("%")[0] for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6))
-    return names
+def _is_local(host: str) -> bool:
+    host = host.lower()
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return host in ("localhost", socket.gethostname().lower())
+    if address.is_loopback or address.is_unspecified:
+        return True
+    return any(a.address.split("%")[0] == str(address)
+               for addrs in psutil.net_if_addrs().values() for a in addrs)
+
+
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return ""
