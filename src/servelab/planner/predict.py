@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from servelab.engines.memory import MemoryReport
 from servelab.engines.spec import flag_value
-from servelab.engines.vllm import vllm_build
+from servelab.engines.vllm import served_dtype, vllm_build
 from servelab.errors import InputError
 from servelab.planner.files import load_model
 from servelab.planner.gpus import GPUS, Gpu, find_gpu
@@ -44,12 +44,29 @@ def _plan_spec(spec, source, env: dict) -> PlanSpec:
         return PlanSpec(**common, gpu=local_device(cpu=True), engine="llamacpp",
                         ctx_size=_int(args, "--ctx-size", "-c") or 0, parallel=_int(args, "--parallel", "-np") or 1)
     on_cpu = vllm_build() == "cpu"
+    if on_cpu:  # the dtype the CPU build serves in (ours on AMX CPUs: float32) sets weight and KV bytes
+        common = _served_in(common, served_dtype(args)[0])
     return PlanSpec(**common, gpu=local_device(cpu=on_cpu), max_model_len=_int(args, "--max-model-len"),
                     kv_cache_dtype=flag_value(args, "--kv-cache-dtype") or "auto",
                     gpu_memory_utilization=float(flag_value(args, "--gpu-memory-utilization") or 0.92),
                     tensor_parallel=_int(args, "--tensor-parallel-size", "-tp"),
                     max_num_seqs=_int(args, "--max-num-seqs"), enforce_eager="--enforce-eager" in args,
                     cpu_kv_space_gib=int(env.get("VLLM_CPU_KVCACHE_SPACE") or 1))
+
+
+# --dtype values (vLLM's names) -> bytes per weight; "auto" keeps the checkpoint's.
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "half": 2, "float16": 2}
+
+
+def _served_in(common: dict, dtype: str) -> dict:
+    """The model as held in memory at ``dtype``: weights (and "auto" KV) scale from the checkpoint's bytes."""
+    size = DTYPE_BYTES.get(dtype)
+    shape = common["model"]
+    if size is None or size == shape.dtype_bytes or common["quantization"]:
+        return common
+    weights = common["weights_bytes"]
+    return {**common, "model": replace(shape, dtype_bytes=size),
+            "weights_bytes": weights * size // shape.dtype_bytes if weights else None}
 
 
 def _int(args: list[str], *flags: str) -> int | None:
