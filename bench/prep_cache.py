@@ -16,7 +16,7 @@ import tempfile
 CHILD = """
 import contextlib, io, sys, time
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.measure import bench_tokenizer
+from servelab.measure.run import bench_tokenizer
 from servelab.datasets import prepare_requests
 spec = parse_bench_spec(["--dataset-name", "sharegpt", "--num-prompts", sys.argv[1], "--model", "m"])
 start = time.perf_counter()

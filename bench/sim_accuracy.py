@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 # (name, engine --max-num-seqs or None for the default, concurrency, prompts, used for calibration)
 RUNS = (

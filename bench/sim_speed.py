@@ -12,7 +12,7 @@ import time
 
 from servelab.datasets import sample_requests
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study import measure
+from servelab.measure import run as measure
 
 n = sys.argv[1] if len(sys.argv) > 1 else "2000"
 spec = parse_bench_spec(["--simulate", "--dataset-name", "sharegpt", "--num-prompts", n, "--disable-tqdm",

@@ -13,7 +13,8 @@ LAYERS = {
     "datasets": 1, "client": 1, "metrics": 1, "mock": 1, "sim": 1,
     "loadgen": 2, "engines": 2, "flags": 2, "telemetry": 2, "results": 2,
     "search": 3, "diagnose": 3, "planner": 3,
-    "study": 4, "reports": 4, "selftest": 4, "demo": 4,
+    "measure": 4, "reports": 4, "selftest": 4,
+    "study": 4.1, "scale": 4.1, "sweep": 4.2,
     "cli": 5,
 }
 
@@ -71,3 +72,78 @@ def test_help_imports_nothing_heavy():
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = ["servelab", *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Every servelab module ``path`` imports, at any depth (lazy imports inside functions count)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("servelab"):
+            for alias in node.names:  # "from servelab.x import y": y may be a module of package x
+                sub = f"{node.module}.{alias.name}"
+                out.add(sub if sub in known else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("servelab"))
+    return {m for m in out if m in known}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), iteratively."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+
+    def visit(root: str) -> None:
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = counter[0]
+                counter[0] += 1
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_anywhere_lazy_imports_included():
+    names = {module_name(p): p for p in MODULES}
+    graph = {name: imported_modules(path, set(names)) - {name} for name, path in names.items()}
+    # a package's __init__ that re-exports its modules is not a cycle with them
+    for name in graph:
+        graph[name] = {m for m in graph[name] if not (name.startswith(m + ".") and names[m].name == "__init__.py")}
+    assert cycles(graph) == []

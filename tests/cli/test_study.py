@@ -24,7 +24,7 @@ from servelab.cli import main
 from servelab.engines.vllm import vllm_build
 from servelab.study import layout
 from servelab.study.demo import DEMO_FILE, demo_study
-from servelab.study.spec import load_study
+from servelab.study.file import load_study
 
 
 def real_engine(test):

@@ -259,8 +259,8 @@ def test_real_engine_sweep_over_concurrency_reports_its_saturation_point(
 
 def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     from servelab.config import BenchSpec
-    from servelab.study.spec import EngineEntry
-    from servelab.study.sweep import SweepOutcome, SweepPlan, verdict_lines
+    from servelab.study.file import EngineEntry
+    from servelab.sweep.ladder import SweepOutcome, SweepPlan, verdict_lines
     from servelab.search.knee import find_knee
     from servelab.search.points import Point
     from servelab.search.slo import search

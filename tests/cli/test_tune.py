@@ -14,10 +14,10 @@ from net_helpers import free_port
 from servelab.cli import main
 from servelab.config import BenchSpec
 from servelab.engines import EngineSpec
-from servelab.engines.vllm import vllm_build
+from servelab.engines.vllm import cpu_dtype, vllm_build
 from servelab.study import session
-from servelab.study.spec import EngineEntry
-from servelab.study.tune import config_entry, serve_command, settings_of
+from servelab.study.file import EngineEntry
+from servelab.sweep.tune import config_entry, serve_command, settings_of
 
 
 def mock_command(port: int) -> list[str]:
@@ -119,7 +119,7 @@ def test_the_winner_serve_command_is_vllm_serve_with_the_flags_as_measured(tmp_p
     assert entry.spec.model == str(awq) and entry.args == entry.spec.args
     command = serve_command(entry.spec)
     cpu = "VLLM_CPU_KVCACHE_SPACE=1 " if vllm_build() == "cpu" else ""
-    eager = " --enforce-eager" if vllm_build() == "cpu" else ""
+    eager = f" --dtype {cpu_dtype()[0]} --enforce-eager" if vllm_build() == "cpu" else ""
     assert command == (f"HF_HOME=/h {cpu}vllm serve {awq}{eager} --max-model-len 4096 --max-num-seqs 8 "
                        "--no-enable-prefix-caching")
     settings = settings_of(dataclasses.replace(entry.spec, args=(*entry.spec.args, "--max-model-len=1024")))
@@ -172,7 +172,7 @@ def test_real_engine_tune_of_max_num_seqs_ranks_2_last_and_prints_a_serve_comman
 def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
     """A repeat can reorder the ranking: its spread lowers a score, so the runner-up, never
     repeated, may rise to the top. The search repeats that one too: the winner is a repeated config."""
-    from servelab.study import tune
+    from servelab.sweep import tune
     from servelab.search.points import Point
 
     second_runs = {"a": 100.0, "b": 119.0}  # a: 121.8 then 100.0 (spread 10.9); b: 117.6 then 119.0
@@ -191,7 +191,7 @@ def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
 
 
 def _candidate_stub(name: str):
-    from servelab.study.tune import Candidate
+    from servelab.sweep.tune import Candidate
     from servelab.search.fit import Settings
 
     spec = EngineSpec(name=name, kind="external", url="http://h:1")

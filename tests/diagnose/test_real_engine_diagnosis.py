@@ -22,8 +22,8 @@ pytestmark = EMBEDDED_ENGINE
 def bench_on_engine(tmp_path, engine_args: tuple[str, ...], argv: list[str]):
     from servelab.engines import embedded_engine_spec, start_engine
     from servelab.flags.bench_serve import parse_bench_spec
-    from servelab.study.measure import execute
-    from servelab.study.facts import engine_context
+    from servelab.measure.run import execute
+    from servelab.measure.facts import engine_context
 
     base = embedded_engine_spec(port=free_port())
     spec = dataclasses.replace(base, args=(*base.args, *engine_args))

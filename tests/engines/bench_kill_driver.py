@@ -16,7 +16,7 @@ from pathlib import Path
 from servelab.engines import EngineSpec, sigterm_as_interrupt, start_engine
 from servelab.flags.bench_serve import parse_bench_spec
 from servelab.loadgen import pacer as runner
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 
 def mock_engine(port: int) -> EngineSpec:

@@ -18,7 +18,7 @@ from engine_marks import EMBEDDED_ENGINE
 from servelab.datasets.tokenizer import bundled_sharegpt_path
 from servelab.engines import embedded_engine_spec, start_engine
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 pytestmark = EMBEDDED_ENGINE
 

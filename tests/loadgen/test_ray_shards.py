@@ -83,7 +83,7 @@ def test_bench_with_ray_writes_the_same_keys_as_one_process(two_nodes, mock_serv
     import dataclasses
 
     from servelab.config import BenchSpec, DatasetSpec, OutputSpec, ServerSpec
-    from servelab.study.measure import execute
+    from servelab.measure.run import execute
 
     mock = mock_server(ttft_ms=2, itl_ms=40)
     spec = BenchSpec(server=ServerSpec(base_url=mock.url), load=LoadSpec(request_rate=300.0, max_concurrency=4),

@@ -17,7 +17,7 @@ from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Server
 from servelab.loadgen.drive import BenchConfig, schedule
 from servelab.loadgen.workers import run_workers
 from servelab.records import SampleRequest
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 
 def spec_for(url: str, tmp_path, tokenizer: str, workers: int) -> BenchSpec:

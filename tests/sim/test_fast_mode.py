@@ -6,7 +6,7 @@ import pytest
 
 from servelab.errors import InputError
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 LOAD = ["--dataset-name", "random", "--random-input-len", "200", "--random-output-len", "32",
         "--num-prompts", "64", "--max-concurrency", "32", "--disable-tqdm"]

@@ -10,7 +10,7 @@ from servelab.errors import InputError
 from servelab.flags.bench_serve import parse_bench_spec
 from servelab.reports import methodology
 from servelab.results.runs import load_runs
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 
 LOAD = ["--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8",
         "--num-prompts", "16", "--disable-tqdm", "--save-result"]
@@ -54,7 +54,7 @@ def test_methodology_names_the_simulator_and_its_step_model(results):
 
 
 def test_a_study_run_on_the_sim_engine_records_its_limits_and_step_model():
-    from servelab.study.simulated import detected
+    from servelab.measure.simulated import detected
 
     models = {"data": [{"id": "sim", "owned_by": "servelab-sim (SIMULATED)"}]}
     engine = {"kind": "sim", "args": ["--max-num-seqs", "2", "--step-overhead-ms", "4", "--tokenizer", "x"]}

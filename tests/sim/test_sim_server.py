@@ -9,7 +9,7 @@ import pytest
 from servelab.engines import EngineSpec
 from servelab.engines.engine import start_engine
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.measure import execute
+from servelab.measure.run import execute
 from net_helpers import free_port
 
 # Steps of a few ms, so the server's timer jitter (~0.1 ms) is small beside them.

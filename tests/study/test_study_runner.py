@@ -11,7 +11,7 @@ import pytest
 from net_helpers import free_port, port_open, wait_until
 
 from servelab.study import layout, runner, session
-from servelab.study.spec import RunKey, load_study
+from servelab.study.file import RunKey, load_study
 
 
 def mock_engine(name: str, port: int, *flags: str) -> str:

@@ -16,6 +16,6 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from servelab.flags.bench_serve import bench_spec
-    from servelab.study.measure import execute  # heavy imports only now
+    from servelab.measure.run import execute  # heavy imports only now
 
     return execute(bench_spec(args, tuple(sys.argv[1:]))).exit_code

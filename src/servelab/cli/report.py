@@ -28,10 +28,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.folder} is not a folder (give a study's results folder)")
     if not 0 <= args.noise_floor < 100:
         raise InputError("--noise-floor must be within 0..100 (percent)")
-    from servelab.study.scale import SCALE_FILE
+    from servelab.results.layout import SCALE_FILE
 
     if (args.folder / SCALE_FILE).is_file():  # a `servelab scale` folder: its own page
-        from servelab.reports.scaling import write_scale_report
+        from servelab.scale.report import write_scale_report
 
         print(f"report:   {write_scale_report(args.folder / SCALE_FILE)}")
         return 0

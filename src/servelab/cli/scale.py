@@ -43,9 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.engines import Terminated, sigterm_as_interrupt
-    from servelab.reports.scaling import write_scale_report
-    from servelab.study.scale import run_scale
-    from servelab.study.scale_result import render
+    from servelab.scale.report import write_scale_report
+    from servelab.scale.run import run_scale
+    from servelab.scale.result import render
 
     plan = scale_plan(args)
     with sigterm_as_interrupt():
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 def scale_plan(args: argparse.Namespace):
     from servelab.engines.replicas import placed, replica_specs
     from servelab.errors import InputError
-    from servelab.study.scale import ScalePlan, machine_shares
+    from servelab.scale.plan import ScalePlan, machine_shares
 
     if args.replicas < 1:
         raise InputError("--replicas must be at least 1")
@@ -75,7 +75,7 @@ def scale_plan(args: argparse.Namespace):
     base = base_engine(args)
     if args.ray is None:
         replicas = replica_specs(base, args.replicas, *machine_shares())
-    else:  # each node gives its replica a share of its own cores (study/ray_scale.py)
+    else:  # each node gives its replica a share of its own cores (scale/ray.py)
         replicas = [placed(base, i) for i in range(args.replicas)]
     return ScalePlan(name=args.name, results=args.results, replicas=tuple(replicas), spec=workload(args),
                      repeats=args.repeats, warmup=args.warmup, progress=not args.disable_tqdm, ray=args.ray)

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from servelab.study.spec import load_study
+    from servelab.study.file import load_study
 
     study = load_study(args.file)
     if args.action == "check":

@@ -90,7 +90,7 @@ def engine_port(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.errors import InputError
-    from servelab.study.sweep import run_sweep
+    from servelab.sweep.ladder import run_sweep
 
     if args.simulate:  # each point would run in the simulator beside an engine started for nothing
         raise InputError("sweep --simulate is not supported: sweep the simulated engine with --engine sim "
@@ -123,7 +123,7 @@ def interruptible(work, what: str):
 
 
 def sweep_plan(args: argparse.Namespace):
-    from servelab.study.sweep import SweepPlan
+    from servelab.sweep.ladder import SweepPlan
     from servelab.search.slo import parse_slo
 
     check_percent(args, ("min_gain", "max_latency_growth", "tolerance"))
@@ -169,7 +169,7 @@ def parse_loads(text: str) -> list[float]:
 
 
 def report(outcome, elapsed_s: float) -> str:
-    from servelab.study.sweep import SUMMARY_FILE, table, verdict_lines
+    from servelab.sweep.ladder import SUMMARY_FILE, table, verdict_lines
 
     plan = outcome.plan
     lines = ["", *simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
@@ -190,7 +190,7 @@ def simulated_line(engine) -> list[str]:
 def engine_entry(args: argparse.Namespace, name: str | None = None):
     """The engine to sweep: embedded (default), an external URL, or one given like ``servelab serve``."""
     from servelab.errors import InputError
-    from servelab.study.spec import EngineEntry
+    from servelab.study.file import EngineEntry
 
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else list(args.engine_args)
     env = dict(_env(item) for item in args.env)
@@ -207,7 +207,7 @@ def engine_entry(args: argparse.Namespace, name: str | None = None):
 def _external(args, url: str | None, name: str | None):
     from servelab.engines import EngineSpec
     from servelab.errors import InputError
-    from servelab.study.spec import EngineEntry
+    from servelab.study.file import EngineEntry
 
     if not url:
         raise InputError("--engine external needs --url (or --base-url)")

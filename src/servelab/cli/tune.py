@@ -50,12 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from servelab.study.tune import run_tune
-    from servelab.study.tune_report import text
+    from servelab.sweep.tune import run_tune
+    from servelab.sweep.report import text
 
     plan = tune_plan(args)
     if args.simulate:  # a pre-ranking in the simulator; no engine starts
-        from servelab.study import sim_rank
+        from servelab.sweep import presim as sim_rank
 
         print(sim_rank.text(plan, sim_rank.rank(plan)))
         return 0
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def tune_plan(args: argparse.Namespace):
     from servelab.errors import InputError
-    from servelab.study.tune import TunePlan
+    from servelab.sweep.tune import TunePlan
     from servelab.search.knobs import parse_knob
     from servelab.search.slo import parse_slo
 

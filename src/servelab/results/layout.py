@@ -27,6 +27,7 @@ STUDY_FILE = "study.json"
 ENGINE_FILE = "engine.json"
 MEMORY_FILE = "memory.json"
 PROMPTS_FILE = "prompts.json"
+SCALE_FILE = "scale.json"  # a `servelab scale` folder's result (scale/run.py)
 # Files in a run folder that are not results.
 NOT_RESULTS = frozenset({RUN_MARKER, MEMORY_FILE, ENGINE_FILE, STUDY_FILE, PROMPTS_FILE})
 

@@ -1,1 +1,1 @@
-"""Studies: the one place that wires engines, load, telemetry and results (layer 4)."""
+"""Studies: the study file, its engine sessions and resumable runs (``servelab study``, ``demo``)."""

@@ -10,7 +10,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from servelab.study.spec import Study, load_study
+from servelab.study.file import Study, load_study
 
 DEMO_FILE = Path(__file__).with_name("demo.toml")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from servelab.results import layout as files
 from servelab.results.layout import RESULT_FILE, RUN_MARKER, clear, read_marker, write_json_atomic
-from servelab.study.spec import RunKey, Study
+from servelab.study.file import RunKey, Study
 
 __all__ = ["RESULT_FILE", "RUN_MARKER", "clear", "config_hash", "engine_dir", "is_done", "mark_done", "read_marker",
            "run_dir", "status", "study_dir", "write_json_atomic"]

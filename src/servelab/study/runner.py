@@ -17,9 +17,9 @@ from pathlib import Path
 
 from servelab.results import layout as files
 from servelab.study import layout
-from servelab.study.facts import hardware
+from servelab.measure.facts import hardware
 from servelab.study.session import Session
-from servelab.study.spec import RunKey, Study
+from servelab.study.file import RunKey, Study
 
 
 @dataclass(slots=True)

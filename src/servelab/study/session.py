@@ -39,9 +39,9 @@ from servelab.results.runs import run_result
 from servelab.results import layout as files
 from servelab.planner.predict import prediction_facts, prediction_line
 from servelab.study import gpu_memory, layout
-from servelab.study.measure import BenchOutcome, bench_tokenizer, execute
-from servelab.study.facts import engine_context, engine_facts, footprint_gib, hardware
-from servelab.study.spec import EngineEntry, RunKey, Study, Workload
+from servelab.measure.run import BenchOutcome, bench_tokenizer, execute
+from servelab.measure.facts import engine_context, engine_facts, footprint_gib, hardware
+from servelab.study.file import EngineEntry, RunKey, Study, Workload
 
 RESET_TRIES = 10  # vLLM refuses a reset while blocks are held; they free within moments
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report

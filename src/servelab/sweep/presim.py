@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from servelab.errors import InputError
 from servelab.sim.options import add_engine_arguments, from_args
-from servelab.study.measure import execute
-from servelab.study.sweep import LOADS, load_workload
+from servelab.measure.run import execute
+from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import meets

@@ -4,7 +4,7 @@ Replica i goes to alive node i mod M (node affinity, not soft; round-robin when 
 and the result says so). On its node a ``ReplicaActor`` takes the node's share of
 cores or GPUs (engines/replicas.with_share: only the node knows its cores), starts the
 engine with ``start_engine`` — the same lifecycle, log and guard as a local replica —
-and runs that replica's bench client there, in a process of its own (study/together.py),
+and runs that replica's bench client there, in a process of its own (scale/local.py),
 so a replica's load and engine sit together. Ray is the control plane only (connect,
 place, clocks: loadgen/ray_shards.py): the driver releases every client at one instant
 sent in each node's own clock and gets each run's records back in bulk, shifted onto
@@ -26,11 +26,13 @@ import time
 from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
+from servelab.engines.replicas import with_share
 from servelab.errors import EngineError, InputError, ServerError
 from servelab.loadgen.ray_shards import START_AHEAD_NS, clock_offset, connect, on_node, shifted
 from servelab.results import layout
-from servelab.study.facts import engine_context
-from servelab.study.together import Job, JobRun, run_together
+from servelab.measure.facts import engine_context
+from servelab.scale.local import Job, JobRun, run_together
+from servelab.scale.plan import machine_shares, replica_name, start_failure
 
 READY_S = 300.0  # a client prepares its dataset and tokenizer before the barrier
 STOP_S = 120.0  # an engine's stop: its grace, then SIGKILL and the port check
@@ -54,7 +56,6 @@ class ReplicaActor:
     def start(self, i: int, spec: EngineSpec, slot: tuple[int, int], folder: Path, progress: bool,
               started: int) -> dict:
         """Start the engine with this node's share slot[0] of slot[1]; the one-line failure, if any."""
-        from servelab.study.scale import start_failure
 
         try:
             spec = _shared(spec, slot)
@@ -94,8 +95,6 @@ class ReplicaActor:
 
 
 def _shared(spec: EngineSpec, slot: tuple[int, int]) -> EngineSpec:
-    from servelab.engines.replicas import with_share
-    from servelab.study.scale import machine_shares
 
     cores, devices = machine_shares()
     return with_share(spec, slot[0], slot[1], cores, devices)
@@ -224,7 +223,7 @@ def slot(i: int, n: int, m: int) -> tuple[int, int]:
 
 def _start(ray, actor, plan, i: int, slot: tuple[int, int], started: int) -> dict:
     """Replica i's engine started by its actor (share ``slot`` of its node); EngineError, one line, if not."""
-    folder = layout.engine_dir(plan.results, plan.name, f"replica-{i}")
+    folder = layout.engine_dir(plan.results, plan.name, replica_name(i))
     try:
         got = ray.get(actor.start.remote(i, plan.replicas[i], slot, folder, plan.progress, started))
     except Exception as exc:  # the actor itself failed (the engine's failure is "error" below)

@@ -26,7 +26,7 @@ SIMULATED = "SIMULATED: engine 'sim' is servelab's vLLM V1 scheduler model; thes
 
 
 def build(facts: dict, engines: list[dict], alone: list, together: list) -> dict:
-    """The result from replica 0's alone runs and the together runs (study/together.JobRun)."""
+    """The result from replica 0's alone runs and the together runs (scale/local.JobRun)."""
     single = [_single(run) for run in alone]
     replicas, window = _together(together)
     rates = [r["output_tok_s"] for r in replicas]

@@ -1,4 +1,4 @@
-"""``study/measure.execute``: one bench run from a ``BenchSpec`` built in code — no argv anywhere."""
+"""``measure/run.execute``: one bench run from a ``BenchSpec`` built in code — no argv anywhere."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import psutil
 import spinners
 
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
-from servelab.study.measure import bench_tokenizer, execute
+from servelab.measure.run import bench_tokenizer, execute
 
 
 def spec_for(url: str, tmp_path, tokenizer: str | None, **load) -> BenchSpec:

@@ -7,7 +7,7 @@ import pytest
 from servelab.cli import main
 from servelab.errors import InputError
 from servelab.study import session
-from servelab.study.spec import load_study
+from servelab.study.file import load_study
 
 GOOD = """
 [study]
@@ -190,7 +190,7 @@ def test_repeats_are_numbered_across_engine_starts(tmp_path):
 
 def test_a_run_done_on_another_engine_start_is_stale_after_starts_change(tmp_path):
     from servelab.study import layout
-    from servelab.study.spec import RunKey
+    from servelab.study.file import RunKey
 
     text = """
     [study]

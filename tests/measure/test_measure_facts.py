@@ -2,7 +2,7 @@
 
 import hashlib
 
-from servelab.study.facts import launch_line, model_identity, parse_engine_config
+from servelab.measure.facts import launch_line, model_identity, parse_engine_config
 from servelab.study.session import reset_prefix_cache, write_log_slice
 
 CONFIG_LINE = ("(EngineCore pid=1) INFO 11-29 19:43:19 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "

@@ -23,7 +23,7 @@ from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session
-from servelab.study.spec import EngineEntry, Study, Workload
+from servelab.study.file import EngineEntry, Study, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search
@@ -228,7 +228,7 @@ def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
     if plan.plots:
-        from servelab.study.sweep_plots import draw
+        from servelab.sweep.plots import draw
 
         outcome.plots = draw(outcome, plan.folder)
     layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))

@@ -32,8 +32,8 @@ from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.runner import study_record
 from servelab.study.session import Session, SessionRun, resolve_spec
-from servelab.study.spec import EngineEntry, RunKey, Study, Workload
-from servelab.study.sweep import LOADS, check_latencies, load_workload
+from servelab.study.file import EngineEntry, RunKey, Study, Workload
+from servelab.sweep.ladder import LOADS, check_latencies, load_workload
 from servelab.search.fit import Budget, Settings, misfit
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.search.points import Point, point_from_result
@@ -385,7 +385,7 @@ def _without_where(flags: list[str]) -> list[str]:
 
 
 def _write(plan: TunePlan, study: Study, outcome: TuneOutcome) -> None:
-    from servelab.study.tune_report import markdown, summary
+    from servelab.sweep.report import markdown, summary
 
     plan.folder.mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))

@@ -4,7 +4,7 @@ import pytest
 
 from servelab.cli.main import main
 from servelab.errors import InputError
-from servelab.study.sim_rank import sim_flags
+from servelab.sweep.presim import sim_flags
 
 
 def test_the_simulated_ranking_follows_the_scheduler_cap(qwen3_path, capsys):

@@ -1,4 +1,4 @@
-"""``servelab scale --ray`` (study/ray_scale.py) on a real 2-node Ray cluster on this machine
+"""``servelab scale --ray`` (scale/ray.py) on a real 2-node Ray cluster on this machine
 (Ray's own ``cluster_utils.Cluster``: two raylets), replicas of test_scale.py's mock with
 known per-replica rates. Skipped where Ray is not installed (the extra ``servelab[ray]``)."""
 
@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 from ray_helpers import two_node_cluster
-from test_scale import OUTPUT_LEN, RATE, STUB, replica_1_failed, result, scale
+from test_scale_run import OUTPUT_LEN, RATE, STUB, replica_1_failed, result, scale
 
 from servelab.cli.main import main
 
@@ -95,7 +95,7 @@ def test_an_actor_killed_takes_its_engine_with_it(two_nodes, tmp_path):
 
     from servelab.engines import EngineSpec
     from servelab.loadgen.ray_shards import on_node
-    from servelab.study.ray_scale import ReplicaActor
+    from servelab.scale.ray import ReplicaActor
 
     port = free_ports(1)
     spec = EngineSpec(name="stub", kind="command", port=port, ready_url=f"http://127.0.0.1:{port}/v1/models",
@@ -111,8 +111,8 @@ def test_an_actor_killed_takes_its_engine_with_it(two_nodes, tmp_path):
 def test_a_nodes_records_come_onto_the_drivers_clock():
     """A node whose clock reads 7 s ahead: its run's times, and its t0, move back by 7 s."""
     from servelab.records import RequestRecord
-    from servelab.study.ray_scale import _on_driver_clock
-    from servelab.study.together import JobRun
+    from servelab.scale.ray import _on_driver_clock
+    from servelab.scale.local import JobRun
 
     ahead, t0 = 7_000_000_000, 1_000_000
     r = RequestRecord(request_id="a", prompt_len=1, expected_output_len=2, intended_ns=t0 + ahead + 10,
@@ -153,7 +153,7 @@ def test_a_replica_whose_actor_dies_mid_run_ends_the_run_and_leaves_nothing(two_
 
 
 def test_replicas_sharing_a_node_split_its_cores():
-    from servelab.study.ray_scale import slot
+    from servelab.scale.ray import slot
 
     # 5 replicas on 2 nodes: node 0 holds 0, 2, 4 (a third each), node 1 holds 1, 3 (a half each)
     assert [slot(i, 5, 2) for i in range(5)] == [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]
@@ -165,7 +165,7 @@ def test_the_empty_device_list_ray_gives_a_gpu_less_actor_is_not_taken_as_no_gpu
     drops it, so the node's devices are found (NVML) and shared; a real list is kept."""
     import os
 
-    from servelab.study.ray_scale import ReplicaActor
+    from servelab.scale.ray import ReplicaActor
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     ReplicaActor()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from servelab.study.sweep import LOADS
+from servelab.sweep.ladder import LOADS
 from servelab.search.rank import Ranked, lead_text, rule_text
 from servelab.search.table import markdown as md_table
 from servelab.search.table import num

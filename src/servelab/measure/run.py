@@ -39,9 +39,9 @@ from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
 from servelab.results import store
-from servelab.study import simulated
-from servelab.study.beyond_vllm import beyond_vllm
-from servelab.study.servelab_section import footer, servelab_section
+from servelab.measure import simulated
+from servelab.measure.beyond_vllm import beyond_vllm
+from servelab.measure.servelab_section import footer, servelab_section
 from servelab.telemetry import machine
 from servelab.telemetry.recorder import Recorder, metrics_url
 from servelab.telemetry.summary import summarize as summarize_timeline
@@ -84,7 +84,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         replay, shared = None, None  # shared: how busy the machine was (none for a simulated run)
         sink = _sink(spec, samples)
         with _discard_on_error(sink):
-            if spec.simulate is not None:  # no server: the simulated engine (study/simulated.py)
+            if spec.simulate is not None:  # no server: the simulated engine (measure/simulated.py)
                 run, timeline, labels = simulated.run(spec, config, samples)
                 workers = None
                 for i, r in enumerate(run.records):

@@ -141,7 +141,7 @@ class _Aborted(Exception):
 
 
 def _child(job: Job, ready, go, t0, conn, parent: int) -> None:
-    from servelab.study.measure import execute  # heavy: in the child only
+    from servelab.measure.run import execute  # heavy: in the child only
 
     _die_with(parent)
 

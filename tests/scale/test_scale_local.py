@@ -12,7 +12,7 @@ import pytest
 
 from servelab.errors import ServerError
 from servelab.flags.bench_serve import parse_bench_spec
-from servelab.study.together import Job, run_together
+from servelab.scale.local import Job, run_together
 
 
 def jobs(tmp_path, ports: list[int], prompts: int) -> list[Job]:

@@ -4,8 +4,8 @@ import pytest
 
 from servelab.errors import InputError
 from servelab.records import RequestRecord
-from servelab.study.scale_result import build, render
-from servelab.study.together import JobRun
+from servelab.scale.result import build, render
+from servelab.scale.local import JobRun
 
 S = 1_000_000_000
 

@@ -1,0 +1,1 @@
+"""Scale-out: N replicas released at one instant, counted in one common window (``servelab scale``)."""
