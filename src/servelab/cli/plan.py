@@ -114,6 +114,7 @@ def calibration(runs: list[Path], plan) -> dict:
 
 def format_calibration(fitted: dict) -> str:
     from servelab.planner import StepModel
+    from servelab.reports.rows import aligned
 
     m = StepModel(**fitted["step_model"])
     held = "-" if fitted["held_out_error"] is None else f"{_pct(fitted['held_out_error'])} on {fitted['held_out']}"
@@ -126,17 +127,11 @@ def format_calibration(fitted: dict) -> str:
     if m.overhead_s < 0:  # the fitted per-step time is below the roofline's weight read
         rows.append(("note", "the per-step time fitted is below weights ÷ bandwidth: the bandwidth figure "
                              "is too low for this machine (pass --gpu-bandwidth-gbs)"))
-    return "\n\ncalibrated step time (from measured runs)\n" + _rows(rows)
+    return "\n\ncalibrated step time (from measured runs)\n" + aligned(rows)
 
 
 def _pct(fraction: float) -> str:
     return f"{round(fraction, 3) + 0.0:+.1%}"  # + 0.0: a float error of -1e-16 prints +0.0%, not -0.0%
-
-
-def _rows(rows) -> str:
-    from servelab.cli.serve import _table
-
-    return _table(rows, max(len(label) for label, _ in rows))
 
 
 def make(args: argparse.Namespace):
@@ -184,14 +179,14 @@ def machine_memory_gib() -> float:
 
 
 def format_plan(plan) -> str:
-    from servelab.cli.serve import _table, memory_rows
+    from servelab.reports.rows import aligned, memory_rows
 
     rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
     rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
     speed = speed_rows(plan.speed)
     width = max(len(label) for label, _ in rows + speed)
-    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", _table(rows, width),
-             "", "speed floor (roofline, predicted)", _table(speed, width), "", answer(plan)]
+    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width),
+             "", "speed floor (roofline, predicted)", aligned(speed, width), "", answer(plan)]
     return "\n".join(lines + [f"note: {note}" for note in plan.notes])
 
 
