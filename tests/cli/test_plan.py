@@ -24,7 +24,8 @@ def fixed_machine(monkeypatch):
 
 def test_the_embedded_engine_on_this_machine(capsys):
     assert run(capsys, "--max-model-len", "2048") == (
-        "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, weights none, KV auto, TP 1\n"
+        "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, "
+        "weights 16-bit (not quantized), KV auto, TP 1\n"
         "\n"
         "memory report (predicted)\n"
         "  weights             0.25 GiB\n"
@@ -74,11 +75,15 @@ def test_json_for_scripts(capsys):
 
 def test_a_gpu_given_by_its_figures(capsys):
     out = run(capsys, "--model", "Qwen3-8B", "--gpu", "X9:2", "--gpu-memory-gib", "48", "--gpu-bandwidth-gbs", "1000")
-    assert out.startswith("plan: Qwen/Qwen3-8B on X9 x2 (48.0 GiB each), vllm, weights none, KV auto, TP 2\n")
+    assert out.startswith("plan: Qwen/Qwen3-8B on X9 x2 (48.0 GiB each), vllm, weights 16-bit (not quantized), "
+                          "KV auto, TP 2\n")
     assert "  compute-bound from  -\n" in out
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["--model", "Qwen/Qwen3-8B", "--gpu", "H100:3"],
+     "TP 3 does not split the 32 attention heads (8 KV heads) of Qwen/Qwen3-8B evenly, and vLLM refuses it: "
+     "valid TP sizes 1, 2, 4, 8, 16, 32 (on 3 GPUs: --tensor-parallel-size 1, 3 replicas)"),
     (["--gpu", "X100"], "unknown GPU 'X100': pass --gpu-memory-gib and --gpu-bandwidth-gbs "
                         "(see --list-gpus for the table)"),
     (["--model", "no/such-model"], "unknown model 'no/such-model': pass a local folder or config.json path, a .gguf "

@@ -194,8 +194,11 @@ def describe(plan) -> str:
     from servelab.planner.plan import quantization, tensor_parallel
 
     spec = plan.spec
+    weights = quantization(spec)
+    if weights == "none":  # the planner knows the bytes per weight, not bf16 from fp16
+        weights = f"{spec.model.dtype_bytes * 8}-bit (not quantized)"
     return (f"{spec.model.name} on {spec.gpu.name} x{spec.gpu_count} ({spec.gpu.memory_gib:.1f} GiB each), "
-            f"{spec.engine}, weights {quantization(spec)}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
+            f"{spec.engine}, weights {weights}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
 
 
 def speed_rows(speed) -> list[tuple[str, str]]:
