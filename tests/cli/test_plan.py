@@ -61,9 +61,25 @@ def test_llamacpp_slots(capsys):
     assert "\nfits: 4 requests of 1,024 tokens at once\n" in out
 
 
-def test_a_model_that_does_not_fit(capsys):
-    out = run(capsys, "--model", "Llama-3.1-70B-Instruct", "--gpu", "L4")
-    assert "\ndoes not fit: not one request of 131,072 tokens (weights 131.42 GiB per GPU)\n" in out
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100"],
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on H100: weights 131.42 GiB per GPU + 3.59 GiB other memory "
+     "leave no room for a KV cache in the 73.28 GiB vLLM may use (0.92 x 79.65 GiB); would fit with "
+     "--gpu H100:4 (TP 4) or --quantization fp8 --max-model-len 6608 or --quantization awq --max-model-len 106976"),
+    (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "A10"],
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on A10: weights 131.42 GiB per GPU + 1.46 GiB other memory "
+     "leave no room for a KV cache in the 20.69 GiB vLLM may use (0.92 x 22.49 GiB); would fit with "
+     "--gpu A10:16 (TP 16)"),
+    (["--model", "Qwen3-8B", "--gpu", "L4", "--max-model-len", "131072"],
+     "Qwen/Qwen3-8B does not fit on L4: its 4.10 GiB KV cache holds 29,824 tokens, not one request of 131,072; "
+     "would fit with --gpu L4:2 (TP 2) or --quantization fp8 --max-model-len 76928 or --quantization awq "
+     "--max-model-len 99568 or --max-model-len 29824"),
+])
+def test_a_plan_that_does_not_fit_says_why_and_what_would_in_one_line(argv, message, capsys):
+    from servelab.cli.main import main
+
+    assert main(["plan", *argv]) == 2
+    assert capsys.readouterr() == ("", f"servelab: error: {message}\n")
 
 
 def test_json_for_scripts(capsys):

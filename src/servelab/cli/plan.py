@@ -51,10 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from servelab.planner.fit import require_fit
+
     if args.list_models or args.list_gpus:
         print(list_models() if args.list_models else list_gpus())
         return 0
     plan = make(args)
+    require_fit(plan)
     fitted = calibration(args.calibrate, plan) if args.calibrate else None
     if args.json:
         print(json.dumps({**plan_json(plan), "calibration": fitted}, indent=1))
@@ -209,12 +212,9 @@ def speed_rows(speed) -> list[tuple[str, str]]:
 
 
 def answer(plan) -> str:
-    tokens = f"{plan.context_tokens:,}"
-    if not plan.fits:
-        weights = f"{plan.weights_per_gpu / GIB:.2f} GiB per GPU"
-        return f"does not fit: not one request of {tokens} tokens (weights {weights})"
+    """A plan that does not fit never gets here (``planner.fit.require_fit``)."""
     count = plan.requests_at_once
-    return f"fits: {count:,} request{'' if count == 1 else 's'} of {tokens} tokens at once"
+    return f"fits: {count:,} request{'' if count == 1 else 's'} of {plan.context_tokens:,} tokens at once"
 
 
 def _other(plan) -> str:
