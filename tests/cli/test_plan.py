@@ -112,22 +112,50 @@ def test_unknown_input_is_one_line(argv, message, tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"servelab: error: {message}\n")
 
 
-def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+def write_runs(folder, steps: dict[int, float], served_len: int | None = None) -> None:
+    """One run per load: ``running`` requests at ``step`` seconds a step, 2 s of engine samples;
+    with ``served_len``, a result beside it whose engine served that context."""
     from servelab.telemetry.timeline import Timeline, write
 
-    # Steps of 10 ms + 2 ms per running sequence: 4 running → 18 ms per step, 4 tokens a step.
-    for name, running in (("a", 4), ("b", 2), ("c", 4)):
-        step = 0.010 + 0.002 * running
+    for running, step in steps.items():
         samples = [{"t_ms": k * 250.0, "src": "engine", "running": float(running), "waiting": 0.0,
                     "generation_tokens": k * running * 0.25 / step, "prompt_tokens": 0.0} for k in range(8)]
-        (tmp_path / name).mkdir()
-        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), tmp_path / name / "r.timeline.jsonl")
+        (folder / f"c{running}").mkdir()
+        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), folder / f"c{running}/r.timeline.jsonl")
+        if served_len:
+            engine = {"args": [], "memory_report": {"max_concurrency_tokens": served_len}}
+            (folder / f"c{running}/r.json").write_text(json.dumps({"servelab": {"engine": engine}}))
+
+
+def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+    # Steps of 10 ms + 2 ms per running sequence (4 running: 18 ms a step); the last run held out.
+    write_runs(tmp_path, {4: 0.018, 2: 0.014, 6: 0.022})
     out = run(capsys, "--max-model-len", "2048", "--gpu-bandwidth-gbs", "269.03", "--calibrate", str(tmp_path))
-    calibrated = out.split("calibrated step time (from measured runs)\n")[1]
-    assert calibrated.startswith("  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + "
-                                 "weight read 1.00 ms\n  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
-                                 f"  held-out error    +0.0% on {tmp_path}/c/r.timeline.jsonl\n"
-                                 "  TPOT at batch 1   12.00 ms (calibrated)\n")
+    assert out.split("calibrated step time (from measured runs)\n")[1] == (
+        "  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + weight read 1.00 ms\n"
+        "  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
+        f"  held-out error    +0.0% on {tmp_path}/c6/r.timeline.jsonl\n"
+        "  TPOT at batch 1   12.00 ms (extrapolated)\n"
+        "  TPOT at batch 8   26.00 ms (extrapolated)\n"
+        "  TPOT at batch 32  74.00 ms (extrapolated)\n"
+        "note: TPOT at batch 1, 8, 32: outside the loads the runs measured (2–6 running), extrapolated from the "
+        "nearest along the fitted model\n")
+
+
+def test_calibrate_reads_tpot_where_the_runs_measured_it_and_plans_their_context(capsys, tmp_path):
+    # Runs at 1–8 running, concave (a line through them says 20.0 ms at batch 1); each served 2,048 tokens.
+    write_runs(tmp_path, {1: 0.019, 2: 0.024, 4: 0.028, 8: 0.036}, served_len=2048)
+    out = run(capsys, "--calibrate", str(tmp_path))
+    assert "\nfits: 22 requests of 2,048 tokens at once\n" in out  # not the model's 8,192
+    assert out.split("held-out error")[1].split("\n", 1)[1] == (
+        "  TPOT at batch 1   19.00 ms (measured)\n"
+        "  TPOT at batch 8   36.00 ms (measured)\n"
+        "  TPOT at batch 32  94.21 ms (extrapolated)\n"
+        "note: TPOT at batch 32: outside the loads the runs measured (1–8 running), extrapolated from the nearest "
+        "along the fitted model\n"
+        "note: the plan above is for the runs' max-model-len, 2,048 (pass --max-model-len for another)\n")
+    asked = run(capsys, "--calibrate", str(tmp_path), "--max-model-len", "4096")
+    assert "\nfits: 11 requests of 4,096 tokens at once\n" in asked and "the runs' max-model-len" not in asked
 
 
 def test_calibrate_without_telemetry_is_one_line(tmp_path):
