@@ -80,7 +80,8 @@ def test_the_runs_served_context_comes_from_the_result_beside_the_timeline(tmp_p
     for name, engine in (("a", {"memory_report": {"max_concurrency_tokens": 2048}}),
                          ("b", {"args": ["--max-model-len", "4096"], "memory_report": {}}), ("c", None)):
         engine_samples = [{**s, "src": "engine"} for s in samples(4.0, 200.0)]
-        write(Timeline({"servelab_timeline": 1, "duration_s": 3.0}, engine_samples), tmp_path / f"{name}.timeline.jsonl")
+        timeline = Timeline({"servelab_timeline": 1, "duration_s": 3.0}, engine_samples)
+        write(timeline, tmp_path / f"{name}.timeline.jsonl")
         if engine is not None:
             (tmp_path / f"{name}.json").write_text(json.dumps({"servelab": {"engine": engine}}))
     runs = load_runs([tmp_path])

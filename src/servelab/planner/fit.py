@@ -50,9 +50,10 @@ def why(plan: Plan) -> str:
         return (f"weights {plan.weights_bytes / GIB:.2f} GiB + KV cache {plan.kv_budget_bytes / GIB:.2f} GiB "
                 f"exceed the {total:.2f} GiB there")
     if plan.kv_budget_bytes <= 0:
-        usable = math.ceil(total * GIB * spec.gpu_memory_utilization) / GIB
+        share = spec.gpu_memory_utilization
+        usable = math.ceil(total * GIB * share) / GIB
         return (f"weights {weights:.2f} GiB per GPU + {plan.other.total / GIB:.2f} GiB other memory leave no room "
-                f"for a KV cache in the {usable:.2f} GiB vLLM may use ({spec.gpu_memory_utilization:g} x {total:.2f} GiB)")
+                f"for a KV cache in the {usable:.2f} GiB vLLM may use ({share:g} x {total:.2f} GiB)")
     return (f"its {plan.kv_budget_bytes / GIB:.2f} GiB KV cache holds {plan.kv_tokens:,} tokens, "
             f"not one request of {plan.context_tokens:,}")
 
@@ -78,9 +79,10 @@ def _quantized(spec: PlanSpec) -> list[str]:
         if weight_bits(name) >= weight_bits(quantization(spec)):
             continue
         smaller = replace(spec, quantization=name, weights_bytes=None)
-        shorter = None if make_plan(smaller).fits else _shorter(smaller)
-        if make_plan(smaller).fits or shorter:
-            out.append(f"--quantization {name}" + (f" {shorter}" if shorter else ""))
+        if make_plan(smaller).fits:
+            out.append(f"--quantization {name}")
+        elif shorter := _shorter(smaller):
+            out.append(f"--quantization {name} {shorter}")
     return out
 
 
