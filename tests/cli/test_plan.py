@@ -24,7 +24,8 @@ def fixed_machine(monkeypatch):
 
 def test_the_embedded_engine_on_this_machine(capsys):
     assert run(capsys, "--max-model-len", "2048") == (
-        "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, weights none, KV auto, TP 1\n"
+        "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, "
+        "weights 16-bit (not quantized), KV auto, TP 1\n"
         "\n"
         "memory report (predicted)\n"
         "  weights             0.25 GiB\n"
@@ -60,9 +61,25 @@ def test_llamacpp_slots(capsys):
     assert "\nfits: 4 requests of 1,024 tokens at once\n" in out
 
 
-def test_a_model_that_does_not_fit(capsys):
-    out = run(capsys, "--model", "Llama-3.1-70B-Instruct", "--gpu", "L4")
-    assert "\ndoes not fit: not one request of 131,072 tokens (weights 131.42 GiB per GPU)\n" in out
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100"],
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on H100: weights 131.42 GiB per GPU + 3.59 GiB other memory "
+     "leave no room for a KV cache in the 73.28 GiB vLLM may use (0.92 x 79.65 GiB); would fit with "
+     "--gpu H100:4 (TP 4) or --quantization fp8 --max-model-len 6608 or --quantization awq --max-model-len 106976"),
+    (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "A10"],
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on A10: weights 131.42 GiB per GPU + 1.46 GiB other memory "
+     "leave no room for a KV cache in the 20.69 GiB vLLM may use (0.92 x 22.49 GiB); would fit with "
+     "--gpu A10:16 (TP 16)"),
+    (["--model", "Qwen3-8B", "--gpu", "L4", "--max-model-len", "131072"],
+     "Qwen/Qwen3-8B does not fit on L4: its 4.10 GiB KV cache holds 29,824 tokens, not one request of 131,072; "
+     "would fit with --gpu L4:2 (TP 2) or --quantization fp8 --max-model-len 76928 or --quantization awq "
+     "--max-model-len 99568 or --max-model-len 29824"),
+])
+def test_a_plan_that_does_not_fit_says_why_and_what_would_in_one_line(argv, message, capsys):
+    from servelab.cli.main import main
+
+    assert main(["plan", *argv]) == 2
+    assert capsys.readouterr() == ("", f"servelab: error: {message}\n")
 
 
 def test_json_for_scripts(capsys):
@@ -74,11 +91,15 @@ def test_json_for_scripts(capsys):
 
 def test_a_gpu_given_by_its_figures(capsys):
     out = run(capsys, "--model", "Qwen3-8B", "--gpu", "X9:2", "--gpu-memory-gib", "48", "--gpu-bandwidth-gbs", "1000")
-    assert out.startswith("plan: Qwen/Qwen3-8B on X9 x2 (48.0 GiB each), vllm, weights none, KV auto, TP 2\n")
+    assert out.startswith("plan: Qwen/Qwen3-8B on X9 x2 (48.0 GiB each), vllm, weights 16-bit (not quantized), "
+                          "KV auto, TP 2\n")
     assert "  compute-bound from  -\n" in out
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["--model", "Qwen/Qwen3-8B", "--gpu", "H100:3"],
+     "TP 3 does not split the 32 attention heads (8 KV heads) of Qwen/Qwen3-8B evenly, and vLLM refuses it: "
+     "valid TP sizes 1, 2, 4, 8, 16, 32 (on 3 GPUs: --tensor-parallel-size 1, 3 replicas)"),
     (["--gpu", "X100"], "unknown GPU 'X100': pass --gpu-memory-gib and --gpu-bandwidth-gbs "
                         "(see --list-gpus for the table)"),
     (["--model", "no/such-model"], "unknown model 'no/such-model': pass a local folder or config.json path, a .gguf "
@@ -91,22 +112,50 @@ def test_unknown_input_is_one_line(argv, message, tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"servelab: error: {message}\n")
 
 
-def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+def write_runs(folder, steps: dict[int, float], served_len: int | None = None) -> None:
+    """One run per load: ``running`` requests at ``step`` seconds a step, 2 s of engine samples;
+    with ``served_len``, a result beside it whose engine served that context."""
     from servelab.telemetry.timeline import Timeline, write
 
-    # Steps of 10 ms + 2 ms per running sequence: 4 running → 18 ms per step, 4 tokens a step.
-    for name, running in (("a", 4), ("b", 2), ("c", 4)):
-        step = 0.010 + 0.002 * running
+    for running, step in steps.items():
         samples = [{"t_ms": k * 250.0, "src": "engine", "running": float(running), "waiting": 0.0,
                     "generation_tokens": k * running * 0.25 / step, "prompt_tokens": 0.0} for k in range(8)]
-        (tmp_path / name).mkdir()
-        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), tmp_path / name / "r.timeline.jsonl")
+        (folder / f"c{running}").mkdir()
+        write(Timeline({"servelab_timeline": 1, "duration_s": 2.0}, samples), folder / f"c{running}/r.timeline.jsonl")
+        if served_len:
+            engine = {"args": [], "memory_report": {"max_concurrency_tokens": served_len}}
+            (folder / f"c{running}/r.json").write_text(json.dumps({"servelab": {"engine": engine}}))
+
+
+def test_calibrate_fits_the_runs_telemetry_and_holds_the_last_out(capsys, tmp_path):
+    # Steps of 10 ms + 2 ms per running sequence (4 running: 18 ms a step); the last run held out.
+    write_runs(tmp_path, {4: 0.018, 2: 0.014, 6: 0.022})
     out = run(capsys, "--max-model-len", "2048", "--gpu-bandwidth-gbs", "269.03", "--calibrate", str(tmp_path))
-    calibrated = out.split("calibrated step time (from measured runs)\n")[1]
-    assert calibrated.startswith("  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + "
-                                 "weight read 1.00 ms\n  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
-                                 f"  held-out error    +0.0% on {tmp_path}/c/r.timeline.jsonl\n"
-                                 "  TPOT at batch 1   12.00 ms (calibrated)\n")
+    assert out.split("calibrated step time (from measured runs)\n")[1] == (
+        "  step model        9.00 ms + 2.000 ms per sequence + 0.000 ms per token + weight read 1.00 ms\n"
+        "  fit error         +0.0% over 21 loaded intervals, 3 run(s)\n"
+        f"  held-out error    +0.0% on {tmp_path}/c6/r.timeline.jsonl\n"
+        "  TPOT at batch 1   12.00 ms (extrapolated)\n"
+        "  TPOT at batch 8   26.00 ms (extrapolated)\n"
+        "  TPOT at batch 32  74.00 ms (extrapolated)\n"
+        "note: TPOT at batch 1, 8, 32: outside the loads the runs measured (2–6 running), extrapolated from the "
+        "nearest along the fitted model\n")
+
+
+def test_calibrate_reads_tpot_where_the_runs_measured_it_and_plans_their_context(capsys, tmp_path):
+    # Runs at 1–8 running, concave (a line through them says 20.0 ms at batch 1); each served 2,048 tokens.
+    write_runs(tmp_path, {1: 0.019, 2: 0.024, 4: 0.028, 8: 0.036}, served_len=2048)
+    out = run(capsys, "--calibrate", str(tmp_path))
+    assert "\nfits: 22 requests of 2,048 tokens at once\n" in out  # not the model's 8,192
+    assert out.split("held-out error")[1].split("\n", 1)[1] == (
+        "  TPOT at batch 1   19.00 ms (measured)\n"
+        "  TPOT at batch 8   36.00 ms (measured)\n"
+        "  TPOT at batch 32  94.21 ms (extrapolated)\n"
+        "note: TPOT at batch 32: outside the loads the runs measured (1–8 running), extrapolated from the nearest "
+        "along the fitted model\n"
+        "note: the plan above is for the runs' max-model-len, 2,048 (pass --max-model-len for another)\n")
+    asked = run(capsys, "--calibrate", str(tmp_path), "--max-model-len", "4096")
+    assert "\nfits: 11 requests of 4,096 tokens at once\n" in asked and "the runs' max-model-len" not in asked
 
 
 def test_calibrate_without_telemetry_is_one_line(tmp_path):

@@ -68,12 +68,6 @@ def test_the_prediction_stands_beside_the_report_with_its_error():
         ("KV blocks", "364 x 128 tokens  (-1.6%)")]
 
 
-def test_memory_rows_say_dash_when_the_engine_said_nothing():
-    assert serve.memory_rows(MemoryReport()) == [
-        ("weights", "-"), ("load time", "-"), ("KV cache", "-"), ("KV cache tokens", "-"),
-        ("max concurrency", "-"), ("KV blocks", "-")]
-
-
 def test_command_engine_takes_its_command_line_after_the_separator():
     spec = serve.build_spec(parse("--engine", "command", "--port", "9001", "--ready-url",
                                   "http://127.0.0.1:9001/health", "--env", "A=1", "--", "srv", "--port", "9001"))

@@ -50,3 +50,39 @@ def test_no_cost_comes_out_negative():
 def test_too_little_telemetry_is_one_line():
     with pytest.raises(InputError, match="at least 3 loaded telemetry intervals, got 1"):
         fit([Interval(1.0, 1, 1, 0)], 0.0)
+
+
+def test_tpot_is_read_where_the_runs_measured_it_not_from_the_line():
+    from servelab.planner.calibrate import tpot_at
+    from servelab.planner.speed import StepModel
+
+    # a line fitted to loaded runs that says 37 ms at batch 1, where batch 1 measured 19 ms
+    model = StepModel(overhead_s=0.026, per_seq_s=0.001, per_token_s=0.0, weight_read_s=0.010)
+    loads = ((1, 0.019), (4, 0.031), (8, 0.044))
+    assert model.step_s(1, 1) == pytest.approx(0.037)
+    assert [(t.how, round(t.seconds, 6)) for t in (tpot_at(model, loads, b) for b in (1, 6, 32))] == [
+        ("measured", 0.019), ("interpolated", 0.0375), ("extrapolated", 0.068)]  # 44 ms + 24 × 1 ms
+
+
+def test_measured_loads_are_step_time_per_running_count():
+    from servelab.planner.calibrate import measured_loads
+
+    data = [Interval(0.5, 25.0, 25.0, 0.0), Interval(0.5, 20.0, 20.0, 0.0), Interval(0.5, 10.0, 40.0, 0.0)]
+    assert measured_loads(data) == ((1, 1.0 / 45), (4, 0.05))
+
+
+def test_the_runs_served_context_comes_from_the_result_beside_the_timeline(tmp_path):
+    import json
+
+    from servelab.planner.calibrate import load_runs, runs_max_model_len
+    from servelab.telemetry.timeline import Timeline, write
+
+    for name, engine in (("a", {"memory_report": {"max_concurrency_tokens": 2048}}),
+                         ("b", {"args": ["--max-model-len", "4096"], "memory_report": {}}), ("c", None)):
+        engine_samples = [{**s, "src": "engine"} for s in samples(4.0, 200.0)]
+        timeline = Timeline({"servelab_timeline": 1, "duration_s": 3.0}, engine_samples)
+        write(timeline, tmp_path / f"{name}.timeline.jsonl")
+        if engine is not None:
+            (tmp_path / f"{name}.json").write_text(json.dumps({"servelab": {"engine": engine}}))
+    runs = load_runs([tmp_path])
+    assert [r.max_model_len for r in runs] == [2048, 4096, None] and runs_max_model_len(runs) == 4096

@@ -37,3 +37,14 @@ def test_the_table_covers_the_families_asked_for():
     for family in ("llama-3.1", "llama-3.2", "qwen2.5", "qwen3-30b-a3b", "mistral", "mixtral", "gemma-2",
                    "gemma-3", "phi-3", "phi-4", "deepseek-v2", "deepseek-v3", "smollm2"):
         assert family in names, family
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("Qwen/Qwen3-8B", [1, 2, 4, 8, 16, 32]),                        # 32 heads, 8 KV heads: no 3
+    ("microsoft/Phi-3-medium-4k-instruct", [1, 2, 5, 10, 20, 40]),  # 40 heads, 10 KV heads: 4 and 8 split q, not kv
+    ("Qwen/Qwen2.5-7B-Instruct", [1, 2, 4, 28]),                    # 28 heads, 4 KV: 7 and 14 not multiples of 4
+])
+def test_tensor_parallel_sizes_vllm_accepts(name, sizes):
+    from servelab.planner.models import tensor_parallel_sizes
+
+    assert tensor_parallel_sizes(MODELS[name]) == sizes

@@ -100,6 +100,9 @@ def test_activations_grow_with_the_token_budget():
     ({"quantization": "q3_xyz"}, "unknown quantization 'q3_xyz'"),
     ({"kv_cache_dtype": "int3"}, "unknown KV cache dtype 'int3'"),
     ({"gpu_count": 3, "tensor_parallel": 2}, "--tensor-parallel-size 2 must divide the GPU count 3"),
+    ({"gpu_count": 2}, "TP 2 does not split the 9 attention heads (3 KV heads) of HuggingFaceTB/SmolLM2-135M-Instruct "
+                       "evenly, and vLLM refuses it: valid TP sizes 1, 3, 9 (on 2 GPUs: --tensor-parallel-size 1, "
+                       "2 replicas)"),
     ({"gpu": GPUS["cpu"]}, "no memory size for cpu: pass --gpu-memory-gib"),
     ({"gpu_memory_utilization": 1.5}, "--gpu-memory-utilization 1.5 must be in (0, 1]"),
 ])

@@ -93,3 +93,22 @@ def test_selftest_run_in_process_gives_the_caller_its_cpus_back(capsys):
     before = os.sched_getaffinity(0)
     assert main(["selftest", "--concurrency", "2", "--num-prompts", "2", "--output-len", "2", "--skip-ceiling"]) == 0
     assert os.sched_getaffinity(0) == before
+
+
+def test_no_more_requests_than_streams_has_no_steady_window_and_no_nan():
+    # both requests open at once: the window from the 2nd arrival to the last is empty
+    t = truth([req("a", 0, [50 * MS]), req("b", 1, [50 * MS])], open_t=(0, 1), open_n=(1, 2))
+    f = compare({"a": Seen(50.0, []), "b": Seen(49.0, [])}, t, concurrency=2)
+    assert f.server_open_mean is None
+
+
+def test_selftest_shows_the_streams_that_ran_and_no_nan(capsys):
+    # 3 requests at --concurrency 512 (the default) open 3 streams, not 512
+    from servelab.cli.main import main
+
+    assert main(["selftest", "--num-prompts", "3", "--output-len", "2", "--skip-ceiling"]) == 0
+    out = capsys.readouterr().out
+    assert "fidelity: 3 streams, TTFT 50.0 ms, ITL 10.0 ms, 2 tokens, 3 requests matched to the truth\n" in out
+    assert "  open at the server (mean)                        n/a  (all 3 requests were sent at once: none to " \
+           "replace)\n" in out
+    assert "nan" not in out and "512" not in out

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-gpus", action="store_true", help="print the bundled GPU table and exit")
     parser.add_argument("--calibrate", nargs="+", metavar="RUN", type=Path,
                         help="fit the step-time model to these runs' telemetry (result folders, studies or "
-                             ".timeline.jsonl files); the last run is held out to report the error")
+                             ".timeline.jsonl files); the last run is held out to report the error; without "
+                             "--max-model-len the plan is for the context the runs served")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--sim-step-model", type=Path, metavar="FILE",
                         help="write the plan's step model (the calibrated one with --calibrate) for the simulated "
@@ -51,30 +52,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from servelab.planner import calibrate
+    from servelab.planner.fit import require_fit
+
     if args.list_models or args.list_gpus:
         print(list_models() if args.list_models else list_gpus())
         return 0
-    plan = make(args)
-    fitted = calibration(args.calibrate, plan) if args.calibrate else None
+    runs = calibrate.load_runs(args.calibrate) if args.calibrate else None
+    plan = make(args, calibrate.runs_max_model_len(runs) if runs else None)
+    require_fit(plan)
+    fitted = calibrate.calibrate(runs, plan.speed.tpot_batch1_s) if runs else None
     if args.json:
-        print(json.dumps({**plan_json(plan), "calibration": fitted}, indent=1))
+        print(json.dumps({**plan_json(plan), "calibration": fitted.to_dict() if fitted else None}, indent=1))
     else:
-        print(format_plan(plan) + (format_calibration(fitted) if fitted else ""))
+        print(format_plan(plan) + (format_calibration(fitted, plan, args.max_model_len) if fitted else ""))
     if args.sim_step_model:
-        print(write_sim_engine(plan, fitted, args.sim_step_model))
+        print(write_sim_engine(plan, fitted.model if fitted else None, args.sim_step_model))
     return 0
 
 
-def write_sim_engine(plan, fitted: dict | None, path: Path) -> str:
+def write_sim_engine(plan, calibrated, path: Path) -> str:
     """The planner's step model as the simulator's (``sim.model.StepModel``), written as JSON;
     and how to run the simulated engine on this plan. The planner's step adds the weight read
     to every step, so it is folded into the simulator's per-step overhead (same formula)."""
     from servelab.errors import InputError
-    from servelab.planner import StepModel
     from servelab.planner.plan import default_batch
 
-    step = StepModel(**fitted["step_model"]) if fitted else plan.speed.step
-    source = f"planner {'calibration' if fitted else 'roofline'}: {plan.spec.model.name} on {plan.spec.gpu.name}"
+    step = calibrated or plan.speed.step
+    source = f"planner {'calibration' if calibrated else 'roofline'}: {plan.spec.model.name} on {plan.spec.gpu.name}"
     sim_model = {"overhead_s": step.overhead_s + step.weight_read_s, "per_seq_s": step.per_seq_s,
                  "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0, "source": source}
     try:
@@ -90,56 +95,34 @@ def write_sim_engine(plan, fitted: dict | None, path: Path) -> str:
             f"  servelab bench --simulate {' '.join('--sim-' + f[2:] if f.startswith('--') else f for f in flags.split())}")
 
 
-def calibration(runs: list[Path], plan) -> dict:
-    """The step model fitted to the runs' telemetry, its error on them, and on the last run held out."""
-    from dataclasses import asdict
+def format_calibration(fitted, plan, asked_max_model_len: int | None) -> str:
+    from servelab.reports.rows import aligned
 
-    from servelab.errors import InputError
-    from servelab.planner import calibrate
-    from servelab.telemetry.timeline import read
-
-    paths = [p for run in runs for p in ([run] if run.is_file() else sorted(run.rglob("*.timeline.jsonl")))]
-    if not paths:
-        raise InputError(f"no telemetry (*.timeline.jsonl) under {' '.join(map(str, runs))}")
-    per_run = [calibrate.intervals(read(path).during("engine")) for path in paths]
-    read_s = plan.speed.tpot_batch1_s
-    model = calibrate.fit([i for run in per_run for i in run], read_s)
-    held_out = None
-    if len(per_run) > 1:
-        held_out = calibrate.error(calibrate.fit([i for run in per_run[:-1] for i in run], read_s), per_run[-1])
-    return {"runs": [str(p) for p in paths], "intervals": sum(map(len, per_run)), "step_model": asdict(model),
-            "fit_error": calibrate.error(model, [i for run in per_run for i in run]),
-            "held_out": str(paths[-1]) if held_out is not None else None, "held_out_error": held_out}
-
-
-def format_calibration(fitted: dict) -> str:
-    from servelab.planner import StepModel
-
-    m = StepModel(**fitted["step_model"])
-    held = "-" if fitted["held_out_error"] is None else f"{_pct(fitted['held_out_error'])} on {fitted['held_out']}"
+    m = fitted.model
+    held = "-" if fitted.held_out_error is None else f"{_pct(fitted.held_out_error)} on {fitted.held_out}"
     rows = [("step model", f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
                            f"{m.per_token_s * 1e3:.3f} ms per token + weight read {m.weight_read_s * 1e3:.2f} ms"),
-            ("fit error", f"{_pct(fitted['fit_error'])} over {fitted['intervals']} loaded intervals, "
-                          f"{len(fitted['runs'])} run(s)"),
+            ("fit error", f"{_pct(fitted.fit_error)} over {fitted.intervals} loaded intervals, "
+                          f"{len(fitted.runs)} run(s)"),
             ("held-out error", held)]
-    rows += [(f"TPOT at batch {b}", f"{m.step_s(b, b) * 1e3:.2f} ms (calibrated)") for b in (1, 8, 32)]
+    rows += [(f"TPOT at batch {t.batch}", f"{t.seconds * 1e3:.2f} ms ({t.how})") for t in fitted.tpot]
+    notes = [fitted.note()]
     if m.overhead_s < 0:  # the fitted per-step time is below the roofline's weight read
-        rows.append(("note", "the per-step time fitted is below weights ÷ bandwidth: the bandwidth figure "
-                             "is too low for this machine (pass --gpu-bandwidth-gbs)"))
-    return "\n\ncalibrated step time (from measured runs)\n" + _rows(rows)
+        notes.append("the per-step time fitted is below weights ÷ bandwidth: the bandwidth figure "
+                     "is too low for this machine (pass --gpu-bandwidth-gbs)")
+    if asked_max_model_len is None and plan.spec.max_model_len is not None:
+        notes.append(f"the plan above is for the runs' max-model-len, {plan.spec.max_model_len:,} "
+                     "(pass --max-model-len for another)")
+    return ("\n\ncalibrated step time (from measured runs)\n" + aligned(rows)
+            + "".join(f"\nnote: {note}" for note in notes if note))
 
 
 def _pct(fraction: float) -> str:
     return f"{round(fraction, 3) + 0.0:+.1%}"  # + 0.0: a float error of -1e-16 prints +0.0%, not -0.0%
 
 
-def _rows(rows) -> str:
-    from servelab.cli.serve import _table
-
-    return _table(rows, max(len(label) for label, _ in rows))
-
-
-def make(args: argparse.Namespace):
+def make(args: argparse.Namespace, runs_max_model_len: int | None = None):
+    """The plan for the flags; with --calibrate and no --max-model-len, for the runs' context."""
     from servelab.planner import PlanSpec, make_plan
     from servelab.planner.files import load_model
 
@@ -148,7 +131,7 @@ def make(args: argparse.Namespace):
     spec = PlanSpec(
         model=source.shape, gpu=gpu, gpu_count=count, engine=args.engine,
         quantization=args.quantization or source.quantization, kv_cache_dtype=args.kv_cache_dtype,
-        max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len or runs_max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
         cpu_kv_space_gib=args.cpu_kv_space_gib, ctx_size=args.ctx_size, parallel=args.parallel,
@@ -184,14 +167,14 @@ def machine_memory_gib() -> float:
 
 
 def format_plan(plan) -> str:
-    from servelab.cli.serve import _table, memory_rows
+    from servelab.reports.rows import aligned, memory_rows
 
     rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
     rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
     speed = speed_rows(plan.speed)
     width = max(len(label) for label, _ in rows + speed)
-    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", _table(rows, width),
-             "", "speed floor (roofline, predicted)", _table(speed, width), "", answer(plan)]
+    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width),
+             "", "speed floor (roofline, predicted)", aligned(speed, width), "", answer(plan)]
     return "\n".join(lines + [f"note: {note}" for note in plan.notes])
 
 
@@ -199,8 +182,11 @@ def describe(plan) -> str:
     from servelab.planner.plan import quantization, tensor_parallel
 
     spec = plan.spec
+    weights = quantization(spec)
+    if weights == "none":  # the planner knows the bytes per weight, not bf16 from fp16
+        weights = f"{spec.model.dtype_bytes * 8}-bit (not quantized)"
     return (f"{spec.model.name} on {spec.gpu.name} x{spec.gpu_count} ({spec.gpu.memory_gib:.1f} GiB each), "
-            f"{spec.engine}, weights {quantization(spec)}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
+            f"{spec.engine}, weights {weights}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
 
 
 def speed_rows(speed) -> list[tuple[str, str]]:
@@ -211,12 +197,9 @@ def speed_rows(speed) -> list[tuple[str, str]]:
 
 
 def answer(plan) -> str:
-    tokens = f"{plan.context_tokens:,}"
-    if not plan.fits:
-        weights = f"{plan.weights_per_gpu / GIB:.2f} GiB per GPU"
-        return f"does not fit: not one request of {tokens} tokens (weights {weights})"
+    """A plan that does not fit never gets here (``planner.fit.require_fit``)."""
     count = plan.requests_at_once
-    return f"fits: {count:,} request{'' if count == 1 else 's'} of {tokens} tokens at once"
+    return f"fits: {count:,} request{'' if count == 1 else 's'} of {plan.context_tokens:,} tokens at once"
 
 
 def _other(plan) -> str:

@@ -37,6 +37,12 @@ def _ms(v) -> str:
     return "-" if v is None else f"{v:+.3f}"
 
 
+def _open(fid: dict) -> str:
+    if fid["server_open_mean"] is None:  # see selftest.fidelity: no steady window to measure over
+        return f"{'n/a':>24}  (all {fid['concurrency']} requests were sent at once: none to replace)"
+    return f"{fid['server_open_mean']:>17.1f} / {fid['concurrency']}"
+
+
 def render(f: dict) -> str:
     fid = f["fidelity"]
     rows = [
@@ -51,7 +57,7 @@ def render(f: dict) -> str:
         f"  {'  of which request delivery':<28}{_ms(fid.get('request_delivery_mean_ms')):>24}",
         f"  {'  of which event delivery':<28}{_ms(fid.get('event_delivery_mean_ms')):>24}",
         f"  {'mock read delay (true wait)':<28}{_ms(fid.get('mock_read_delay_mean_ms')):>24}",
-        f"  {'open at the server (mean)':<28}{fid['server_open_mean']:>17.1f} / {fid['concurrency']}",
+        f"  {'open at the server (mean)':<28}{_open(fid)}",
         f"  {'client CPU (one core)':<28}{f['fidelity_client_cpu']:>24.0%}",
     ]
     if f.get("ceiling"):

@@ -127,12 +127,14 @@ def format_engine(engine, plan=None) -> str:
     ]
     if engine.ready_s is not None:
         head.append(("ready in", f"{engine.ready_s:.1f} s"))
+    from servelab.reports.rows import aligned, memory_rows
+
     memory = memory_rows(engine.memory_report)
     predicted = predicted_rows(engine.memory_report, plan.report()) if plan else []
     width = max(len(label) for label, _ in head + memory + predicted)  # one column for all tables
-    text = _table(head, width) + "\n\nmemory report\n" + _table(memory, width)
+    text = aligned(head, width) + "\n\nmemory report\n" + aligned(memory, width)
     if predicted:
-        text += "\n\npredicted by servelab plan (error against the report)\n" + _table(predicted, width)
+        text += "\n\npredicted by servelab plan (error against the report)\n" + aligned(predicted, width)
     return text
 
 
@@ -144,6 +146,7 @@ _ERROR_FIELD = {"weights": "weights_gib", "KV cache": "kv_cache_gib", "KV cache 
 def predicted_rows(measured, predicted) -> list[tuple[str, str]]:
     """The prediction's rows, each with its error where the engine reported the same figure."""
     from servelab.planner.predict import compare
+    from servelab.reports.rows import memory_rows
 
     errors = {c.field: c.error for c in compare(measured, predicted)}
     rows = []
@@ -157,32 +160,3 @@ def predicted_rows(measured, predicted) -> list[tuple[str, str]]:
 
 def _error(error: float) -> str:
     return "exact" if error == 0 else f"{error:+.1%}"
-
-
-def memory_rows(report) -> list[tuple[str, str]]:
-    """Label/value rows; "-" where the engine did not say (e.g. weights on vLLM's CPU build)."""
-    concurrency = _fmt(report.max_concurrency, "{:.2f}x")
-    if report.max_concurrency is not None and report.max_concurrency_tokens is not None:
-        concurrency += f" at {report.max_concurrency_tokens:,} tokens per request"
-    blocks = "-"
-    if report.num_gpu_blocks is not None:
-        blocks = f"{report.num_gpu_blocks:,}" + (f" x {report.block_size} tokens" if report.block_size else "")
-    rows = [
-        ("weights", _fmt(report.weights_gib, "{:.2f} GiB")),
-        ("load time", _fmt(report.load_time_s, "{:.2f} s")),
-        ("KV cache", _fmt(report.kv_cache_gib, "{:.2f} GiB")),
-        ("KV cache tokens", _fmt(report.kv_cache_tokens, "{:,}")),
-        ("max concurrency", concurrency),
-        ("KV blocks", blocks),
-    ]
-    if report.slots is not None:  # llama.cpp: fixed slots, each with its share of the cells
-        rows.append(("slots", f"{report.slots} x {_fmt(report.context_per_slot, '{:,}')} tokens"))
-    return rows
-
-
-def _fmt(value, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def _table(rows: list[tuple[str, str]], width: int) -> str:
-    return "\n".join(f"  {label:<{width}}  {value}" for label, value in rows)

@@ -5,7 +5,9 @@
     plan.kv_tokens, plan.max_concurrency, plan.speed.tpot_batch1_s
 
 Pure arithmetic (layer L3); the only I/O is ``planner.files``, which reads a local
-config.json or a GGUF header. Every formula and its source in vLLM: docs/planner.md.
+config.json or a GGUF header, and ``calibrate.load_runs``, which reads measured runs
+through their owners' readers (telemetry.timeline, results.runs). ``fit`` says why a
+plan does not fit and what would. Every formula and its source in vLLM: docs/planner.md.
 """
 
 from servelab.planner.gpus import GPUS, Gpu, find_gpu

@@ -11,14 +11,29 @@ running request per step). Least squares on the loaded intervals gives the three
 coefficients; the weight read cannot be told apart from the per-step overhead by timing
 alone, so it is taken from the roofline (bytes ÷ bandwidth) and the overhead is the rest.
 The fit error is |Σ predicted − Σ measured busy time| ÷ measured, over the runs given.
+
+A straight line through loads 2–8 can still miss batch 1 by 2× (37 ms fitted where the
+runs measured 19 ms), so TPOT at a batch is read from the runs where they measured it:
+the step time at a load seen (Σ dt ÷ Σ steps of the intervals whose mean running rounds
+to it), linear between two loads seen, and outside them the nearest load seen plus the
+model's change from there (anchored), flagged by one note. A calibration also carries
+the runs' context length (the engine's "Maximum concurrency for N tokens per request",
+else its ``--max-model-len``), so the plan beside it is for what ran.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
+from servelab.engines.spec import flag_value
 from servelab.errors import InputError
 from servelab.planner.speed import StepModel
+from servelab.results.runs import Run, read_result
+from servelab.telemetry.timeline import read
+
+TIMELINE = ".timeline.jsonl"  # beside the result it belongs to: result.json ↔ result.timeline.jsonl
+BATCHES = (1, 8, 32)  # the TPOTs a calibration reports
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +104,111 @@ def error(model: StepModel, data: list[Interval]) -> float:
     """(predicted − measured) ÷ measured busy time over ``data``."""
     measured = sum(i.dt_s for i in data)
     return (predicted_s(model, data) - measured) / measured if measured else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One run's loaded intervals, and the context length its engine served (None: unknown)."""
+
+    timeline: Path
+    intervals: list[Interval]
+    max_model_len: int | None
+
+
+def load_runs(paths: list[Path]) -> list[Measured]:
+    """Every ``*.timeline.jsonl`` given or under the folders given, in order."""
+    found = [p for path in paths for p in ([path] if path.is_file() else sorted(path.rglob(f"*{TIMELINE}")))]
+    if not found:
+        raise InputError(f"no telemetry (*{TIMELINE}) under {' '.join(map(str, paths))}")
+    return [Measured(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
+
+
+def _served_length(timeline: Path) -> int | None:
+    result = timeline.with_name(timeline.name.removesuffix(TIMELINE) + ".json")
+    if not result.is_file():
+        return None
+    engine = Run(read_result(result), result, result.stem).engine
+    said = (engine.get("memory_report") or {}).get("max_concurrency_tokens")
+    flag = flag_value([str(a) for a in engine.get("args") or []], "--max-model-len")
+    return int(said or flag) if (said or flag) else None
+
+
+def runs_max_model_len(runs: list[Measured]) -> int | None:
+    """The longest context the runs served (they usually agree); None when no run says."""
+    known = [r.max_model_len for r in runs if r.max_model_len]
+    return max(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class Tpot:
+    batch: int
+    seconds: float
+    how: str  # "measured", "interpolated" (between two loads measured), "extrapolated" (outside them)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    runs: tuple[str, ...]
+    intervals: int
+    model: StepModel
+    fit_error: float
+    held_out: str | None
+    held_out_error: float | None
+    loads: tuple[tuple[int, float], ...]  # (running, measured step seconds), by running
+    tpot: tuple[Tpot, ...]
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["step_model"] = out.pop("model")
+        return out
+
+    def note(self) -> str | None:
+        """One line when a TPOT reported lies outside the loads the runs measured."""
+        outside = [t.batch for t in self.tpot if t.how == "extrapolated"]
+        if not outside:
+            return None
+        seen = "none" if not self.loads else f"{self.loads[0][0]}–{self.loads[-1][0]}" \
+            if len(self.loads) > 1 else f"{self.loads[0][0]}"
+        return (f"TPOT at batch {', '.join(map(str, outside))}: outside the loads the runs measured ({seen} "
+                "running), extrapolated from the nearest along the fitted model")
+
+
+def calibrate(runs: list[Measured], weight_read_s: float) -> Calibration:
+    """The step model fitted to all runs, its error on them, and on the last run held out."""
+    every = [i for run in runs for i in run.intervals]
+    model = fit(every, weight_read_s)
+    held_out = None
+    if len(runs) > 1:
+        held_out = error(fit([i for run in runs[:-1] for i in run.intervals], weight_read_s), runs[-1].intervals)
+    loads = measured_loads(every)
+    return Calibration(tuple(str(r.timeline) for r in runs), len(every), model, error(model, every),
+                       str(runs[-1].timeline) if held_out is not None else None, held_out, loads,
+                       tuple(tpot_at(model, loads, b) for b in BATCHES))
+
+
+def measured_loads(data: list[Interval]) -> tuple[tuple[int, float], ...]:
+    """(running, Σ dt ÷ Σ steps) for each load seen; running = generated ÷ steps, rounded."""
+    sums: dict[int, list[float]] = {}
+    for i in data:
+        if i.steps > 0:
+            total = sums.setdefault(max(1, round(i.generated / i.steps)), [0.0, 0.0])
+            total[0], total[1] = total[0] + i.dt_s, total[1] + i.steps
+    return tuple((running, dt / steps) for running, (dt, steps) in sorted(sums.items()))
+
+
+def tpot_at(model: StepModel, loads: tuple[tuple[int, float], ...], batch: int) -> Tpot:
+    """The measured step time at ``batch``, linear between two loads measured, or anchored
+    to the nearest one outside them (that load's time + the model's change from it)."""
+    seen = dict(loads)
+    if not seen:  # no interval with a step in it: the model alone
+        return Tpot(batch, model.step_s(batch, batch), "extrapolated")
+    if batch in seen:
+        return Tpot(batch, seen[batch], "measured")
+    below = [x for x in seen if x < batch]
+    above = [x for x in seen if x > batch]
+    if below and above:
+        a, b = max(below), min(above)
+        return Tpot(batch, seen[a] + (seen[b] - seen[a]) * (batch - a) / (b - a), "interpolated")
+    edge = max(below) if below else min(above)
+    anchored = seen[edge] + model.step_s(batch, batch) - model.step_s(edge, edge)
+    return Tpot(batch, anchored if anchored > 0 else model.step_s(batch, batch), "extrapolated")

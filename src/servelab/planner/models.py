@@ -84,6 +84,19 @@ def dense_params(model: ModelShape, experts: int) -> int:
     return model.embedding_params + model.layers * per_layer + model.hidden
 
 
+def tensor_parallel_sizes(model: ModelShape) -> list[int]:
+    """The tensor-parallel sizes vLLM accepts for ``model``: the attention heads must divide
+    evenly (``ModelConfig.verify_with_parallel_config``, vllm/config/model.py: "Total number of
+    attention heads must be divisible by tensor parallel size"), and so must the KV heads — or,
+    with more GPUs than KV heads, the size must be a multiple of them, each head replicated
+    (``QKVParallelLinear``, vllm/model_executor/layers/linear.py; the same asserts in
+    models/llama.py and models/qwen3.py). MLA keeps one latent, not split by heads."""
+    def kv_split(tp: int) -> bool:
+        return model.mla or (model.kv_heads % tp == 0 if tp <= model.kv_heads else tp % model.kv_heads == 0)
+
+    return [tp for tp in range(1, model.heads + 1) if model.heads % tp == 0 and kv_split(tp)]
+
+
 def _m(name, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, max_position, **extra) -> ModelShape:
     return ModelShape(name, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, max_position, **extra)
 

@@ -18,7 +18,7 @@ from servelab.planner.dtypes import (FP8_COMPUTE, GGUF_FLOATS, GGUF_QUANTIZED, K
                                      weight_bits)
 from servelab.planner.gpus import Gpu
 from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
-from servelab.planner.models import ModelShape
+from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
 
 GIB = budget.GIB
@@ -109,8 +109,19 @@ def _check(spec: PlanSpec) -> None:
     tp = tensor_parallel(spec)
     if tp < 1 or spec.gpu_count % tp:
         raise InputError(f"--tensor-parallel-size {tp} must divide the GPU count {spec.gpu_count}")
+    if spec.engine == "vllm" and tp not in tensor_parallel_sizes(spec.model):
+        raise InputError(_tp_refused(spec, tp))
     if not 0 < spec.gpu_memory_utilization <= 1:
         raise InputError(f"--gpu-memory-utilization {spec.gpu_memory_utilization} must be in (0, 1]")
+
+
+def _tp_refused(spec: PlanSpec, tp: int) -> str:
+    """vLLM refuses a TP size that does not split the heads evenly (see ``tensor_parallel_sizes``)."""
+    model, sizes = spec.model, tensor_parallel_sizes(spec.model)
+    here = max(size for size in sizes if spec.gpu_count % size == 0)
+    return (f"TP {tp} does not split the {model.heads} attention heads ({model.kv_heads} KV heads) of "
+            f"{model.name} evenly, and vLLM refuses it: valid TP sizes {', '.join(map(str, sizes))} "
+            f"(on {spec.gpu_count} GPUs: --tensor-parallel-size {here}, {spec.gpu_count // here} replicas)")
 
 
 def quantization(spec: PlanSpec) -> str:

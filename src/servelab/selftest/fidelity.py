@@ -15,7 +15,10 @@ yardstick, and report the difference.
 * server-side open = the time-weighted mean of requests open at the mock over
   the steady window: from the moment the C-th request arrived (the cap is first
   reachable) to the moment the last one arrived (after that the run drains). A
-  client that is slow to replace a finished stream shows here as < C.
+  client that is slow to replace a finished stream shows here as < C. C is the
+  streams that ran: min(--concurrency, requests). With no more requests than
+  streams, all are sent at once and none is replaced: the window is empty and the
+  figure is None (not NaN: it would print "nan" and write invalid JSON).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class Fidelity:
     ttft_p99_err_ms: float
     itl_mean_err_ms: float
     itl_p99_err_ms: float
-    server_open_mean: float
+    server_open_mean: float | None
     concurrency: int
     request_delivery_mean_ms: float | None = None
     request_delivery_p99_ms: float | None = None
@@ -88,10 +91,10 @@ def _delivery(both) -> dict:
     return out
 
 
-def open_mean(truth: Truth, t_a: int, t_b: int) -> float:
-    """Time-weighted mean of the open-request count over [t_a, t_b]."""
+def open_mean(truth: Truth, t_a: int, t_b: int) -> float | None:
+    """Time-weighted mean of the open-request count over [t_a, t_b]; None for an empty window."""
     if t_b <= t_a:
-        return float("nan")
+        return None
     t = np.asarray(truth.open_t_ns, dtype=np.int64)
     n = np.asarray(truth.open_n, dtype=float)
     edges = np.clip(np.append(t, t_b), t_a, t_b)
