@@ -121,3 +121,18 @@ def test_bad_folders_are_one_line_exit_2(tmp_path, capsys, setup, needle):
 def test_a_missing_path(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path / "nope.json")]) == 2
     assert "no such result file or folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, missing", [
+    ({"overhead_s": 0.002, "per_seq_s": 1e-4, "per_token_s": 2e-5, "per_kv_token_s": 0.0, "floor_s": 0.0,
+      "source": "planner roofline"}, "no 'completed' or 'duration'"),  # the step model plan writes
+    ({"completed": 3, "servelab": {}}, "no 'duration'"),
+])
+def test_a_file_that_is_not_a_bench_result_is_refused_in_one_line(tmp_path, capsys, content, missing):
+    path = tmp_path / "step_model.json"
+    path.write_text(json.dumps(content))
+    assert main(["diagnose", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"servelab: error: {path}: not a bench result ({missing}); diagnose reads what "
+        "`servelab bench --save-result` writes\n")
