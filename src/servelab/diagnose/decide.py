@@ -8,12 +8,13 @@ from __future__ import annotations
 import statistics
 
 from servelab.diagnose.evidence import Evidence
+from servelab.diagnose.host import cpu_compute_bound, host_contention, host_line
 from servelab.diagnose.rules import (PARTIAL, RULES, family, known_cap, mean, more_load, offered_unbounded,
                                      preemptions_text)
 from servelab.diagnose.spans import spell
 from servelab.diagnose.verdict import Diagnosis, Verdict, ranked
 
-ALL_RULES = RULES
+ALL_RULES = (host_contention, *RULES, cpu_compute_bound)
 
 _SOURCE_NAMES = {"engine": "engine /metrics", "gpu": "GPU (NVML)", "telemetry": "engine, GPU and client"}
 
@@ -76,6 +77,8 @@ def checked_lines(ev: Evidence) -> list[str]:
         if g.util:
             power = f", power mean {mean(g.power_w):.0f} W" if g.power_w else ""
             out.append(f"GPU {g.index} utilization mean {mean(g.util):.0f}%{power}")
+    if f.host is not None:
+        out.append(host_line(f.host))
     return out
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 from servelab.engines.spec import flag_value as engine_flag
+from servelab.telemetry.machine import WARN_OTHERS
 from servelab.telemetry.summary import increase, ratio, values
 from servelab.telemetry.timeline import Timeline
 
@@ -41,6 +43,32 @@ class RunFacts:
     weights_gib: float | None = None  # the engine's memory report (or the checkpoint's size)
     tensor_parallel: int | None = None  # the engine's --tensor-parallel-size
     slots: int | None = None  # llama.cpp's request slots, from its memory report: a known cap
+    host: Host | None = None  # the machine's CPUs during the run (result["servelab"]["machine"])
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """The machine's CPUs during the run, and what ran on them."""
+
+    cpus: int
+    busy: float  # all CPUs' busy time ÷ capacity (wall time × CPUs)
+    others: float  # the part of ``busy`` that was not servelab's or the engine's
+    cpu_engine: bool  # the engine listened on this machine and computes on its CPUs
+    threads: int | None = None  # each replica's compute threads, where they were set
+    replicas: int = 1  # engine replicas running at once on this machine
+
+    @property
+    def saturated(self) -> bool:
+        # ≥ 90 % of all CPUs' time busy: no core sat idle for long, so a thread that wakes waits for one
+        return self.busy >= 0.90
+
+    @property
+    def starved_by_others(self) -> bool:
+        return self.others >= WARN_OTHERS  # the bench's own neighbour warning (telemetry/machine.py)
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.threads is not None and self.replicas * self.threads > self.cpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +137,43 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
         kv_cache_tokens=memory.get("kv_cache_tokens"), slots=memory.get("slots"),
         tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
-        weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"))
+        weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"),
+        host=host_from_result(ours))
+
+
+def host_from_result(ours: dict) -> Host | None:
+    """The result's machine share (None when it has none), and whether the engine computes on it."""
+    machine, engine = ours.get("machine") or {}, ours.get("engine") or {}
+    if machine.get("busy_fraction") is None:
+        return None
+    scale = ours.get("scale") or {}
+    # scale's "alone" phase runs replica 0 by itself (study/scale.py ALONE); "together" runs them all
+    replicas = 1 if scale.get("phase", "alone") == "alone" else int(scale.get("replicas") or 1)
+    return Host(int(machine.get("cpus") or 1), float(machine["busy_fraction"]),
+                float(machine.get("others_fraction") or 0.0),
+                bool(machine.get("local_engine_pids")) and cpu_engine(engine), compute_threads(engine), replicas)
+
+
+def cpu_engine(engine: dict) -> bool:
+    """Does the engine compute on CPUs? llama.cpp without GPU layers; vLLM's CPU build, which
+    servelab binds to cores (VLLM_CPU_OMP_THREADS_BIND) and whose dtype it chooses (the
+    memory report's dtype is set only there: engines/engine.py); the embedded engine."""
+    args = [str(a) for a in engine.get("args") or []]
+    if engine.get("kind") == "llamacpp":
+        return not (flag_value(args, "--n-gpu-layers") or flag_value(args, "-ngl"))
+    return (engine.get("kind") == "embedded" or "VLLM_CPU_OMP_THREADS_BIND" in (engine.get("env") or {})
+            or bool((engine.get("memory_report") or {}).get("dtype")))
+
+
+def compute_threads(engine: dict) -> int | None:
+    """Cores a replica was given: vLLM's CPU bind ("0,1|2-3": 4) or llama.cpp's --threads."""
+    args = [str(a) for a in engine.get("args") or []]
+    threads = flag_value(args, "--threads") or flag_value(args, "-t")
+    bind = (engine.get("env") or {}).get("VLLM_CPU_OMP_THREADS_BIND")
+    if threads or not bind:
+        return threads
+    ranges = [tuple(map(int, r.split("-"))) for r in re.findall(r"\d+(?:-\d+)?", bind)]
+    return sum(r[-1] - r[0] + 1 for r in ranges) or None
 
 
 def flag_value(args: list[str], flag: str) -> int | None:

@@ -122,7 +122,7 @@ def client_concurrency_cap(ev: Evidence) -> Verdict | None:
 def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -> tuple[float, str, str] | None:
     """(confidence, sentence, next step) when the engine could have taken more while the
     client's cap bound; None when the engine queued then itself (its own limit binds)."""
-    e, seqs = ev.engine, ev.facts.max_num_seqs
+    e, seqs, host = ev.engine, ev.facts.max_num_seqs, ev.facts.host
     if e is None:
         return 0.5, "; the engine's state is unknown (no /metrics).", _raise_concurrency(cap)
     if share(bound_t, lambda t: _at(e.t_s, e.waiting, t) >= 1) >= QUEUED:
@@ -132,6 +132,10 @@ def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -
                     kv_usage_max=_r(kv_max), max_num_seqs=seqs)
     room = f"; the engine's scheduler had room: {mean(e.waiting):.1f} waiting, {mean(e.running):.1f} running"
     room += f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
+    if host is not None and host.cpu_engine and host.saturated:  # its compute had none: cpu-compute-bound
+        return 0.5, room + (f", but the {host.cpus} CPUs it computes on were {host.busy:.0%} busy."), \
+            (f"Raise --max-concurrency (e.g. {cap} → {2 * cap}) only to batch more on the same full cores: "
+             "throughput rises as far as larger batches use them better, and no further.")
     if seqs is not None and seqs <= cap:
         return 0.6, room + f". The engine's max_num_seqs is {seqs} too: past it, requests will queue there.", \
             _raise_concurrency(cap)
