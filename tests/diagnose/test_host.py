@@ -35,7 +35,7 @@ def test_a_cpu_engine_on_full_cores_is_its_compute_limit_not_room():
     assert cap.confidence == 0.5 and "but the 2 CPUs it computes on were 100% busy" in cap.summary
     assert "engine knobs" not in cap.next and "the engine had room" not in cap.summary
     assert "machine 2 CPUs 100% busy (servelab and the engine 100%, others 0%; a CPU engine, " \
-           "2 replica(s) × 1 threads)" in d.checked
+           "2 replica(s) × 1 thread(s) each)" in d.checked
 
 
 @pytest.mark.parametrize("host, facts, reason", [

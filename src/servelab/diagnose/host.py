@@ -80,7 +80,7 @@ def _numbers(h: Host) -> dict:
 
 def host_line(h: Host) -> str:
     """The machine, as the ``checked:`` line shows it."""
-    threads = f", {h.replicas} replica(s) × {h.threads} threads" if h.threads else ""
-    engine = "a CPU engine" if h.cpu_engine else "the engine elsewhere or on a GPU"
+    threads = f", {h.replicas} replica(s) × {h.threads} thread(s) each" if h.threads else ""
+    engine = "a CPU engine" if h.cpu_engine else "no engine seen computing on these CPUs"
     return (f"machine {h.cpus} CPUs {h.busy:.0%} busy (servelab and the engine {h.busy - h.others:.0%}, "
             f"others {h.others:.0%}; {engine}{threads})")
