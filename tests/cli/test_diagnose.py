@@ -36,8 +36,9 @@ def save_run(folder, name="bench.json", timeline=True, args=("--max-num-seqs", "
 
 EXPECTED = [
     "servelab diagnosis: scheduler-cap (confidence 0.90, high)",
-    "  Requests wait at the engine while running sits at max_num_seqs 2 (100% of queued samples): 30 waiting "
-    "(mean 30.0, max 30), running mean 2.0; KV usage at most 1%, 0 preemptions.",
+    "  Requests wait at the engine while running sits at max_num_seqs 2, for 100% of the run, 0–5 s: then 30 "
+    "waiting (median; max 30) and 2 running; over the whole run running mean 2.0, waiting mean 30.0; "
+    "KV usage at most 1%, 0 preemptions.",
     "  next: Raise --max-num-seqs from 2 (e.g. to 4, 8) and re-run the same load; watch KV usage and "
     "preemptions as it rises.",
     "  checked: client CPU 5% of a core, schedule lag p99 0.10 ms; client in flight mean 32.0, max 32 (cap 32), "
@@ -121,3 +122,18 @@ def test_bad_folders_are_one_line_exit_2(tmp_path, capsys, setup, needle):
 def test_a_missing_path(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path / "nope.json")]) == 2
     assert "no such result file or folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, missing", [
+    ({"overhead_s": 0.002, "per_seq_s": 1e-4, "per_token_s": 2e-5, "per_kv_token_s": 0.0, "floor_s": 0.0,
+      "source": "planner roofline"}, "no 'completed' or 'duration'"),  # the step model plan writes
+    ({"completed": 3, "servelab": {}}, "no 'duration'"),
+])
+def test_a_file_that_is_not_a_bench_result_is_refused_in_one_line(tmp_path, capsys, content, missing):
+    path = tmp_path / "step_model.json"
+    path.write_text(json.dumps(content))
+    assert main(["diagnose", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"servelab: error: {path}: not a bench result ({missing}); diagnose reads what "
+        "`servelab bench --save-result` writes\n")

@@ -45,13 +45,24 @@ def test_scheduler_cap_from_the_token_budget():
     engine = lambda i: {"running": 3 + i % 4, "waiting": 5, "kv_usage": 0.3,
                         "iteration_tokens_sum": 1800.0 * i, "iteration_tokens_count": float(i)}
     top = run(make_timeline(client=client_at(16), engine=engine), max_num_batched_tokens=2048).top
-    assert top.id == "scheduler-cap" and top.confidence == pytest.approx(0.6)
+    assert top.id == "scheduler-cap" and top.confidence == pytest.approx(0.85)
     assert top.evidence["tokens_per_step"] == 1800.0 and "--max-num-batched-tokens from 2048" in top.next
+    # the first sample has no step before it: 39 of 40 samples, from the second tick to the end
+    assert top.evidence["limit"] == "max_num_batched_tokens" and top.evidence["bound"]["share"] == 0.975
+    assert "for 98% of the run, 0–10 s" in top.summary
 
 
 def test_below_the_known_max_num_seqs_a_plateau_is_not_a_scheduler_cap():
+    """A queue below the count cap, with room in the cache: not max_num_seqs, and not "no queue"
+    either — the token budget is what is left, named at low confidence since the result omits it."""
     tl = make_timeline(client=client_at(32), engine=engine_at(5, 27, kv=0.5))
-    ev = evidence(RunFacts(max_concurrency=32, max_num_seqs=64), tl)
+    v = scheduler_cap(evidence(RunFacts(max_concurrency=32, max_num_seqs=64), tl))
+    assert v.evidence["limit"] == "unknown" and v.level == "low" and "plateau" not in v.evidence
+    assert "running stays below max_num_seqs 64" in v.summary and "--max-num-batched-tokens" in v.next
+    # with the budget known and steps far below it, nothing is named a cap
+    steps = engine_at(5, 27, kv=0.5, iteration_tokens_sum=0.0, iteration_tokens_count=0.0)
+    ev = evidence(RunFacts(max_concurrency=32, max_num_seqs=64, max_num_batched_tokens=2048),
+                  make_timeline(client=client_at(32), engine=steps))
     assert scheduler_cap(ev) is None
 
 

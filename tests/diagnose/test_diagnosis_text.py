@@ -14,8 +14,9 @@ def test_render_is_exact():
             max_concurrency=32, max_num_seqs=2, client_cpu_fraction=0.12, schedule_lag_p99_ms=0.05)
     assert render(d).splitlines() == [
         "servelab diagnosis: scheduler-cap (confidence 0.90, high)",
-        "  Requests wait at the engine while running sits at max_num_seqs 2 (100% of queued samples): 30 waiting "
-        "(mean 30.0, max 30), running mean 2.0; KV usage at most 2%, 0 preemptions.",
+        "  Requests wait at the engine while running sits at max_num_seqs 2, for 100% of the run, 0–10 s: then 30 "
+        "waiting (median; max 30) and 2 running; over the whole run running mean 2.0, waiting mean 30.0; "
+        "KV usage at most 2%, 0 preemptions.",
         "  next: Raise --max-num-seqs from 2 (e.g. to 4, 8) and re-run the same load; watch KV usage and "
         "preemptions as it rises.",
         "  checked: client CPU 12% of a core, schedule lag p99 0.05 ms; client in flight mean 32.0, max 32 (cap 32), "

@@ -57,6 +57,12 @@ def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys, one
     outcome = bench_on_engine(tmp_path, (), ["--random-input-len", "32", "--random-output-len", "32",
                                              "--num-prompts", "16", "--max-concurrency", "2"])
     print(capsys.readouterr().out)
-    top = outcome.result["servelab"]["diagnosis"]["verdicts"][0]
-    assert outcome.exit_code == 0 and top["id"] == "client-concurrency-cap" and top["level"] == "high"
-    assert top["evidence"]["engine_waiting_mean"] < 0.5 and top["evidence"]["kv_usage_max"] < 0.1
+    verdicts = outcome.result["servelab"]["diagnosis"]["verdicts"]
+    cap = next(v for v in verdicts if v["id"] == "client-concurrency-cap")
+    assert outcome.exit_code == 0 and cap["evidence"]["engine_waiting_mean"] < 0.5
+    assert cap["evidence"]["kv_usage_max"] < 0.1
+    if outcome.result["servelab"]["machine"]["busy_fraction"] >= 0.9:
+        # the embedded engine computes on these cores: full, they are its limit (or others starved it)
+        assert verdicts[0]["id"] in ("cpu-compute-bound", "host-contention") and "engine knobs" not in cap["next"]
+    else:
+        assert verdicts[0] is cap and cap["level"] == "high"

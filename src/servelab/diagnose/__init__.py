@@ -1,7 +1,9 @@
 """Diagnose: say what limits a run, with evidence, and what to try next.
 
     evidence.py  facts from the result + views of the timeline (pure)
+    spans.py     when a state held: its share of the run and its times, for a verdict to quote
     rules.py     one pure rule per limit: Evidence -> Verdict | None
+    host.py      the machine's CPUs: a saturated host, named only when it is the cause
     decide.py    run the rules, rank, list what was and was not checked
     verdict.py   Verdict, Diagnosis, the text block
     run.py       read a saved run (result JSON + timeline) from disk

@@ -6,16 +6,22 @@ values and return values. A view is None when its source is absent, and
 
 "Loaded" samples are the ones with work in the system (engine: running +
 waiting ≥ 1; client: in flight + waiting ≥ 1): ramp-up and drain are kept, idle
-moments before and after are not.
+moments before and after are not. Each view keeps its samples' times (``t_s``),
+so a rule can say when a state held and for how long (``spans.spell``), and the
+engine's counters become per-sample rates (tokens per step, preemptions) for the
+same reason: a run-wide mean hides a limit that bound for a third of a long tail.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from servelab.engines.spec import flag_value as engine_flag
+from servelab.telemetry.machine import WARN_OTHERS
 from servelab.telemetry.summary import increase, ratio, values
 from servelab.telemetry.timeline import Timeline
 
@@ -37,6 +43,32 @@ class RunFacts:
     weights_gib: float | None = None  # the engine's memory report (or the checkpoint's size)
     tensor_parallel: int | None = None  # the engine's --tensor-parallel-size
     slots: int | None = None  # llama.cpp's request slots, from its memory report: a known cap
+    host: Host | None = None  # the machine's CPUs during the run (result["servelab"]["machine"])
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """The machine's CPUs during the run, and what ran on them."""
+
+    cpus: int
+    busy: float  # all CPUs' busy time ÷ capacity (wall time × CPUs)
+    others: float  # the part of ``busy`` that was not servelab's or the engine's
+    cpu_engine: bool  # the engine listened on this machine and computes on its CPUs
+    threads: int | None = None  # each replica's compute threads, where they were set
+    replicas: int = 1  # engine replicas running at once on this machine
+
+    @property
+    def saturated(self) -> bool:
+        # ≥ 90 % of all CPUs' time busy: no core sat idle for long, so a thread that wakes waits for one
+        return self.busy >= 0.90
+
+    @property
+    def starved_by_others(self) -> bool:
+        return self.others >= WARN_OTHERS  # the bench's own neighbour warning (telemetry/machine.py)
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.threads is not None and self.replicas * self.threads > self.cpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +78,9 @@ class EngineView:
     running: tuple[float, ...]
     waiting: tuple[float, ...]
     kv: tuple[float, ...] | None  # None: the engine reports no KV usage (llama.cpp)
+    t_s: tuple[float, ...] = ()  # each sample's time, seconds from t0
+    step_tokens: tuple[float | None, ...] = ()  # mean tokens per engine step since the sample before
+    preempted: tuple[float, ...] = ()  # preemptions since the sample before (0 when not reported)
     preemptions: float | None = None
     tokens_per_step: float | None = None
     generation_tok_s: float | None = None
@@ -58,6 +93,7 @@ class ClientView:
     waiting: tuple[int, ...]  # dispatched, waiting for a concurrency slot
     cpu: tuple[float, ...]
     lag_ms_max: float | None = None
+    t_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +115,7 @@ class Evidence:
     client: ClientView | None = None
     gpus: tuple[GpuView, ...] = ()
     missing: dict[str, str] = field(default_factory=dict)  # source -> why it is absent
+    tick_s: float = 0.25  # the sampler's interval: a sample stands for this much of the run
 
 
 def facts_from_result(result: dict, max_num_seqs: int | None = None,
@@ -100,7 +137,43 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
         kv_cache_tokens=memory.get("kv_cache_tokens"), slots=memory.get("slots"),
         tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
-        weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"))
+        weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"),
+        host=host_from_result(ours))
+
+
+def host_from_result(ours: dict) -> Host | None:
+    """The result's machine share (None when it has none), and whether the engine computes on it."""
+    machine, engine = ours.get("machine") or {}, ours.get("engine") or {}
+    if machine.get("busy_fraction") is None:
+        return None
+    scale = ours.get("scale") or {}
+    # scale's "alone" phase runs replica 0 by itself (study/scale.py ALONE); "together" runs them all
+    replicas = 1 if scale.get("phase", "alone") == "alone" else int(scale.get("replicas") or 1)
+    return Host(int(machine.get("cpus") or 1), float(machine["busy_fraction"]),
+                float(machine.get("others_fraction") or 0.0),
+                bool(machine.get("local_engine_pids")) and cpu_engine(engine), compute_threads(engine), replicas)
+
+
+def cpu_engine(engine: dict) -> bool:
+    """Does the engine compute on CPUs? llama.cpp without GPU layers; vLLM's CPU build, which
+    servelab binds to cores (VLLM_CPU_OMP_THREADS_BIND) and whose dtype it chooses (the
+    memory report's dtype is set only there: engines/engine.py); the embedded engine."""
+    args = [str(a) for a in engine.get("args") or []]
+    if engine.get("kind") == "llamacpp":
+        return not (flag_value(args, "--n-gpu-layers") or flag_value(args, "-ngl"))
+    return (engine.get("kind") == "embedded" or "VLLM_CPU_OMP_THREADS_BIND" in (engine.get("env") or {})
+            or bool((engine.get("memory_report") or {}).get("dtype")))
+
+
+def compute_threads(engine: dict) -> int | None:
+    """Cores a replica was given: vLLM's CPU bind ("0,1|2-3": 4) or llama.cpp's --threads."""
+    args = [str(a) for a in engine.get("args") or []]
+    threads = flag_value(args, "--threads") or flag_value(args, "-t")
+    bind = (engine.get("env") or {}).get("VLLM_CPU_OMP_THREADS_BIND")
+    if threads or not bind:
+        return threads
+    ranges = [tuple(map(int, r.split("-"))) for r in re.findall(r"\d+(?:-\d+)?", bind)]
+    return sum(r[-1] - r[0] + 1 for r in ranges) or None
 
 
 def flag_value(args: list[str], flag: str) -> int | None:
@@ -115,6 +188,7 @@ def flag_value(args: list[str], flag: str) -> int | None:
 def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     if timeline is None:
         return Evidence(facts, missing={"telemetry": "no timeline (telemetry was off, or its file is gone)"})
+    tick_s = float(timeline.header.get("interval_s") or 0.25)
     missing = {src: (timeline.header.get(src) or {}).get("detail") or "no samples"
                for src in ("engine", "gpu") if timeline.status(src) != "ok"}
     client = client_view(timeline)
@@ -122,25 +196,40 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     if engine is None and "engine" not in missing:
         missing["engine"] = "no engine samples during the run"
     gpus = gpu_views(timeline) if "gpu" not in missing else ()
-    return Evidence(facts, engine, client, gpus, missing)
+    return Evidence(facts, engine, client, gpus, missing, tick_s)
 
 
 def engine_view(timeline: Timeline) -> EngineView | None:
-    loaded = [s for s in timeline.during("engine")
-              if (s.get("running") or 0) + (s.get("waiting") or 0) >= 1]
-    if not loaded:
+    end = timeline.duration_ms
+    rows = [(s, *_since(prev, s)) for prev, s in pairwise([None, *timeline.of("engine")])
+            if 0.0 <= s["t_ms"] <= end and (s.get("running") or 0) + (s.get("waiting") or 0) >= 1]
+    if not rows:
         return None
+    loaded = [s for s, _, _ in rows]
     kv = values(loaded, "kv_usage")
     duration_s = timeline.duration_ms / 1000.0
     return EngineView(
         running=tuple(s.get("running") or 0.0 for s in loaded),
         waiting=tuple(s.get("waiting") or 0.0 for s in loaded),
         kv=tuple(kv) if len(kv) == len(loaded) else None,
+        t_s=tuple(s["t_ms"] / 1000.0 for s in loaded),
+        step_tokens=tuple(tokens for _, tokens, _ in rows), preempted=tuple(p for _, _, p in rows),
         preemptions=increase(timeline, "preemptions"),
         tokens_per_step=ratio(increase(timeline, "iteration_tokens_sum"),
                               increase(timeline, "iteration_tokens_count")),
         generation_tok_s=ratio(increase(timeline, "generation_tokens"), duration_s),
         names=(timeline.header.get("engine") or {}).get("names", {}))
+
+
+def _since(prev: dict | None, s: dict) -> tuple[float | None, float]:
+    """(mean tokens per engine step, preemptions) between the sample before and this one:
+    Δ iteration-token histogram sum ÷ Δ its count; None when no step ended or it is not reported."""
+    def rise(field: str) -> float | None:
+        a, b = (prev or {}).get(field), s.get(field)
+        return max(0.0, b - a) if a is not None and b is not None else None
+
+    steps = rise("iteration_tokens_count")
+    return ratio(rise("iteration_tokens_sum"), steps), rise("preemptions") or 0.0
 
 
 def client_view(timeline: Timeline) -> ClientView | None:
@@ -150,7 +239,8 @@ def client_view(timeline: Timeline) -> ClientView | None:
     return ClientView(in_flight=tuple(s["in_flight"] for s in loaded),
                       waiting=tuple(s["waiting"] for s in loaded),
                       cpu=tuple(values(timeline.during("client"), "cpu")),
-                      lag_ms_max=max(values(loaded, "lag_ms"), default=None))
+                      lag_ms_max=max(values(loaded, "lag_ms"), default=None),
+                      t_s=tuple(s["t_ms"] / 1000.0 for s in loaded))
 
 
 def gpu_views(timeline: Timeline) -> tuple[GpuView, ...]:

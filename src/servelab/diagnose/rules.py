@@ -1,22 +1,38 @@
 """The rules: pure functions ``Evidence -> Verdict | None``, one per limit.
 
-Each rule decides from shares of loaded samples, so ramp-up and drain do not
-hide a limit that held for most of the run: a state is *pinned* when it holds
-in at least ``PINNED`` of the samples it is judged over. Confidence is a
-number, not a probability: rules set it so that the clearest evidence ranks
-first (a cap seen at its known value beats a cap inferred from a plateau).
+A verdict never contradicts the evidence it prints. So each rule marks the
+loaded samples in which its limit held (the cap bound *and* requests waited),
+and quotes when and for how long (``spans.spell``): a cap that binds for a
+stated share of a long-tailed run is a (partial) cap, said with its share and
+times, never "no cap pinned" beside a checked line that shows it. Confidence
+is a number, not a probability: rules set it so that the clearest evidence
+ranks first (a cap seen at its known value beats a cap inferred from a plateau;
+a cap that held all run beats one that held for a tenth of it).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
+from dataclasses import dataclass
 
 from servelab.diagnose.evidence import Evidence
+from servelab.diagnose.spans import Spell, spell
 from servelab.diagnose.verdict import Verdict
 
-PINNED = 0.6  # share of samples at a cap for it to count as binding
-QUEUED = 0.5  # share of loaded engine samples with a waiting request for a queue to count
+# A limit that held in ≥ 60 % of the loaded run set the pace of most of it: full confidence.
+PINNED = 0.6
+# Held in ≥ 10 % of it, a limit is named, as partial, with its share and times. Below, a queue is
+# the ramp of a burst (all requests due at t0 take a few steps to admit), not a limit.
+PARTIAL = 0.10
+# The client's cap is vetoed when the engine queued in half of the samples where the cap bound:
+# then the engine's own limit binds there (scheduler-cap / kv-capacity name it), not the client's.
+QUEUED = 0.5
+# A step carrying ≥ 80 % of max_num_batched_tokens is full: with a queue behind it, chunked
+# prefill fills the rest of the budget with the next prompt; 80 %, not 100 %, because a sample
+# averages the steps since the last one, and the queue may have emptied among them.
+TOKEN_FULL = 0.8
 KV_HIGH = 0.90  # KV usage (fraction) that counts as full
 KV_ROOM = 0.80  # below this the cache has room
 FLAT = 0.9  # share of loaded samples at one running value: a count limit, not memory
@@ -57,11 +73,16 @@ def client_limits(cpu: float | None, hot: float, lag_p99_ms: float | None) -> li
     return found
 
 
+def late_lag_ms(f) -> float | None:
+    """The schedule lag p99 when arrivals had a schedule to be late for; None at rate inf (all due at t0)."""
+    return f.schedule_lag_p99_ms if math.isfinite(f.request_rate) else None
+
+
 def client_bound(ev: Evidence) -> Verdict | None:
     f, c = ev.facts, ev.client
     cpu = f.client_cpu_fraction if f.client_cpu_fraction is not None else (mean(c.cpu) if c and c.cpu else None)
     hot = share(c.cpu, lambda x: x >= CPU_HOT) if c else 0.0
-    lag = f.schedule_lag_p99_ms if math.isfinite(f.request_rate) else None  # rate inf: all due at t0
+    lag = late_lag_ms(f)
     found = client_limits(cpu, hot, lag)
     if not found:
         return None
@@ -74,39 +95,56 @@ def client_bound(ev: Evidence) -> Verdict | None:
         "this run measured the client.")
 
 
+def partial(conf: float, held: Spell) -> float:
+    """A limit's confidence, scaled by how much of the run it held: half at no share, whole from PINNED."""
+    return conf * (0.5 + 0.5 * min(1.0, held.share / PINNED))
+
+
 def client_concurrency_cap(ev: Evidence) -> Verdict | None:
     cap, c = ev.facts.max_concurrency, ev.client
     if cap is None or c is None:
         return None
-    pinned = share(c.in_flight, lambda x: x >= cap)
-    if pinned < PINNED:
+    at_cap = [x >= cap for x in c.in_flight]
+    held = spell(c.t_s, at_cap, ev.tick_s)
+    if held.share < PARTIAL:
         return None
-    evidence = {"max_concurrency": cap, "in_flight_mean": _r(mean(c.in_flight), 2), "at_cap_share": _r(pinned),
-                "client_waiting_mean": _r(mean(c.waiting), 2)}
-    head = (f"The client's --max-concurrency {cap} limits the load: {mean(c.in_flight):.1f} in flight on average "
-            f"(at the cap {pinned:.0%} of the time, {mean(c.waiting):.1f} more waiting for a slot)")
-    room = _engine_room(ev, cap, evidence)
+    evidence = {"max_concurrency": cap, "in_flight_mean": _r(mean(c.in_flight), 2), "at_cap_share": _r(held.share),
+                "bound": held.to_dict(), "client_waiting_mean": _r(mean(c.waiting), 2)}
+    head = (f"The client's --max-concurrency {cap} limits the load: in flight at the cap for {held.text()} "
+            f"({mean(c.in_flight):.1f} in flight on average, {mean(c.waiting):.1f} more waiting for a slot)")
+    room = _engine_room(ev, cap, [t for t, m in zip(c.t_s, at_cap) if m], evidence)
     if room is None:
         return None
-    conf, tail = room
-    return Verdict("client-concurrency-cap", conf, head + tail, evidence, _raise_concurrency(cap))
+    conf, tail, next_step = room
+    return Verdict("client-concurrency-cap", partial(conf, held), head + tail, evidence, next_step)
 
 
-def _engine_room(ev: Evidence, cap: int, evidence: dict) -> tuple[float, str] | None:
-    """(confidence, sentence) when the engine could have taken more; None when it queues itself."""
-    e, seqs = ev.engine, ev.facts.max_num_seqs
+def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -> tuple[float, str, str] | None:
+    """(confidence, sentence, next step) when the engine could have taken more while the
+    client's cap bound; None when the engine queued then itself (its own limit binds)."""
+    e, seqs, host = ev.engine, ev.facts.max_num_seqs, ev.facts.host
     if e is None:
-        return 0.5, "; the engine's state is unknown (no /metrics)."
-    if mean(e.waiting) >= 0.5:
-        return None  # the engine queues too: its own limit binds (scheduler-cap / kv-capacity)
+        return 0.5, "; the engine's state is unknown (no /metrics).", _raise_concurrency(cap)
+    if share(bound_t, lambda t: _at(e.t_s, e.waiting, t) >= 1) >= QUEUED:
+        return None
     kv_max = max(e.kv) if e.kv else None
     evidence.update(engine_waiting_mean=_r(mean(e.waiting), 2), engine_running_mean=_r(mean(e.running), 2),
                     kv_usage_max=_r(kv_max), max_num_seqs=seqs)
-    room = f"; the engine had room: {mean(e.waiting):.1f} waiting, {mean(e.running):.1f} running"
-    room += f", KV usage at most {kv_max:.0%}." if kv_max is not None else " (KV usage not reported)."
+    room = f"; the engine's scheduler had room: {mean(e.waiting):.1f} waiting, {mean(e.running):.1f} running"
+    room += f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
+    if host is not None and host.cpu_engine and host.saturated:  # its compute had none: cpu-compute-bound
+        return 0.5, room + (f", but the {host.cpus} CPUs it computes on were {host.busy:.0%} busy."), \
+            (f"Raise --max-concurrency (e.g. {cap} → {2 * cap}) only to batch more on the same full cores: "
+             "throughput rises as far as larger batches use them better, and no further.")
     if seqs is not None and seqs <= cap:
-        return 0.6, room + f" The engine's max_num_seqs is {seqs} too: past it, requests will queue there."
-    return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room
+        return 0.6, room + f". The engine's max_num_seqs is {seqs} too: past it, requests will queue there.", \
+            _raise_concurrency(cap)
+    return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room + ".", _raise_concurrency(cap)
+
+
+def _at(times: tuple[float, ...], xs: tuple[float, ...], t: float) -> float:
+    """The value of a gauge at time t: its latest sample at or before t (its first, before any)."""
+    return xs[max(bisect.bisect_right(times, t) - 1, 0)] if xs else 0.0
 
 
 def _raise_concurrency(cap: int) -> str:
@@ -114,25 +152,44 @@ def _raise_concurrency(cap: int) -> str:
             "engine knobs (--max-num-seqs, memory) will not move this.")
 
 
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One engine limit found by scheduler_cap: how sure, what it is, what to raise, and when it held."""
+
+    conf: float
+    what: str
+    next: str
+    evidence: dict
+    marks: tuple[bool, ...]  # per loaded engine sample: it held then
+    held: Spell
+
+
 def scheduler_cap(ev: Evidence) -> Verdict | None:
-    e, f = ev.engine, ev.facts
-    if e is None or mean(e.waiting) < 1.0 or share(e.waiting, lambda w: w >= 1) < QUEUED:
+    e = ev.engine
+    if e is None:
         return None
-    queued = [r for r, w in zip(e.running, e.waiting) if w >= 1]
-    found = _count_cap(queued, known_cap(f, family(e)), family(e)) \
-        or _token_cap(e.tokens_per_step, f.max_num_batched_tokens)
-    if found is None:
+    found = [x for x in (_count_cap(ev), _token_budget(ev)) if x is not None and x.held.share >= PARTIAL]
+    found = found or [x for x in (_unknown_budget(ev),) if x is not None]
+    if not found:
         return None
-    conf, what, next_step, evidence = found
-    kv_mean = mean(e.kv) if e.kv else None
-    conf -= 0.1 if kv_mean is not None and kv_mean >= KV_HIGH else 0.0  # memory may be next (or now)
+    top = max(found, key=lambda x: (x.held.share, x.conf))
+    conf = partial(top.conf, top.held)
+    conf -= 0.1 if e.kv and mean(e.kv) >= KV_HIGH else 0.0  # memory may be next (or now)
     conf -= 0.3 if e.preemptions else 0.0  # preempting: the cache, not the count, binds
-    evidence.update(_queue_numbers(e))
+    also = "".join(f" (and {x.what} for {x.held.text()})" for x in found if x is not top)
+    waiting = [w for w, m in zip(e.waiting, top.marks) if m]
+    running = [r for r, m in zip(e.running, top.marks) if m]
     kv = f"KV usage at most {max(e.kv):.0%}" if e.kv else "KV usage not reported"
-    summary = (f"Requests wait at the engine while {what}: {statistics.median(e.waiting):.0f} waiting "
-               f"(mean {mean(e.waiting):.1f}, max {max(e.waiting):.0f}), running mean {mean(e.running):.1f}; "
-               f"{kv}, {preemptions_text(e.preemptions)}.")
-    return Verdict("scheduler-cap", conf, summary, evidence, next_step)
+    summary = (f"Requests wait at the engine while {top.what}, for {top.held.text()}{also}: then "
+               f"{statistics.median(waiting):.0f} waiting (median; max {max(waiting):.0f}) and "
+               f"{statistics.median(running):.0f} running; over the whole run running mean {mean(e.running):.1f}, "
+               f"waiting mean {mean(e.waiting):.1f}; {kv}, {preemptions_text(e.preemptions)}.")
+    evidence = {**top.evidence, "at_cap_share": _r(top.held.share), "bound": top.held.to_dict(), **_queue_numbers(e)}
+    return Verdict("scheduler-cap", conf, summary, evidence, top.next)
+
+
+def _limit(ev: Evidence, conf: float, what: str, next_step: str, evidence: dict, marks: list[bool]) -> Limit:
+    return Limit(conf, what, next_step, evidence, tuple(marks), spell(ev.engine.t_s, marks, ev.tick_s))
 
 
 def known_cap(facts, engine: str) -> int | None:
@@ -164,33 +221,62 @@ KNOWN_CAP = {
 }
 
 
-def _count_cap(queued: list[float], seqs: int | None, engine: str = "vllm"):
-    """Running pinned at the known cap (max_num_seqs, llama.cpp's slots), else at a plateau (its own maximum)."""
-    if seqs is not None:
-        at = share(queued, lambda r: r >= seqs)
-        if at < PINNED:
-            return None  # below the known cap: something else stops admission
-        name, next_step, key = KNOWN_CAP.get(engine, KNOWN_CAP["vllm"])
-        return (0.9, f"running sits at {name.format(s=seqs)} ({at:.0%} of queued samples)",
-                next_step.format(s=seqs, s2=2 * seqs, s4=4 * seqs), {key: seqs, "at_cap_share": _r(at)})
-    plateau = max(queued)
-    at = share(queued, lambda r: r >= plateau)
-    if plateau < 1 or at < PINNED:
-        return None
+def _count_cap(ev: Evidence) -> Limit | None:
+    """Running at the known cap (max_num_seqs, llama.cpp's slots) with requests waiting; without
+    a known cap, at a plateau: the most ever running while requests waited, held in ≥ PINNED of
+    those samples (a peak touched once is not a cap)."""
+    e, engine = ev.engine, family(ev.engine)
+    seqs = known_cap(ev.facts, engine)
+    queued = [r for r, w in zip(e.running, e.waiting) if w >= 1]
+    if seqs is None:
+        if not queued or max(queued) < 1 or share(queued, lambda r: r >= max(queued)) < PINNED:
+            return None
+        return _plateau(ev, max(queued), engine)
+    name, next_step, key = KNOWN_CAP.get(engine, KNOWN_CAP["vllm"])
+    return _limit(ev, 0.9, f"running sits at {name.format(s=seqs)}",
+                  next_step.format(s=seqs, s2=2 * seqs, s4=4 * seqs), {key: seqs, "limit": key},
+                  [w >= 1 and r >= seqs for r, w in zip(e.running, e.waiting)])
+
+
+def _plateau(ev: Evidence, plateau: float, engine: str) -> Limit:
+    e = ev.engine
     next_step = PLATEAU_NEXT.get(engine, PLATEAU_NEXT["vllm"]).format(p=f"{plateau:.0f}", p2=f"{2 * plateau:.0f}")
-    return (0.7, f"running plateaus at {plateau:.0f} ({at:.0%} of queued samples; the engine's cap is not "
-                 "known, so it is inferred from the plateau)", next_step,
-            {"plateau": plateau, "at_cap_share": _r(at)})
+    return _limit(ev, 0.7, f"running plateaus at {plateau:.0f} (the engine's cap is not known, so it is inferred "
+                           "from the plateau)", next_step, {"plateau": plateau, "limit": "plateau"},
+                  [w >= 1 and r >= plateau for r, w in zip(e.running, e.waiting)])
 
 
-def _token_cap(tokens_per_step: float | None, budget: int | None):
-    """Engine steps that carry most of max_num_batched_tokens: the token budget binds."""
-    if not tokens_per_step or not budget or tokens_per_step < 0.7 * budget:
+def _token_budget(ev: Evidence) -> Limit | None:
+    """Steps that carry the whole max_num_batched_tokens while requests wait: chunked prefill
+    admits no more per step than the budget, so the budget, not the count, holds the queue."""
+    e, budget = ev.engine, ev.facts.max_num_batched_tokens
+    if not budget or not any(t is not None for t in e.step_tokens):
         return None
-    return (0.6, f"engine steps carry {tokens_per_step:.0f} tokens on average "
-                 f"({tokens_per_step / budget:.0%} of max_num_batched_tokens {budget})",
-            f"Raise --max-num-batched-tokens from {budget} (e.g. to {2 * budget}) and re-run the same load.",
-            {"max_num_batched_tokens": budget, "tokens_per_step": _r(tokens_per_step, 1)})
+    full = [w >= 1 and t is not None and t >= TOKEN_FULL * budget for w, t in zip(e.waiting, e.step_tokens)]
+    seqs = known_cap(ev.facts, family(e))
+    below = f" with running below max_num_seqs {seqs}" if seqs else ""
+    return _limit(ev, 0.85, f"each engine step carries the full token budget (max_num_batched_tokens {budget}){below}",
+                  f"Raise --max-num-batched-tokens from {budget} (e.g. to {2 * budget}) and re-run the same load; "
+                  "each step then admits more prompt tokens (and takes longer: watch TPOT).",
+                  {"max_num_batched_tokens": budget, "limit": "max_num_batched_tokens",
+                   "tokens_per_step": _r(e.tokens_per_step, 1)}, full)
+
+
+def _unknown_budget(ev: Evidence) -> Limit | None:
+    """vLLM queued below its known max_num_seqs with room in the KV cache and no preemptions:
+    what is left to hold the queue is the token budget, which this result does not state."""
+    e, f = ev.engine, ev.facts
+    seqs = known_cap(f, family(e))
+    if family(e) != "vllm" or seqs is None or f.max_num_batched_tokens or e.preemptions:
+        return None
+    if e.kv and max(e.kv) >= KV_HIGH:
+        return None
+    found = _limit(ev, 0.45, f"running stays below max_num_seqs {seqs} with room in the KV cache — the token "
+                             "budget (max_num_batched_tokens, not stated in the result) is what is left to hold them",
+                   "Re-run diagnose with --max-num-batched-tokens N (the engine's value) to confirm, then raise it "
+                   "on the engine and re-run the same load.", {"max_num_seqs": seqs, "limit": "unknown"},
+                   [w >= 1 and r < seqs for r, w in zip(e.running, e.waiting)])
+    return found if found.held.share >= PARTIAL else None
 
 
 def preemptions_text(n: float | None) -> str:
@@ -209,27 +295,46 @@ def kv_capacity(ev: Evidence) -> Verdict | None:
     if e is None or (not e.kv and not e.preemptions):
         return None
     kv_mean, kv_max = (mean(e.kv), max(e.kv)) if e.kv else (None, None)
-    queued = share(e.waiting, lambda w: w >= 1)
+    full = [p > 0 or (kv is not None and kv >= KV_HIGH and w >= 1)
+            for p, kv, w in zip(e.preempted or [0.0] * len(e.waiting), e.kv or [None] * len(e.waiting), e.waiting)]
+    held = spell(e.t_s, full, ev.tick_s)
     if e.preemptions:
         conf, head = (0.9 if (kv_max or 0) >= KV_HIGH else 0.85), f"{e.preemptions:.0f} preemptions during the run"
-    elif kv_mean is not None and kv_mean >= KV_HIGH and queued >= QUEUED:
+    elif held.share >= PARTIAL:  # full with requests waiting, for a stated share of the run
         flat = max(share(e.running, lambda r, v=v: r == v) for v in set(e.running))
         # A running count that never moves while the cache is "full" looks like a count limit.
-        conf, head = (0.45 if flat >= FLAT else 0.55), "no preemptions yet, but requests queue"
+        conf, head = partial(0.45 if flat >= FLAT else 0.55, held), "no preemptions yet, but requests queue"
     elif kv_max is not None and kv_max >= 0.95:
         conf, head = 0.35, "it reached this at its peak, with no preemptions"
     else:
         return None
+    when = f" (full with requests waiting, or preempting, for {held.text()})" if held.share else ""
     usage = f"KV usage mean {kv_mean:.0%}, max {kv_max:.0%}" if e.kv else "KV usage not reported"
     return Verdict("kv-capacity", conf,
-                   f"The KV cache is the limit: {head}; {usage}; {mean(e.waiting):.1f} waiting on average.",
-                   _queue_numbers(e), _free_kv(ev.facts.kv_cache_tokens))
+                   f"The KV cache is the limit: {head}{when}; {usage}; {mean(e.waiting):.1f} waiting on average.",
+                   {**_queue_numbers(e), "bound": held.to_dict()}, _free_kv(ev.facts.kv_cache_tokens))
 
 
 def _free_kv(kv_tokens: int | None) -> str:
     now = f" (it holds {kv_tokens:,} tokens now)" if kv_tokens else ""
     return ("Make room in the KV cache" + now + ": quantize the weights (AWQ/FP8) or the KV cache "
             "(--kv-cache-dtype fp8), raise --gpu-memory-utilization, or lower --max-model-len; re-run the same load.")
+
+
+def offered_unbounded(ev: Evidence) -> bool:
+    """Was every request offered at once? Rate inf, and no client cap, or one never reached."""
+    f, c = ev.facts, ev.client
+    if math.isfinite(f.request_rate):
+        return False
+    return f.max_concurrency is None or (c is not None and max(c.in_flight) < f.max_concurrency)
+
+
+def more_load(ev: Evidence) -> str:
+    """What 'offer more load' means for this run; never that, to a run whose load was unbounded."""
+    if offered_unbounded(ev):
+        return ("every request was already offered at once (--request-rate inf, no cap reached), so send more "
+                "or longer requests (--num-prompts, longer prompts)")
+    return "raise the offered load (a higher --request-rate or --max-concurrency)"
 
 
 def gpu_underutilized(ev: Evidence) -> Verdict | None:
@@ -244,8 +349,8 @@ def gpu_underutilized(ev: Evidence) -> Verdict | None:
                    f"The GPU idles under load: utilization {util:.0f}% on average while requests were in "
                    f"flight{running}.",
                    {"gpu_util_mean": _r(util, 1), "gpus": [g.index for g in gpus]},
-                   "Batch more: raise the offered load (--max-concurrency, --request-rate) and the engine's "
-                   "--max-num-seqs; a model this small for the GPU may serve better as several replicas.")
+                   f"Batch more: {more_load(ev)}, and the engine's --max-num-seqs; a model this small for the GPU "
+                   "may serve better as several replicas.")
 
 
 # Peak memory bandwidth (TB/s) by NVML device name, most specific first: datasheet figures.

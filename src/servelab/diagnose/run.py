@@ -1,7 +1,9 @@
 """Find and read a saved run: its result JSON and the timeline beside it.
 
 RUN is a result file, or a folder holding exactly one. A ``--append-result``
-file holds one JSON object per line; the last run is the one read.
+file holds one JSON object per line; the last run is the one read. A JSON that
+is not a bench result (a step model, a plan, a study summary) is refused in
+one line naming what it lacks: a verdict on it would be about nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ from pathlib import Path
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.diagnose.verdict import Diagnosis
+from servelab.errors import InputError
 from servelab.results.runs import find_result, read_result
 from servelab.telemetry import timeline as tl
+
+# Keys every bench result has (``vllm bench serve``'s and ``servelab bench``'s alike): without
+# them there is no run to diagnose.
+RESULT_KEYS = ("completed", "duration")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +34,10 @@ class SavedRun:
 def load_run(path: Path) -> SavedRun:
     result_path = find_result(Path(path))
     result = read_result(result_path)
+    missing = [k for k in RESULT_KEYS if k not in result]
+    if missing:
+        raise InputError(f"{result_path}: not a bench result (no {' or '.join(repr(k) for k in missing)}); "
+                         "diagnose reads what `servelab bench --save-result` writes")
     tpath = find_timeline(result_path, result)
     return SavedRun(result_path, result, tpath, tl.read(tpath) if tpath else None)
 

@@ -2,10 +2,12 @@
 
 Verdict ids are stable (scripts and reports key on them):
 
+    host-contention          the machine's CPUs were full and the client or replicas starved of them
     client-concurrency-cap   the client's --max-concurrency, not the engine, limits the load
     scheduler-cap            requests wait while the batch is full (max_num_seqs, or the token budget)
     kv-capacity              the KV cache is full: preemptions, or near-full usage with a queue
     client-bound             the client itself (CPU, schedule lag) limits the run
+    cpu-compute-bound        a CPU engine's cores were full with its own work: its compute limit
     gpu-underutilized        the GPU idles under load: too little batching
     memory-bandwidth-bound   the GPU is busy and hot: bytes per token, not batching, limit it
     no-limit-found           nothing above was seen; says what was checked
@@ -15,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-IDS = ("client-bound", "kv-capacity", "scheduler-cap", "client-concurrency-cap",
-       "memory-bandwidth-bound", "gpu-underutilized", "no-limit-found")
+IDS = ("host-contention", "client-bound", "kv-capacity", "scheduler-cap", "client-concurrency-cap",
+       "cpu-compute-bound", "memory-bandwidth-bound", "gpu-underutilized", "no-limit-found")
 
 
 @dataclass(frozen=True, slots=True)
