@@ -36,9 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stop", type=float, default=64, help="last load (default %(default)s)")
     g.add_argument("--factor", type=float, default=2.0, help="ladder step factor (default %(default)s)")
     g.add_argument("--min-gain", type=float, default=5.0, metavar="PCT",
-                   help="saturated when a step adds less throughput than this … (default %(default)s %%)")
+                   help="loads within this of the best throughput are its plateau … (default %(default)s %%)")
     g.add_argument("--max-latency-growth", type=float, default=20.0, metavar="PCT",
-                   help="… while latency grows more than this (default %(default)s %%)")
+                   help="… saturated when latency grows more than this across it (default %(default)s %%)")
     g.add_argument("--latency-key", default="median_e2el", help="latency the knee watches (default %(default)s)")
     g.add_argument("--tolerance", type=float, default=10.0, metavar="PCT",
                    help="--slo: bisect until the bracket is this narrow (default %(default)s %%)")
@@ -133,7 +133,7 @@ def sweep_plan(args: argparse.Namespace):
         max_latency_growth=args.max_latency_growth / 100, latency_key=args.latency_key,
         slo=parse_slo(args.slo) if args.slo else None, rel_tol=args.tolerance / 100,
         max_bisect=args.max_bisect, warmup=args.warmup, port=engine_port(args), plots=not args.no_plot,
-        verbose=args.verbose)
+        verbose=args.verbose, ladder_flag="--loads" if args.loads else "--stop")
 
 
 def check_percent(args, names) -> None:

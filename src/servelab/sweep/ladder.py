@@ -56,6 +56,7 @@ class SweepPlan:
     port: int = DEFAULT_PORT
     plots: bool = True
     verbose: bool = False
+    ladder_flag: str = "--stop"  # the flag that set the ladder's top, named in advice: --stop or --loads
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -74,7 +75,7 @@ class SweepPlan:
 class SweepOutcome:
     plan: SweepPlan
     points: list[Point]  # every point measured, by load
-    knee: Knee  # over the ladder points measured
+    knee: Knee  # over every point measured (its indices are into ``points``)
     ladder_points: list[Point]
     slo: SLOResult | None = None
     plots: list[Path] = field(default_factory=list)
@@ -90,7 +91,11 @@ class SweepOutcome:
     @property
     def operating(self) -> Point | None:
         k = self.knee
-        return self.ladder_points[k.operating_index] if self.judged and k.operating_index is not None else None
+        return self.points[k.operating_index] if self.judged and k.operating_index is not None else None
+
+    @property
+    def saturated_at(self) -> Point | None:
+        return self.points[self.knee.saturated_index] if self.knee.saturated else None
 
     @property
     def stopped_early(self) -> bool:
@@ -218,9 +223,9 @@ def point_line(p: Point, latency_key: str) -> str:
 
 def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> SweepOutcome:
     points = sorted(measure.points.values(), key=lambda p: p.load)
-    # The knee rule compares ladder steps; bisection midpoints are too close together to judge.
     ladder = [p for p in points if p.load in plan.ladder]
-    knee = find_knee(ladder, plan.min_gain, plan.max_latency_growth, plan.latency_key)
+    # every point, bisection midpoints too: a plateau they found is where the knee is
+    knee = find_knee(points, plan.min_gain, plan.max_latency_growth, plan.latency_key)
     return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders)
 
 
@@ -239,11 +244,10 @@ def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
 def marks(outcome: SweepOutcome) -> dict[float, str]:
     """Notes for the table: the operating point, the saturated one, the SLO's answer."""
     out: dict[float, list[str]] = {}
-    k, ladder = outcome.knee, outcome.ladder_points
     if outcome.operating is not None:
         out.setdefault(outcome.operating.load, []).append("operating point")
-    if k.saturated_index is not None:
-        out.setdefault(ladder[k.saturated_index].load, []).append("saturated")
+    if outcome.saturated_at is not None:
+        out.setdefault(outcome.saturated_at.load, []).append("saturated")
     if outcome.slo and outcome.slo.best:
         out.setdefault(outcome.slo.best.load, []).append("most load meeting SLO")
     return {load: ", ".join(notes) for load, notes in out.items()}
@@ -263,8 +267,13 @@ def verdict_lines(outcome: SweepOutcome) -> list[str]:
         lines.append("operating point: none — the lowest load already saturates")
     lines.append(_saturation_line(outcome))
     if outcome.slo is not None:
-        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {})
+        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {}, further(plan))
     return lines
+
+
+def further(plan: SweepPlan) -> str:
+    """How to look past the top load, in the flag the user gave for the ladder."""
+    return "add a higher load to --loads" if plan.ladder_flag == "--loads" else f"raise {plan.ladder_flag}"
 
 
 def _saturation_line(outcome: SweepOutcome) -> str:
@@ -272,15 +281,16 @@ def _saturation_line(outcome: SweepOutcome) -> str:
     if not k.saturated and not outcome.judged:
         return (f"knee: not reached — the SLO search stopped at {name} {outcome.ladder_points[-1].load:g} "
                 "before any step saturated (run without --slo to find it)")
-    if not k.saturated:
-        return f"not saturated: {k.reason} (raise --stop to look further)"
-    at = outcome.ladder_points[k.saturated_index].load
+    if not k.saturated:  # "not saturated" only while the top load is the best by more than min_gain
+        verdict = "not saturated" if k.climbing else "no knee"
+        return f"{verdict}: {k.reason} ({further(outcome.plan)} to look further)"
+    at = outcome.saturated_at.load
     skipped = [f"{x:g}" for x in outcome.plan.ladder if x > outcome.ladder_points[-1].load]
     tail = f"; stopped early ({', '.join(skipped)} not run)" if skipped and not outcome.slo else ""
     return f"saturated at {name} {at:g}: {k.reason}{tail}"
 
 
-def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float]) -> list[str]:
+def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float], more: str = "raise --stop") -> list[str]:
     loads = ", ".join(f"{p.load:g}" for p in r.evidence)
     lines = [f"SLO: {r.rule}"]
     if r.status == "none-meets":
@@ -289,7 +299,7 @@ def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float]) -> list[st
                      f"{_limit_text(r.first_fail, key, limits)}")
     elif r.status == "all-meet":
         lines.append(f"SLO: every load meets it, up to {load_name} {r.best.load:g} "
-                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); raise --stop")
+                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); {more}")
     else:
         key = binding(r.first_fail, limits)
         lines.append(f"SLO: most load that meets it: {load_name} {r.best.load:g} (measured), "
@@ -307,14 +317,13 @@ def _limit_text(p: Point, key: str, limits: dict[str, float]) -> str:
 def summary(outcome: SweepOutcome) -> dict:
     """``sweep.json``: the plan, every point, the verdicts, the plots."""
     plan, k, slo = outcome.plan, outcome.knee, outcome.slo
-    ladder = outcome.ladder_points
     return {
         "name": plan.name, "engine": plan.engine.name, "over": plan.over, "load_flag": LOADS[plan.over][0],
         "workload_argv": list(workload_spec(plan.spec, plan.slo).argv), "ladder": list(plan.ladder),
         "rule": rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key),
         "points": [_point_dict(p, outcome.folders.get(p.load)) for p in outcome.points],
         "knee": {"operating_load": outcome.operating.load if outcome.operating else None, "judged": outcome.judged,
-                 "saturated_load": ladder[k.saturated_index].load if k.saturated else None,
+                 "saturated_load": outcome.saturated_at.load if k.saturated else None,
                  "reason": k.reason, "stopped_early": outcome.stopped_early},
         "slo": None if slo is None else _slo_dict(slo, plan.slo or {}),
         "verdict": verdict_lines(outcome), "plots": [str(p) for p in outcome.plots],
