@@ -82,7 +82,7 @@ def test_tune_simulate(where, capsys):
     argv = ["tune", "--simulate", "--tokenizer", where["tok"], "--knob", "max-num-seqs=2,8", "--loads", "4,16",
             "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8", "--num-prompts", "16"]
     code, out, err = run(capsys, argv)
-    written = files_under(where["tmp"])  # a pre-ranking writes nothing
+    written = files_under(where["tmp"])  # the pre-ranking, saved (issue 19 item 13)
     check("tune_simulate.txt", transcript(masked_argv(argv, where), code, replace_all(out, where["literals"]),
                                           replace_all(err, where["literals"])) + f"--- files\n{written}\n")
 
