@@ -203,8 +203,8 @@ def test_a_run_done_on_another_engine_start_is_stale_after_starts_change(tmp_pat
     """.format(results=tmp_path / "results")
     before = load_study(write(tmp_path, text))
     key = RunKey("e", "a", 2)
-    layout.run_dir(before, key).mkdir(parents=True)
-    layout.mark_done(before, key, {})
-    assert layout.status(before, key) == "done"
+    layout.run_dir(*layout.study_run(before, key)).mkdir(parents=True)
+    layout.mark_done(*layout.study_run(before, key), {})
+    assert layout.status(*layout.study_run(before, key)) == "done"
     after = load_study(write(tmp_path, text.replace("repeats = 2", "repeats = 1\n    starts = 2")))
-    assert after.start_of(key) == 2 and layout.status(after, key) == "stale"  # measured on start 1
+    assert after.start_of(key) == 2 and layout.status(*layout.study_run(after, key)) == "stale"  # measured on start 1
