@@ -105,7 +105,8 @@ def test_a_changed_definition_is_not_mistaken_for_a_done_run(tmp_path, qwen3_pat
     changed = load_study(path)
     assert {layout.status(*layout.study_run(changed, k)) for k in changed.runs()} == {"stale"}
     assert runner.run_study(changed).ran == 4
-    result = json.loads((layout.run_dir(*layout.study_run(changed, RunKey("fast", "w1", 1))) / "result.json").read_text())
+    folder = layout.run_dir(*layout.study_run(changed, RunKey("fast", "w1", 1)))
+    result = json.loads((folder / "result.json").read_text())
     assert result["completed"] == 6
 
 
@@ -175,7 +176,8 @@ def test_an_engine_that_dies_during_a_run_is_reported_and_the_run_not_marked_don
     out = capsys.readouterr().out
     assert "the engine died during this run (8 requests had completed); the run is not marked done" in out
     assert markers(study) == [("fast", "w1", 1)]
-    assert (layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 2))) / "result.json").is_file()  # measured, kept
+    second = layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 2)))
+    assert (second / "result.json").is_file()  # measured, kept
     assert not port_open(port)
 
 
