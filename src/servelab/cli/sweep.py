@@ -18,25 +18,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from servelab.cli.engine_args import (
-    add_engine_arguments,
-    add_load_arguments,
-    add_study_arguments,
-    engine_entry,
-    engine_port,
-    interruptible,
-    parse_loads,
-    sayer,
-    simulated_line,
-    workload_spec,
-)
+from servelab.cli import engine_args
 from servelab.flags.bench_serve import add_bench_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True)
     g = p.add_argument_group("sweep")
-    add_load_arguments(g)
+    engine_args.add_load_arguments(g)
     g.add_argument("--start", type=float, default=1, help="first load of the geometric ladder (default %(default)s)")
     g.add_argument("--stop", type=float, default=64, help="last load (default %(default)s)")
     g.add_argument("--factor", type=float, default=2.0, help="ladder step factor (default %(default)s)")
@@ -49,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--slo: bisect until the bracket is this narrow (default %(default)s %%)")
     g.add_argument("--max-bisect", type=int, default=4, help="--slo: most bisection runs (default %(default)s)")
     g.add_argument("--no-plot", action="store_true", help="skip the PNG curves")
-    add_study_arguments(p, "sweep")
-    add_engine_arguments(p)
+    engine_args.add_study_arguments(p, "sweep")
+    engine_args.add_engine_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                          "(its flags after --), or pre-rank knobs with tune --simulate")
     plan = sweep_plan(args)
     started = time.monotonic()
-    outcome = interruptible(lambda: run_sweep(plan, say=sayer("sweep", plan.name)), "sweep")
+    outcome = engine_args.interruptible(lambda: run_sweep(plan, say=engine_args.sayer("sweep", plan.name)), "sweep")
     if isinstance(outcome, int):
         return outcome
     print(report(outcome, time.monotonic() - started))
@@ -75,11 +64,11 @@ def sweep_plan(args: argparse.Namespace):
 
     check_percent(args, ("min_gain", "max_latency_growth", "tolerance"))
     return SweepPlan(
-        name=args.name, engine=engine_entry(args), spec=workload_spec(args), ladder=tuple(ladder(args)),
-        over=args.over, results=args.results, min_gain=args.min_gain / 100,
+        name=args.name, engine=engine_args.engine_entry(args), spec=engine_args.workload_spec(args),
+        ladder=tuple(ladder(args)), over=args.over, results=args.results, min_gain=args.min_gain / 100,
         max_latency_growth=args.max_latency_growth / 100, latency_key=args.latency_key,
         slo=parse_slo(args.slo) if args.slo else None, rel_tol=args.tolerance / 100,
-        max_bisect=args.max_bisect, warmup=args.warmup, port=engine_port(args), plots=not args.no_plot,
+        max_bisect=args.max_bisect, warmup=args.warmup, port=engine_args.engine_port(args), plots=not args.no_plot,
         verbose=args.verbose)
 
 
@@ -97,7 +86,7 @@ def ladder(args: argparse.Namespace) -> list[float]:
 
     integer = args.over == "concurrency"
     if args.loads:
-        return sorted(set(parse_loads(args.loads)))
+        return sorted(set(engine_args.parse_loads(args.loads)))
     if not (0 < args.start <= args.stop) or args.factor <= 1:
         raise InputError("--start must be > 0 and <= --stop, and --factor > 1")
     return geometric_ladder(args.start, args.stop, args.factor, integer=integer)
@@ -107,7 +96,7 @@ def report(outcome, elapsed_s: float) -> str:
     from servelab.sweep.ladder import SUMMARY_FILE, table, verdict_lines
 
     plan = outcome.plan
-    lines = ["", *simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
+    lines = ["", *engine_args.simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
     lines += [f"plot: {p}" for p in outcome.plots]
     lines += [f"summary: {plan.folder / SUMMARY_FILE}", f"sweep done in {elapsed_s:.0f} s"]
     return "\n".join(lines)

@@ -30,10 +30,14 @@ def folder_name(value, where: str) -> str:
     return text
 
 
-def string(value, where: str) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"{where}: expected a string, got {value!r}")
+def _typed(value, kind: type, what: str, where: str):
+    if not isinstance(value, kind):
+        raise InputError(f"{where}: expected {what}, got {value!r}")
     return value
+
+
+def string(value, where: str) -> str:
+    return _typed(value, str, "a string", where)
 
 
 def opt_string(value, where: str) -> str | None:
@@ -66,6 +70,4 @@ def positive_number(value, where: str) -> float:
 
 
 def boolean(value, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise InputError(f"{where}: expected true or false, got {value!r}")
-    return value
+    return _typed(value, bool, "true or false", where)

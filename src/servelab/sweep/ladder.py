@@ -1,5 +1,5 @@
 """A load sweep on one engine: the knee of the throughput curve, and the most load
-that meets a latency SLO. The decisions are ``sweep.knee`` and ``sweep.slo``;
+that meets a latency SLO. The decisions are ``search.knee`` and ``search.slo``;
 this module measures their points, each a study run (``Session``), so a rerun of
 the same sweep keeps every point done and measures only what is missing.
 
@@ -74,7 +74,7 @@ class SweepPlan(EnginePlan):
     min_gain: float = 0.05
     max_latency_growth: float = 0.20
     latency_key: str = "median_e2el"
-    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from sweep.slo.parse_slo
+    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from search.slo.parse_slo
     rel_tol: float = 0.1
     max_bisect: int = 4
     plots: bool = True

@@ -1,8 +1,8 @@
 """Tune engine knobs: every combination of the knobs, each started once (a
 ``Session``) and measured at each load; the best few started again and repeated;
-all ranked by a conservative score (``sweep.rank``).
+all ranked by a conservative score (``search.rank``).
 
-Before a launch, a config that cannot fit is skipped (``sweep.fit``: the model's
+Before a launch, a config that cannot fit is skipped (``search.fit``: the model's
 own limits, the KV budget an earlier start reported). A config whose engine
 fails to start (or dies) is recorded as infeasible with its last log lines, and
 the search goes on. Everything is a study run, so a rerun keeps what is done.
