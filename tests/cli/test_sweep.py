@@ -214,7 +214,8 @@ def test_bad_flags_are_one_line_errors(flags, message, capsys):
 def test_bench_flags_pass_through_exactly():
     import argparse
 
-    from servelab.cli.sweep import add_arguments, workload_spec
+    from servelab.cli.engine_args import workload_spec
+    from servelab.cli.sweep import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -284,7 +285,7 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
 def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():
     import argparse
 
-    from servelab.cli.sweep import engine_port
+    from servelab.cli.engine_args import engine_port
     from servelab.engines.spec import DEFAULT_PORT
 
     def args(**kw):

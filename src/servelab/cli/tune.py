@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from servelab.cli.sweep import (
+from servelab.cli.engine_args import (
     add_engine_arguments,
     add_load_arguments,
     add_study_arguments,

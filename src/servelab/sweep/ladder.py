@@ -1,5 +1,5 @@
 """A load sweep on one engine: the knee of the throughput curve, and the most load
-that meets a latency SLO. The decisions are ``sweep.knee`` and ``sweep.slo``;
+that meets a latency SLO. The decisions are ``search.knee`` and ``search.slo``;
 this module measures their points, each a study run (``Session``), so a rerun of
 the same sweep keeps every point done and measures only what is missing.
 
@@ -13,17 +13,18 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec
+from servelab.config import BenchSpec, OutputSpec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files
 from servelab.study import layout
-from servelab.study.runner import study_record
+from servelab.study.engine_runs import EngineRuns
+from servelab.study.runner import runs_record
 from servelab.study.session import Session
-from servelab.study.file import EngineEntry, Study, Workload
+from servelab.study.file import EngineEntry, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search
@@ -39,22 +40,17 @@ SUMMARY_FILE = "sweep.json"
 
 
 @dataclass(frozen=True, slots=True)
-class SweepPlan:
+class EnginePlan:
+    """What a sweep and a tune share: one base engine and workload, measured in runs
+    under ``results/name`` (``EngineRuns``), each engine start warmed up first."""
+
     name: str
     engine: EngineEntry
-    spec: BenchSpec  # the base workload (its argv: the flags, without the swept one)
-    ladder: tuple[float, ...]
-    over: str = "concurrency"
+    spec: BenchSpec  # the base workload (its argv: the flags as given, without the varied load)
+    _: KW_ONLY
     results: Path = Path("results")
-    min_gain: float = 0.05
-    max_latency_growth: float = 0.20
-    latency_key: str = "median_e2el"
-    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from sweep.slo.parse_slo
-    rel_tol: float = 0.1
-    max_bisect: int = 4
     warmup: int = 4
     port: int = DEFAULT_PORT
-    plots: bool = True
     verbose: bool = False
     ladder_flag: str = "--stop"  # the flag that set the ladder's top, named in advice: --stop or --loads
 
@@ -63,12 +59,30 @@ class SweepPlan:
         return self.spec.argv
 
     @property
-    def load_name(self) -> str:
-        return LOADS[self.over][1]
-
-    @property
     def folder(self) -> Path:
         return self.results / self.name
+
+    def engine_runs(self, engine: EngineEntry, origin: Path, source: dict, repeats: int = 1) -> EngineRuns:
+        """The runs of one engine; ``source`` (what defines them) is kept as the origin's text."""
+        return EngineRuns(name=self.name, results=self.results, engine=engine, warmup=self.warmup, port=self.port,
+                          repeats=repeats, origin=origin, origin_text=json.dumps(source, indent=1))
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan(EnginePlan):
+    ladder: tuple[float, ...]
+    over: str = "concurrency"
+    min_gain: float = 0.05
+    max_latency_growth: float = 0.20
+    latency_key: str = "median_e2el"
+    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from search.slo.parse_slo
+    rel_tol: float = 0.1
+    max_bisect: int = 4
+    plots: bool = True
+
+    @property
+    def load_name(self) -> str:
+        return LOADS[self.over][1]
 
 
 @dataclass(slots=True)
@@ -106,18 +120,18 @@ class SweepOutcome:
 
 def workload_spec(spec: BenchSpec, slo: dict[str, float] | None) -> BenchSpec:
     """The base workload with the sweep's defaults: p50/p99 of every latency, and the SLO
-    as bench's ``--goodput`` (requests meeting it per second) when one is given. Each
-    default is added to the identity (``argv``) as the flag it stands for."""
-    given = {a.split("=", 1)[0] for a in spec.argv if a.startswith("--")}
-    out, extra = spec.output, []
-    if "--percentile-metrics" not in given:
+    as bench's ``--goodput`` (requests meeting it per second) when one is given — each
+    where the workload left bench's default. Each is shown in ``argv`` (provenance) as
+    the flag it stands for; the run's identity is the spec itself."""
+    out, extra, default = spec.output, [], OutputSpec()
+    if out.percentile_metrics == default.percentile_metrics:
         out = dataclasses.replace(out, percentile_metrics=DEFAULT_METRICS)
         extra += ["--percentile-metrics", ",".join(DEFAULT_METRICS)]
-    if "--metric-percentiles" not in given:
+    if out.metric_percentiles == default.metric_percentiles:
         out = dataclasses.replace(out, metric_percentiles=DEFAULT_PERCENTILES)
         extra += ["--metric-percentiles", ",".join(f"{p:g}" for p in DEFAULT_PERCENTILES)]
     goodput = {k.split("_", 1)[1]: v for k, v in (slo or {}).items() if not k.endswith("_itl")}
-    if goodput and "--goodput" not in given:
+    if goodput and not out.goodput:
         out = dataclasses.replace(out, goodput=tuple(goodput.items()))
         extra += ["--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
     return dataclasses.replace(spec, output=out, argv=(*spec.argv, *extra))
@@ -143,13 +157,18 @@ def check_latencies(spec: BenchSpec, keys: dict[str, str]) -> None:
 
 def check_plan(plan: SweepPlan) -> None:
     check_latencies(plan.spec, {plan.latency_key: "--latency-key", **{k: "--slo" for k in plan.slo or {}}})
-    flag = LOADS[plan.over][0]
-    if any(a.split("=", 1)[0] == flag for a in plan.argv):
-        raise InputError(f"{flag} is what this sweep varies: give the loads with --loads or --start/--stop")
+    if load_given(plan.spec, plan.over):
+        raise InputError(f"{LOADS[plan.over][0]} is what this sweep varies: give the loads with --loads or "
+                         "--start/--stop")
     if not plan.ladder or any(x <= 0 for x in plan.ladder):
         raise InputError("the load ladder needs at least one load, each > 0")
     if LOADS[plan.over][3] and any(x != int(x) for x in plan.ladder):
         raise InputError("concurrency loads must be whole numbers")
+
+
+def load_given(spec: BenchSpec, over: str) -> bool:
+    """Does the workload set the load a sweep or tune varies (bench's default: no cap, rate inf)?"""
+    return spec.load.max_concurrency is not None if LOADS[over][3] else not math.isinf(spec.load.request_rate)
 
 
 def point_workload(plan: SweepPlan, load: float) -> Workload:
@@ -167,29 +186,26 @@ def load_workload(spec: BenchSpec, over: str, load: float, slo: dict[str, float]
     return Workload(f"{prefix}{value}", at_load, f"{name} {value}")
 
 
-def sweep_study(plan: SweepPlan) -> Study:
-    """A study of one engine; its workloads (one per load) are added as the sweep goes."""
-    source = json.dumps({"sweep": plan.name, "over": plan.over, "argv": list(plan.argv),
-                         "ladder": list(plan.ladder)}, indent=1)
-    return Study(name=plan.name, path=plan.folder / SUMMARY_FILE, repeats=1, seed=0, warmup=plan.warmup,
-                 port=plan.port, results=plan.results, engines={plan.engine.name: plan.engine}, workloads={},
-                 pairs=(), description=f"sweep over {plan.load_name}", source=source)
+def sweep_runs(plan: SweepPlan) -> EngineRuns:
+    """The sweep's engine and where its points go; each point is given its workload as it is measured."""
+    source = {"sweep": plan.name, "over": plan.over, "argv": list(plan.argv), "ladder": list(plan.ladder)}
+    return plan.engine_runs(plan.engine, plan.folder / SUMMARY_FILE, source)
 
 
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> SweepOutcome:
     """Measure the ladder (stopping once saturated) or search it for the SLO; write the summary."""
     check_plan(plan)
     integer = LOADS[plan.over][3]
-    with Session(sweep_study(plan), plan.engine.name, say, plan.port, plan.verbose) as session:
+    runs = sweep_runs(plan)
+    with Session(runs, say, plan.verbose) as session:
         measure = _Measure(plan, session, say)
         if plan.slo:
             slo = search(measure, list(plan.ladder), plan.slo, integer, plan.rel_tol, plan.max_bisect)
         else:
             slo = None
             climb(measure, list(plan.ladder), plan.min_gain, plan.max_latency_growth, plan.latency_key)
-        study = session.study
     outcome = _outcome(plan, measure, slo)
-    _write(plan, study, outcome)
+    _write(plan, runs, measure.workloads, outcome)
     return outcome
 
 
@@ -200,11 +216,13 @@ class _Measure:
         self.plan, self.session, self.say = plan, session, say
         self.points: dict[float, Point] = {}
         self.folders: dict[float, str] = {}
+        self.workloads: list[Workload] = []  # in the order measured: the sweep's study.json
 
     def __call__(self, load: float) -> Point:
         if load in self.points:
             return self.points[load]
         workload = point_workload(self.plan, load)
+        self.workloads.append(workload)
         step = f"point {len(self.points) + 1} · {self.plan.load_name} {load:g}"
         kept = self.session.is_done(workload)
         if not kept:
@@ -229,9 +247,11 @@ def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> Sweep
     return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders)
 
 
-def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
+def _write(plan: SweepPlan, runs: EngineRuns, workloads: list[Workload], outcome: SweepOutcome) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
+    record = runs_record(runs.head(f"sweep over {plan.load_name}"), [plan.engine], workloads,
+                         [(plan.engine.name, w.name) for w in workloads])
+    layout.write_json_atomic(plan.folder / files.STUDY_FILE, record)
     if plan.plots:
         from servelab.sweep.plots import draw
 
