@@ -143,6 +143,15 @@ def test_bad_multi_turn_input_is_one_line_exit_2(extra, needle, qwen3_path, caps
     assert rc == 2 and len(err.splitlines()) == 1 and needle in err
 
 
+def test_flags_are_checked_before_the_dataset_is_looked_for(qwen3_path, capsys):
+    # sharegpt without --dataset-path finds the bundled copy and says so: not before a refusal
+    rc = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", qwen3_path,
+               "--multi-turn", "--dataset-name", "sharegpt"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("servelab: error: --multi-turn needs --backend openai-chat "
+                               "(the history is sent as chat messages)\n")
+
+
 def test_options_without_multi_turn_are_refused(qwen3_path, capsys):
     rc = main(["bench", "--base-url", "http://127.0.0.1:9", "--tokenizer", qwen3_path, "--multi-turn-no-history"])
     assert rc == 2 and "need --multi-turn" in capsys.readouterr().err

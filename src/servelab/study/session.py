@@ -274,7 +274,7 @@ def _save_prompts(spec: BenchSpec, path: Path) -> None:
 
     with contextlib.redirect_stderr(io.StringIO()):  # its notes repeat in the run's own output
         tokenizer = bench_tokenizer(spec, spec.server.model)
-        samples = prepare_requests(spec.dataset, tokenizer)  # the run's own, from the cache
+        samples = prepare_requests(spec.dataset, tokenizer).requests  # the run's own, from the cache
     rows = [{"prompt": s.prompt, "prompt_len": s.prompt_len, "output_len": s.expected_output_len}
             for s in samples[:PROMPT_SAMPLES]]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
