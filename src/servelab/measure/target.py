@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 
 from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
+from servelab.datasets import notes
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.drive import BenchConfig, fetch_models, nothing_answered
@@ -110,6 +110,14 @@ def bench_tokenizer(spec: BenchSpec, model: str):
         bundled = bundled_qwen3_tokenizer_path()
         if bundled is None:
             raise
-        print(f"servelab: note: no tokenizer for model {model!r} here ({exc}); using the bundled Qwen3 "
-              f"tokenizer {bundled} (pass --tokenizer for exact prompt lengths)", file=sys.stderr)
+        notes.say(_no_tokenizer(spec, model, exc))  # once per process: a tune runs many benches
         return load_tokenizer(TokenizerSpec(str(bundled)))
+
+
+def _no_tokenizer(spec: BenchSpec, model: str, exc: TokenizerError) -> str:
+    """Why the bundled Qwen3 tokenizer counts the prompts, in the words of what the user typed."""
+    if spec.simulate is not None and not spec.server.model:  # "sim" is our name, not theirs
+        return ("servelab: note: the simulated engine has no tokenizer of its own; prompts are counted with the "
+                "bundled Qwen3 tokenizer (pass --tokenizer for another)")
+    return (f"servelab: note: no tokenizer for model {model!r} here ({exc}); using the bundled Qwen3 "
+            "tokenizer (pass --tokenizer for exact prompt lengths)")
