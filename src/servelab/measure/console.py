@@ -53,6 +53,17 @@ def block(summary: Summary, tally: Tally, config: BenchConfig, shown: list[str],
                         request_rate=config.load.request_rate, selected=shown, probes=probes))
 
 
+def multi_turn_units(spec: BenchSpec, summary: Summary) -> None:
+    """vLLM's block mixes two units in a multi-turn run: its configured rate and --num-prompts count
+    conversations, while requests, req/s and the token rows count turns. Say which is which."""
+    if not spec.multi_turn.enabled:
+        return
+    rate = spec.load.request_rate
+    paced = "all at once" if math.isinf(rate) else f"{rate:g} conversations/s configured"
+    print(f"servelab: multi-turn: {spec.dataset.num_prompts} conversations ({paced}) → {summary.completed} "
+          f"turns completed; 'Request rate configured' counts conversations, every request and req/s row turns")
+
+
 def shown_metrics(selected: list[str], config: BenchConfig) -> list[str]:
     """vLLM shows queue metrics only when a concurrency cap exists (and the
     queue-inclusive E2EL only with a finite rate)."""

@@ -85,6 +85,7 @@ def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: 
     shown = console.shown_metrics(list(spec.output.percentile_metrics), config)
     probes = probe_stats(run.probes) if config.load.probe_request_rate > 0 else None
     console.block(m.summary, m.tally, config, shown, probes, labels)
+    console.multi_turn_units(spec, m.summary)
     extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer), **labels, **context,
              **drove.sections, **shared}
     footer(extra)
