@@ -25,14 +25,13 @@ import json
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
 from servelab.engines.kinds import kind_of
+from servelab.engines.vllm import reset_prefix_cache
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
 from servelab.results.runs import run_result
@@ -44,7 +43,6 @@ from servelab.measure.facts import engine_context, engine_facts, footprint_gib, 
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.file import EngineEntry, RunKey, Workload
 
-RESET_TRIES = 10  # vLLM refuses a reset while blocks are held; they free within moments
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report
 
 
@@ -247,24 +245,6 @@ def run_line(outcome: BenchOutcome, wall_s: float, folder: Path) -> str:
     ttft = s.stats_ms["ttft"].mean if "ttft" in s.stats_ms else float("nan")
     return (f"{s.completed} ok, {s.failed} failed · {s.output_throughput:.1f} output tok/s · "
             f"mean TTFT {ttft:.0f} ms · {wall_s:.0f} s → {folder}")
-
-
-def reset_prefix_cache(base_url: str) -> str:
-    """"reset", "unsupported" (no such route: the engine keeps its cache) or "failed"."""
-    request = urllib.request.Request(f"{base_url}/reset_prefix_cache", data=b"", method="POST")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    for _ in range(RESET_TRIES):
-        try:
-            with opener.open(request, timeout=10) as response:
-                if json.loads(response.read() or b"{}").get("success", True):
-                    return "reset"
-        except urllib.error.HTTPError as exc:
-            if exc.code in (404, 405):
-                return "unsupported"
-        except (OSError, ValueError):
-            return "failed"
-        time.sleep(0.5)
-    return "failed"
 
 
 def _save_prompts(spec: BenchSpec, path: Path) -> None:
