@@ -16,6 +16,7 @@ from servelab import __version__
 from servelab.reports import methodology, plots
 from servelab.reports import verdict as v
 from servelab.reports.compare import METRICS, Table, build_tables, metric_value
+from servelab.results.layout import REPORT_HTML, REPORT_MD
 from servelab.results.runs import Run, load_runs, study_info
 from servelab.reports.table import grid
 
@@ -51,7 +52,7 @@ def write_report(folder: Path, baseline: str | None = None, floor: float = v.NOI
     from servelab.reports.markdown import render_markdown
 
     report = build_report([folder], baseline, floor, allow_simulated)
-    html, md = Path(folder) / "report.html", Path(folder) / "report.md"
+    html, md = Path(folder) / REPORT_HTML, Path(folder) / REPORT_MD
     html.write_text(render_html(report), encoding="utf-8")
     md.write_text(render_markdown(report), encoding="utf-8")
     return html, md

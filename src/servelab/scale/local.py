@@ -28,9 +28,9 @@ from servelab.config import BenchSpec
 from servelab.errors import ServelabError, ServerError
 from servelab.loadgen.workers import START_AHEAD_NS, _die_with
 from servelab.records import RequestRecord
+from servelab.results.layout import CONSOLE_FILE
 from servelab.telemetry import machine
 
-CONSOLE_FILE = "console.txt"
 
 
 @dataclass(frozen=True, slots=True)

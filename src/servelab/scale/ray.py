@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
+from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.replicas import with_share
 from servelab.errors import EngineError, InputError, ServerError
 from servelab.loadgen.ray_shards import START_AHEAD_NS, clock_offset, connect, on_node, shifted
@@ -61,7 +62,7 @@ class ReplicaActor:
             spec = _shared(spec, slot)
             self.engine = start_engine(spec, folder, progress=progress)
         except (EngineError, InputError) as exc:
-            return {"error": start_failure(i, spec, exc, Path(folder) / "engine.log", started)}
+            return {"error": start_failure(i, spec, exc, Path(folder) / ENGINE_LOG, started)}
         e = self.engine
         return {"base_url": e.base_url, "model": e.model, "context": engine_context(e), "host": platform.node(),
                 "pid": e.pid}

@@ -13,8 +13,8 @@ from pathlib import Path
 from markupsafe import Markup
 
 from servelab.reports import plots
+from servelab.results.layout import REPORT_HTML
 
-REPORT_FILE = "report.html"
 
 LIMITS = [
     "The clients run on the same machine as the replicas; each replica's own result says whether its client "
@@ -71,7 +71,7 @@ def write_scale_report(scale_json: Path) -> Path:
     page = Environment(autoescape=True).from_string(TEMPLATE).render(
         r=result, w=result["together"]["window"], single=result["single"]["output_tok_s"], limits=LIMITS,
         eff="-" if eff is None else f"{eff:.1%}", ttft=_ttft, figure=_figure(result))
-    path = Path(scale_json).with_name(REPORT_FILE)
+    path = Path(scale_json).with_name(REPORT_HTML)
     path.write_text(page, encoding="utf-8")
     return path
 

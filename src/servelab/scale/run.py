@@ -31,6 +31,7 @@ from pathlib import Path
 
 from servelab.config import BenchSpec
 from servelab.engines import EngineSpec, start_engine
+from servelab.engines.engine import ENGINE_LOG
 from servelab.errors import EngineError, InputError
 from servelab.results import layout
 from servelab.scale import result as scale_result
@@ -76,7 +77,7 @@ def start_replicas(plan: ScalePlan, stack: contextlib.ExitStack, say) -> list:
         try:
             engine = start_engine(spec, folder, progress=plan.progress)
         except (EngineError, InputError) as exc:
-            raise EngineError(start_failure(i, spec, exc, folder / "engine.log", len(engines))) from None
+            raise EngineError(start_failure(i, spec, exc, folder / ENGINE_LOG, len(engines))) from None
         stack.callback(engine.stop)
         engines.append(engine)
     return engines

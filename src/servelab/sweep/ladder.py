@@ -35,7 +35,6 @@ LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
 # What every point reports unless the workload says otherwise: p50 and p99 of E2EL too.
 DEFAULT_METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILES = (50.0, 99.0)
-SUMMARY_FILE = "sweep.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +165,7 @@ def sweep_study(plan: SweepPlan) -> Study:
     """A study of one engine; its workloads (one per load) are added as the sweep goes."""
     source = json.dumps({"sweep": plan.name, "over": plan.over, "argv": list(plan.argv),
                          "ladder": list(plan.ladder)}, indent=1)
-    return Study(name=plan.name, path=plan.folder / SUMMARY_FILE, repeats=1, seed=0, warmup=plan.warmup,
+    return Study(name=plan.name, path=plan.folder / files.SWEEP_FILE, repeats=1, seed=0, warmup=plan.warmup,
                  port=plan.port, results=plan.results, engines={plan.engine.name: plan.engine}, workloads={},
                  pairs=(), description=f"sweep over {plan.load_name}", source=source)
 
@@ -231,7 +230,7 @@ def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
         from servelab.sweep.plots import draw
 
         outcome.plots = draw(outcome, plan.folder)
-    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
+    layout.write_json_atomic(plan.folder / files.SWEEP_FILE, summary(outcome))
 
 
 # --- what is shown and kept ---

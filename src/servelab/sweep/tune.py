@@ -23,6 +23,7 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec
 from servelab.engines.embedded import as_vllm
+from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
 from servelab.engines.spec import DEFAULT_PORT, flag_value
@@ -39,7 +40,6 @@ from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_
 from servelab.search.points import Point, point_from_result
 from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
 
-SUMMARY_FILE, REPORT_FILE, INFEASIBLE_FILE = "tune.json", "tune.md", "infeasible.json"
 LOG_TAIL = 15
 # Set only so the study can empty the prefix cache between runs: not part of what to serve.
 MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
@@ -189,7 +189,7 @@ def tune_study(plan: TunePlan, cands: list[Candidate]) -> Study:
     loads = workloads(plan)
     source = json.dumps({"tune": plan.name, "argv": list(plan.argv), "loads": list(plan.loads),
                          "knobs": {k.name: list(k.values) for k in plan.knobs}}, indent=1)
-    return Study(name=plan.name, path=plan.folder / SUMMARY_FILE, repeats=plan.repeats, seed=0,
+    return Study(name=plan.name, path=plan.folder / files.TUNE_FILE, repeats=plan.repeats, seed=0,
                  warmup=plan.warmup, port=plan.port, results=plan.results,
                  engines={c.name: c.entry for c in cands}, workloads={w.name: w for w in loads},
                  pairs=tuple((c.name, w.name) for c in cands for w in loads),
@@ -286,20 +286,20 @@ def _point(run: SessionRun, load: float, plan: TunePlan, say) -> tuple[Point, st
 def _infeasible(study: Study, trial: Trial, exc: EngineError, say) -> Trial:
     """The engine failed to start (or died): record why, with its last log lines, and go on."""
     folder = layout.engine_dir(study, trial.candidate.name)
-    tail = last_lines(folder / "engine.log", LOG_TAIL)
+    tail = last_lines(folder / ENGINE_LOG, LOG_TAIL)
     said = [line for line in tail if not line.startswith("# servelab engine")]  # not our header
     reason = str(exc).split("\n", 1)[0].split("; last log lines", 1)[0].rstrip(":; ")
     reason = reason.removeprefix(f"engine {trial.candidate.name!r} ")  # the row already names it
     reason += f": {said[-1].strip()}" if said else ""
     first = RunKey(trial.candidate.name, next(iter(study.workloads)), 1)
-    layout.write_json_atomic(folder / INFEASIBLE_FILE, {"reason": reason, "log_tail": tail,
+    layout.write_json_atomic(folder / files.INFEASIBLE_FILE, {"reason": reason, "log_tail": tail,
                                                         "config_hash": layout.config_hash(study, first)})
     say(f"  infeasible: {reason}")
     return dataclasses.replace(trial, status="infeasible", note=reason, log_tail=tail)
 
 
 def _recorded_infeasible(study: Study, cand: Candidate) -> dict | None:
-    path = layout.engine_dir(study, cand.name) / INFEASIBLE_FILE
+    path = layout.engine_dir(study, cand.name) / files.INFEASIBLE_FILE
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -389,8 +389,8 @@ def _write(plan: TunePlan, study: Study, outcome: TuneOutcome) -> None:
 
     plan.folder.mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
-    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
-    outcome.report = plan.folder / REPORT_FILE
+    layout.write_json_atomic(plan.folder / files.TUNE_FILE, summary(outcome))
+    outcome.report = plan.folder / files.TUNE_REPORT_FILE
     outcome.report.write_text(markdown(outcome), encoding="utf-8")
 
 
