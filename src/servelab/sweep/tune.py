@@ -39,6 +39,7 @@ from servelab.search.fit import Budget, Settings, misfit
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.search.points import Point, point_from_result
 from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
+from servelab.telemetry.gpu import gpu_devices
 
 LOG_TAIL = 15
 # Set only so the study can empty the prefix cache between runs: not part of what to serve.
@@ -332,20 +333,7 @@ def _engine_facts(study: Study, name: str) -> dict:
 
 def _device_gib() -> float | None:
     """The first GPU's memory (NVML); None on a CPU machine — then utilization changes are not estimated."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no driver, no GPU: a CPU machine, nothing to estimate with
-        return None
-    try:
-        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total / 2**30
-    except pynvml.NVMLError:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
+    return next((d["memory_total_gib"] for d in gpu_devices()), None)
 
 
 # --- the winner ---
