@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _plot(saved, out_dir: Path, quiet: bool) -> None:
     from servelab.errors import InputError
-    from servelab.telemetry.plot import plot_timeline
+    from servelab.reports.timeline_plots import plot_timeline
 
     if saved.timeline is None:
         raise InputError(f"{saved.result_path}: no timeline beside it to plot (was telemetry off?)")

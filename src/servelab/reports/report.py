@@ -17,6 +17,7 @@ from servelab.reports import methodology, plots
 from servelab.reports import verdict as v
 from servelab.reports.compare import METRICS, Table, build_tables, metric_value
 from servelab.results.layout import REPORT_HTML, REPORT_MD
+from servelab.results.plots import has_matplotlib
 from servelab.results.runs import Run, load_runs, study_info
 from servelab.reports.table import grid
 
@@ -126,7 +127,7 @@ def _measured_total(run: Run, mem: dict) -> tuple[float | None, str]:
 
 
 def _add_figures(report: Report, runs: list[Run], tables: list[Table]) -> None:
-    if not plots.available():
+    if not has_matplotlib():
         report.plot_note = "matplotlib is not installed (pip install 'servelab[plot]'): no plots."
         return
     colors = {c: plots.PALETTE[i % len(plots.PALETTE)] for i, c in enumerate(dict.fromkeys(r.config for r in runs))}

@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from servelab.reports import plots
 from servelab.results.layout import REPORT_HTML
+from servelab.results.plots import has_matplotlib
 
 
 LIMITS = [
@@ -82,14 +83,14 @@ def _ttft(replica: dict) -> str:
 
 
 def _figure(result: dict) -> Markup:
-    if not plots.available():
+    if not has_matplotlib():
         return Markup('<p class="meta">no plot (matplotlib is not installed).</p>')
     return Markup(timelines(result["together"]["window"]))
 
 
 def timelines(window: dict) -> str:
     """A panel per replica: output tok/s over time, the common window shaded."""
-    plt = plots._pyplot()
+    plt = plots.svg_pyplot()
     series, bin_s = window["timeline"]["output_tok_s"], window["timeline"]["bin_s"]
     fig, axes = plt.subplots(len(series), 1, figsize=(7.5, 1.3 * len(series) + 0.6), sharex=True, squeeze=False)
     for i, (ax, ys) in enumerate(zip(axes[:, 0], series)):

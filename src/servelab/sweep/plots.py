@@ -12,15 +12,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from servelab.errors import InputError
+from servelab.results.plots import pyplot
+
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2EL", "e2el"))
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; must precede pyplot
-    import matplotlib.pyplot as plt
-
+    """pyplot styled for a sweep's curves: a light grid to read values off."""
+    plt = pyplot()
     plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.grid": True, "grid.alpha": 0.3})
     return plt
 
@@ -28,7 +28,7 @@ def _pyplot():
 def draw(outcome, folder: Path) -> list[Path]:
     try:
         plt = _pyplot()
-    except ImportError:
+    except InputError:  # matplotlib is not installed
         print("servelab: no plots (pip install matplotlib)", file=sys.stderr)
         return []
     if not outcome.points:
