@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from servelab.errors import InputError
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 
 
@@ -68,8 +69,6 @@ def save_samples(requests, path: Path) -> None:
     try:
         path.write_text(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
-        from servelab.errors import InputError
-
         raise InputError(f"cannot write --samples-filename {path}: {exc}") from exc
 
 
@@ -87,8 +86,6 @@ def plot_lengths(requests, path: Path) -> None:
     try:
         fig.savefig(path)
     except OSError as exc:
-        from servelab.errors import InputError
-
         raise InputError(f"cannot write --plot {path}: {exc}") from exc
     finally:
         plt.close(fig)
