@@ -24,6 +24,14 @@ from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
 os.environ["SERVELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="servelab-test-cache-")
 
 
+@pytest.fixture(autouse=True)
+def notes_said_afresh():
+    """Each test is its own process as far as dataset notes go (datasets/notes.py says each once)."""
+    from servelab.datasets import notes
+
+    notes._said.clear()
+
+
 @pytest.fixture(scope="session")
 def qwen3_path() -> str:
     """The bundled Qwen3 tokenizer's folder (a str, as a flag or a TokenizerSpec takes it)."""

@@ -1,12 +1,13 @@
 """``servelab compare``: exact output on hand-built results, Markdown, reference, errors."""
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
-from study_factory import make_study
+from study_factory import make_study, result
 
 from servelab.cli import main
 
@@ -91,3 +92,31 @@ def test_bad_input_is_one_line_and_exit_2(folder, capsys, argv, message):
 def test_a_missing_path(tmp_path, capsys):
     assert main.main(["compare", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == f"servelab: error: {tmp_path / 'nope'} does not exist\n"
+
+
+def test_result_files_with_long_names_get_short_headers_and_a_legend(tmp_path, capsys):
+    """Issue 19 item 14: whole file names as headers made ~250-character rows."""
+    paths = []
+    for name, tok_s in (("bf16", 100.0), ("awq", 160.0), ("fp8", 150.0)):
+        path = tmp_path / f"vllm-10.0qps-concurrency10-Qwen3-14B-{name}-20261201-101010.json"
+        path.write_text(json.dumps({**result({"output_throughput": tok_s}, name, "w", 1), "label": None}))
+        paths.append(str(path))
+    assert main.main(["compare", *paths]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("metric"))
+    assert header.split() == ["metric", "bf16", "[1", "run]", "(baseline)", "awq", "[1", "run]", "vs", "bf16",
+                              "fp8", "[1", "run]", "vs", "bf16"]
+    assert max(len(line) for line in out.splitlines() if not line.startswith("  ")) < 130  # was ~300 with the names
+    assert "columns: bf16 = vllm-10.0qps-concurrency10-Qwen3-14B-bf16-20261201-101010; awq = " in out
+
+
+def test_column_names_keep_short_names_cut_shared_ends_else_letters():
+    from servelab.reports.table import column_names
+
+    assert column_names(["base", "capped"]) == {"base": "base", "capped": "capped"}
+    shared = ["run-" + "x" * 30 + "-a", "run-" + "x" * 30 + "-bb"]
+    assert column_names(shared) == {shared[0]: "a", shared[1]: "bb"}
+    long = ["run-" + "a" * 30, "run-" + "b" * 30]
+    assert column_names(long) == {long[0]: "A", long[1]: "B"}  # what is left is still too long
+    pair = ["results/bf16/vllm-inf-Qwen3-14B.json", "results/awq/vllm-inf-Qwen3-14B.json"]
+    assert column_names(pair) == {pair[0]: "bf16", pair[1]: "awq"}

@@ -102,7 +102,8 @@ NUMBER = re.compile(r"(?<![\w=<.])(?<![A-Za-z]-)\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]
 # Lines whose presence depends on the machine at the moment of the run, not on the code:
 # the machine-share warning (other programs busy on this shared machine), the client-CPU
 # warning, and their ⚠ copies in a study's comparison.
-NOISY_LINE = re.compile(r"servelab: WARNING|other programs kept|the client may limit this run")
+NOISY_LINE = re.compile(r"servelab: WARNING|other programs kept|the client may limit this run"
+                        r"|^the machine's \d+ CPUs were")  # scale's saturated-host line: how busy the machine was
 
 
 def structure(text: str) -> str:

@@ -114,7 +114,7 @@ def test_records_an_ended_shard_made_but_the_driver_could_not_take_are_counted_l
 
     from servelab.loadgen.ray_shards import _entry
     from servelab.loadgen.shards import Shard
-    from servelab.loadgen.workers import ShardRun
+    from servelab.loadgen.shards import ShardRun
 
     shard = Shard(0, tuple(SampleRequest("p", 1, 2, f"r{i}") for i in range(5)), np.zeros(5, np.int64), None)
     names = [f.name for f in dataclasses.fields(ShardRun)]

@@ -1,9 +1,12 @@
-"""Runs released together: one start instant for all; a run that dies mid-way ends them all."""
+"""The local fleet (scale/local.py): runs released together, one start instant for all; a run
+that dies mid-way ends them all; and Ray stays out of a local scale run."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -58,3 +61,11 @@ def kill_first_child_once_running(me: psutil.Process, server) -> None:
 
 def spawned(me: psutil.Process) -> list[psutil.Process]:
     return [c for c in me.children() if "multiprocessing.spawn" in " ".join(c.cmdline())]
+
+
+def test_a_local_scale_run_never_imports_ray():
+    """Ray is optional: scale/run.py reaches scale/ray.py (and Ray) only for ``--ray``."""
+    code = ("import sys, servelab.scale.run as r; from servelab.scale.local import LocalFleet; "
+            "print('servelab.scale.ray' in sys.modules, 'ray' in sys.modules, LocalFleet().placement())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "{}"]

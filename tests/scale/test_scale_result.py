@@ -55,3 +55,40 @@ def test_a_simulated_engine_says_so():
               [closed_loop(0, 0.1), closed_loop(1, 0.1)])
     assert r["simulated"] and render(r).startswith("SIMULATED: engine 'sim'")
     assert not build({"name": "t", "replicas": 2}, ENGINES, alone, alone[:1] + [closed_loop(1, 0.1)])["simulated"]
+
+
+def busy(run: JobRun, fraction: float, others: float = 0.01) -> JobRun:
+    machine = {"cpus": 2, "busy_fraction": fraction, "ours_fraction": fraction - others, "others_fraction": others}
+    return JobRun(run.replica, run.records, {**run.result, "servelab": {"machine": machine}}, 0, 0)
+
+
+def test_a_saturated_host_is_named_as_the_limit_and_the_efficiency_explained():
+    """Issue 19 item 4: 63 % 'below 100 % beyond noise' on a 2-core machine 99.98 % busy."""
+    alone = [closed_loop(0, 0.10), closed_loop(0, 0.099)]
+    together = [busy(closed_loop(0, 0.16), 0.9998), busy(closed_loop(1, 0.16), 0.9990)]
+    r = build({"name": "t", "replicas": 2}, ENGINES, alone, together)
+    assert r["together"]["machine"]["busy_fraction"] == 0.9998
+    text = render(r)
+    assert "62.2% — below 100% beyond noise: together the 2 replicas delivered 1.24× what one replica alone did" in text
+    assert ("the machine's 2 CPUs were 100% busy while all 2 replicas ran (servelab, its clients and engines 99%, "
+            "other programs 1%): the replicas shared saturated cores, so the host, not the engine config") in text
+    assert "ramp end/drain start t0+s" in text and "ramp/drain s" not in text
+    assert "in its own steady window" in text and "the per-run lines above are whole-run figures" in text
+    quiet = build({"name": "t", "replicas": 2}, ENGINES, alone, [busy(x, 0.5) for x in together])
+    assert "CPUs were" not in render(quiet) and "they share something" in render(quiet)
+
+
+def test_the_scale_report_has_a_markdown_twin_with_the_explanation(tmp_path):
+    import json
+
+    from servelab.scale.report import write_scale_report
+
+    alone = [closed_loop(0, 0.10), closed_loop(0, 0.099)]
+    r = build({"name": "t", "replicas": 2}, ENGINES, alone,
+              [busy(closed_loop(0, 0.16), 0.9998), busy(closed_loop(1, 0.16), 0.999)])
+    (tmp_path / "scale.json").write_text(json.dumps(r))
+    html = write_scale_report(tmp_path / "scale.json")
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("# Scaling: 2 replicas (t)") and "| total |" in md
+    assert "the host, not the engine config, limits the total" in md
+    assert "the host, not the engine config, limits the total" in html.read_text()

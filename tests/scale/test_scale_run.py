@@ -63,6 +63,7 @@ def test_efficiency_is_100_percent_for_identical_replicas_ramping_at_different_t
     assert main(scale(tmp_path, 2, 2)) == 0
     r = result(tmp_path)
     assert r["efficiency"] == pytest.approx(1.0, abs=0.02)
+    assert "ray" not in r  # the local fleet adds no placement of its own
     assert r["verdict"] == "within noise of 100%"
     assert r["single"]["output_tok_s"]["mean"] == pytest.approx(RATE * OUTPUT_LEN, rel=0.01)
     out = capsys.readouterr().out

@@ -22,10 +22,8 @@ any time. ``SERVELAB_CACHE_DIR=off`` turns the cache off.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import sys
@@ -34,6 +32,7 @@ from pathlib import Path
 
 from servelab import __version__
 from servelab.config import DatasetSpec
+from servelab.datasets import notes
 from servelab.datasets.sample import Sample
 from servelab.datasets.tokenizer import Tokenizer
 from servelab.records import SampleRequest
@@ -61,12 +60,13 @@ def cached(spec: DatasetSpec, tokenizer: Tokenizer, sample) -> Sample:
     path = folder / "prepared" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
     hit = _read(path, key)
     if hit is None:
-        with _tee_stderr() as notes:
+        with notes.collect() as said:
             requests = sample(bare, tokenizer)
-        hit = (requests, notes.getvalue())
+        hit = (requests, "".join(line + "\n" for line in said))
         _write(path, key, *hit)
     else:
-        sys.stderr.write(hit[1])  # the notes the sampler printed when it ran (a top-up, a truncated file)
+        for line in hit[1].splitlines():  # the notes the sampler said when it ran (a top-up, the bundled copy)
+            notes.say(line)
     return _prefixed(hit[0], prefix)
 
 
@@ -169,17 +169,3 @@ def _prefixed(requests: Sample, prefix: str) -> Sample:
         return requests
     return Sample([dataclasses.replace(r, request_id=prefix + r.request_id) for r in requests],
                   arrival_state=requests.arrival_state)
-
-
-@contextlib.contextmanager
-def _tee_stderr():
-    """Stderr still shows the sampler's notes, and they are kept for replay on a hit."""
-    kept, real = io.StringIO(), sys.stderr
-
-    class Tee(io.TextIOBase):
-        def write(self, text: str) -> int:
-            kept.write(text)
-            return real.write(text)
-
-    with contextlib.redirect_stderr(Tee()):
-        yield kept

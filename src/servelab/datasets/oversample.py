@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import replace
 
+from servelab.datasets import notes
 from servelab.records import SampleRequest
 
 
@@ -33,4 +33,4 @@ def oversample(
 
 def note(message: str) -> None:
     """One line on stderr, for facts about the sample a user must not miss."""
-    print(f"servelab: note: {message}", file=sys.stderr)
+    notes.say(f"servelab: note: {message}")

@@ -24,12 +24,12 @@ promise that a shared prefix survives the seam token for token; neither does thi
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 
 import numpy as np
 
 from servelab.config import DatasetSpec
+from servelab.datasets import notes
 from servelab.datasets.tokenizer import Tokenizer
 from servelab.errors import InputError
 from servelab.records import SampleRequest
@@ -147,9 +147,8 @@ def _fit_one(tokenizer: Tokenizer, ids: list[int], target: int, fixes_left: int,
 def _warn_mismatch(done, targets: list[int]) -> None:
     off = sum(1 for (_, ids), t in zip(done, targets) if len(ids) != t)
     if off:
-        print(f"servelab: note: {off} prompt(s) still differ from their target length after "
-              f"{MAX_FIXES} decode/re-encode corrections (as in vLLM); prompt_len counts what is sent",
-              file=sys.stderr)
+        notes.say(f"servelab: note: {off} prompt(s) still differ from their target length after "
+                  f"{MAX_FIXES} decode/re-encode corrections (as in vLLM); prompt_len counts what is sent")
 
 
 def _generator_draw(rng: np.random.Generator, vocab_size: int) -> Draw:

@@ -64,6 +64,15 @@ class Counters:
     lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
     t0_ns: int = 0  # the run's start instant, once it has one
 
+    def as_row(self) -> list[int]:
+        """The live counts as ints in COUNTER_ROW's order: what a client worker publishes."""
+        return [getattr(self, name) for name in COUNTER_ROW]
+
+
+# Counters as one row of ints, the shape client workers and Ray shards publish
+# (loadgen/shards.Live sums the rows back into Counters)
+COUNTER_ROW = ("dispatched", "done", "failed", "in_flight", "lag_ns")
+
 
 async def run_schedule(pool: Pool, payloads, offsets_ns, max_concurrency: int | None,
                        stop: asyncio.Event, counters: Counters | None = None,

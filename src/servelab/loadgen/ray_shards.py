@@ -19,22 +19,20 @@ Offsets and bounds go into the result. Needs ``servelab[ray]`` (ray).
 from __future__ import annotations
 
 import dataclasses
-import resource
-import threading
 import time
 
 from servelab.errors import InputError, ServerError
+from servelab.loadgen.barrier import RAY_START_LEAD_NS, RayParty
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
+from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
-from servelab.loadgen.shards import CONCURRENCY_RULE, Shard, global_index, split
-from servelab.loadgen.workers import (LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, ShardRun, WorkersRun, loop_run,
-                                      shard_config, shard_run)
+from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
+                                     WorkersRun, global_index, live_row, shard_config, shard_run, split)
 from servelab.metrics.tally import Tally
 from servelab.records import RequestRecord
 
 CLOCK_SAMPLES = 16
 POLL_S = 0.25  # the nodes' counters, for the progress line and telemetry's client samples
-START_AHEAD_NS = 500_000_000  # a release crosses the cluster (Ray RPC) before each node's t0
 
 
 def _ray():
@@ -45,13 +43,13 @@ def _ray():
     return ray
 
 
-class ShardActor:
-    """One node's shard. ``run`` blocks (in Ray's thread pool) until the shard ends."""
+class ShardActor(RayParty):
+    """One node's shard. ``run`` blocks (in Ray's thread pool) until the shard ends;
+    meanwhile the driver calls ``clock``, ``wait_ready`` and ``release`` (RayParty)."""
 
     def __init__(self, config: BenchConfig, shard: Shard, tokenizer) -> None:
+        super().__init__()
         self.config, self.shard, self.tokenizer = config, shard, tokenizer
-        self.ready, self.go = threading.Event(), threading.Event()
-        self.t0 = 0
         self.stopper = None  # (loop, asyncio.Event) once the shard's loop runs
         self.live = Counters()
         self.outbox = Outbox()
@@ -60,20 +58,9 @@ class ShardActor:
         """The records made since the last call, as ``(local index, record)`` on this node's clock."""
         return self.outbox.take()
 
-    def clock(self) -> int:
-        return time.perf_counter_ns()
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        return self.ready.wait(timeout_s)
-
-    def release(self, t0_local: int) -> None:
-        self.t0 = t0_local
-        self.go.set()
-
     def counters(self) -> list[int]:
         """This shard's live counters and CPU, as a local worker publishes them (LIVE_FIELDS)."""
-        c, ru = self.live, resource.getrusage(resource.RUSAGE_SELF)
-        return [c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, int((ru.ru_utime + ru.ru_stime) * 1e9)]
+        return live_row(self.live)
 
     def stop(self) -> None:
         """End the shard now (another node failed), keeping what completed."""
@@ -87,16 +74,11 @@ class ShardActor:
 
         from servelab.loadgen.drive import run_bench
 
-        def start() -> int:
-            self.ready.set()
-            self.go.wait()
-            return self.t0
-
         async def main() -> BenchRun:
             self.stopper = (asyncio.get_running_loop(), asyncio.Event())
             return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
-                                   self.live, on_start=start, offsets_ns=self.shard.offsets_ns, sink=self.outbox,
-                                   digest_age_s=RECORDS_EVERY_S)
+                                   self.live, on_start=self.barrier.arrive, offsets_ns=self.shard.offsets_ns,
+                                   sink=self.outbox, digest_age_s=RECORDS_EVERY_S)
 
         return shard_run(self.shard, None, loop_run(main()), self.outbox)
 
@@ -116,7 +98,7 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     if not all(ray.get([a.wait_ready.remote(300.0) for a in actors])):
         raise ServerError("--ray: a node's shard was not ready in 300 s")
     clocks = [clock_offset(ray, a) for a in actors]
-    t0 = time.perf_counter_ns() + START_AHEAD_NS
+    t0 = time.perf_counter_ns() + RAY_START_LEAD_NS
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
     sink = sink if sink is not None else Tally(samples)
     returned = [0] * len(actors)
@@ -154,7 +136,7 @@ async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRu
     import asyncio
 
     await asyncio.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9))
-    live = Live([[0] * len(LIVE_FIELDS) for _ in actors])
+    live = Live(arrays=[[0] * len(LIVE_FIELDS) for _ in actors])
     if on_start is not None:
         on_start(live)
     got, pending, polls = {}, list(runs), 0

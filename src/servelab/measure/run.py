@@ -30,6 +30,7 @@ from servelab.loadgen.conversations import run_conversations
 from servelab.loadgen.drive import BenchConfig, BenchRun, fetch_models, run_bench
 from servelab.loadgen.arrivals import ramp_rates, rate_steps
 from servelab.loadgen.lora import request_models
+from servelab.loadgen.loop import loop_run as _loop_run
 from servelab.loadgen.shards import concurrency_shares
 from servelab.loadgen.workers import run_workers
 from servelab.loadgen.progress import Progress, elapsed
@@ -245,15 +246,6 @@ def _first_model(server: ServerSpec) -> dict:
     except (TypeError, KeyError, IndexError, AttributeError):
         pass
     raise ServerError(f"--model not given and {server.base_url}/v1/models did not name a model")
-
-
-def _loop_run(coro):
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 def _notes(spec: BenchSpec, config: BenchConfig) -> None:

@@ -23,7 +23,8 @@ h1 { margin-bottom: .2rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom:
 figure { margin: 1rem 0 1.6rem; } figcaption { color: #444; font-size: .9rem; margin-bottom: .3rem; }
 svg.plot { width: 100%; max-width: 900px; height: auto; display: block; }
 table { border-collapse: collapse; font-size: .85rem; margin: .6rem 0; }
-th, td { border-bottom: 1px solid #e3e3e3; padding: .25rem .6rem; text-align: right; white-space: nowrap; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: .25rem .5rem; text-align: right; }
+th { overflow-wrap: anywhere; vertical-align: bottom; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f5f5f7; }
 td.better { color: #1a7f37; font-weight: 600; } td.worse { color: #b42318; font-weight: 600; }
@@ -34,6 +35,10 @@ pre.prompt { white-space: pre-wrap; word-break: break-word; background: #f6f8fa;
 dl.facts dt { font-weight: 600; margin-top: .5rem; } dl.facts dd { margin-left: 1rem; font-size: .9rem; }
 nav a { margin-right: 1rem; }
 div.wide { overflow-x: auto; }
+/* Three configs or more must fit the page, on screen and on paper (a scroll bar is lost when printed):
+   cells wrap at their spaces ("0.46× −54.0%" / "worse"), headers anywhere. */
+@media print { body { max-width: none; padding: 0; } div.wide { overflow: visible; }
+               table { font-size: 7.5pt; } th, td { padding: .1rem .3rem; } }
 table.text td, table.text th { text-align: left; white-space: normal; }
 </style>
 </head>

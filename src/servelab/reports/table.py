@@ -10,6 +10,10 @@ from servelab.reports import verdict as v
 from servelab.reports.compare import Comparison, Metric, Table
 
 ESTIMATE_MARK = "*"
+# A column header longer than this (a result file's stem: "vllm-10.0qps-concurrency10-Qwen3-14B-20261201-…")
+# makes a row a screen wide: the names lose what they share, else become letters with a legend.
+MAX_HEADER = 24
+_SEPARATORS = "-_./ ,="  # tune names its configs "knob=value,knob=value"
 ESTIMATE_NOTE = (f"{ESTIMATE_MARK} model weights from the checkpoint files' size: the engine did not "
                  "report them (vLLM's CPU build does not)")
 
@@ -37,10 +41,10 @@ def fmt_versus(c: Comparison | None) -> str:
 
 def grid(table: Table) -> tuple[list[str], list[list[str]]]:
     """Header and rows of strings for ``table``."""
-    others = table.configs[1:]
-    head = ["metric", _named(table, table.baseline) + " (baseline)"]
+    others, short = table.configs[1:], column_names(table.configs)
+    head = ["metric", _named(table, table.baseline, short) + " (baseline)"]
     for config in others:
-        head += [_named(table, config), f"vs {table.baseline}"]
+        head += [_named(table, config, short), f"vs {short[table.baseline]}"]
     rows = []
     for row in table.rows:
         cells = [f"{row.metric.arrow} {row.metric.label}", _cell(table, row, table.baseline)]
@@ -50,9 +54,45 @@ def grid(table: Table) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _named(table: Table, config: str) -> str:
+def _named(table: Table, config: str, short: dict[str, str]) -> str:
     n = table.repeats.get(config, 0)
-    return f"{config} [{n} run{'s' if n != 1 else ''}]"
+    return f"{short[config]} [{n} run{'s' if n != 1 else ''}]"
+
+
+def column_names(configs: list[str]) -> dict[str, str]:
+    """Each config's column header: its name; when one is over MAX_HEADER, the names without
+    what they all share (a common prefix and suffix, cut at a separator); if still too long, A, B, …"""
+    if all(len(c) <= MAX_HEADER for c in configs):
+        return {c: c for c in configs}
+    head, tail = _common_ends(configs)
+    cut = {c: c[head:len(c) - tail] for c in configs}
+    if len(set(cut.values())) == len(configs) and all(0 < len(x) <= MAX_HEADER for x in cut.values()):
+        return cut
+    return {c: _letters(i) for i, c in enumerate(configs)}
+
+
+def _common_ends(names: list[str]) -> tuple[int, int]:
+    """Lengths of the prefix and suffix all ``names`` share, each ending on a separator."""
+    if len(names) < 2:
+        return 0, 0
+    shortest = min(len(n) for n in names)
+    head = next((i for i in range(shortest) if len({n[i] for n in names}) > 1), shortest)
+    while head and names[0][head - 1] not in _SEPARATORS:
+        head -= 1
+    tail = next((i for i in range(shortest - head) if len({n[len(n) - 1 - i] for n in names}) > 1), 0)
+    while tail and names[0][len(names[0]) - tail] not in _SEPARATORS:
+        tail -= 1
+    return head, tail
+
+
+def _letters(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else f"C{i + 1}"
+
+
+def legend(table: Table) -> list[str]:
+    """"A = <full name>" for every column whose header is not its whole name."""
+    short = column_names(table.configs)
+    return [f"{short[c]} = {c}" for c in table.configs if short[c] != c]
 
 
 def _cell(table: Table, row, config: str) -> str:
@@ -66,6 +106,9 @@ def title(table: Table) -> str:
 
 def footer(table: Table, floor: float) -> list[str]:
     lines = list(table.notes)
+    names = legend(table)
+    if names:
+        lines.append("columns: " + "; ".join(names))
     if table.estimated:
         lines.append(ESTIMATE_NOTE)
     lines.append("cells: mean ± half-range over repeats; vs: ratio to the baseline, change, verdict")

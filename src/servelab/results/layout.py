@@ -1,7 +1,7 @@
 """The run folder: where a run's files live, and the marker that says it is complete.
 
     <root>/<study>/study.toml, study.json              the study as it was run, and what it resolved to
-    <root>/<study>/report.html, report.md              ``servelab report`` (a scale folder: report.html)
+    <root>/<study>/report.html, report.md              ``servelab report`` (a scale folder's too)
     <root>/<study>/<engine>/engine.log, engine.json    the engine's latest start
     <root>/<study>/<engine>/<workload>/<repeat>/
         result.json  result.records.jsonl  [result.timeline.jsonl]

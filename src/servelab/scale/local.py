@@ -1,36 +1,41 @@
-"""Several bench runs, one per replica, released at one start instant.
+"""The local fleet: replicas started on this machine, and several bench runs, one per
+replica, released at one start instant.
 
 Why processes: ``execute`` owns its event loop and its signal handlers, which only
 the main thread of a process may own, and one loop is one core. So each replica's
 run is a whole ``execute`` (dataset, tokenizer, telemetry of its own engine, result
-files, diagnosis) in a 'spawn'ed process, its console block going to its folder's
-``console.txt``. Each one prepares everything, then blocks in its ``on_start`` hook;
-when all are waiting, the parent picks t0 = now + START_AHEAD_NS and releases them.
-``perf_counter_ns`` is CLOCK_MONOTONIC, one clock for every process of a machine, so
-the records of every replica are on one time axis — what the common window needs.
+files, diagnosis) in a spawned process, its console block going to its folder's
+``console.txt``. Each one prepares everything, then waits in its ``on_start`` hook at
+the start line (loadgen/barrier.py); when all are waiting, the parent picks t0 = now
++ PROCESS_START_LEAD_NS and releases them. ``perf_counter_ns`` is CLOCK_MONOTONIC, one
+clock for every process of a machine, so the records of every replica are on one time
+axis — what the common window needs.
 
 Each process sends back its raw records (absolute times) and result in one message;
-none outlives the parent (PR_SET_PDEATHSIG, then join, then kill).
+none outlives the parent (PR_SET_PDEATHSIG, then join, then kill). ``LocalFleet`` has
+the shape of scale/ray.RayFleet, so scale/run.py drives either the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
-import os
-import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 
 from servelab.config import BenchSpec
-from servelab.errors import ServelabError, ServerError
-from servelab.loadgen.workers import START_AHEAD_NS, _die_with
+from servelab.engines import start_engine
+from servelab.engines.engine import ENGINE_LOG
+from servelab.errors import EngineError, InputError, ServelabError, ServerError
+from servelab.loadgen.barrier import PROCESS_START_LEAD_NS, Aborted, Barrier, reap, spawn, terminate
+from servelab.measure.facts import engine_context
 from servelab.records import RequestRecord
-from servelab.results.layout import CONSOLE_FILE
+from servelab.results import layout
+from servelab.scale.plan import ScalePlan, replica_name, share_text, start_failure
 from servelab.telemetry import machine
 
+REAP_GRACE_S = 30.0  # a stopped run writes its result files before it exits
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,55 +57,69 @@ class JobRun:
     t0_ns: int
 
 
+@dataclass(slots=True)
+class LocalFleet:
+    """The replicas on this machine, with scale/ray.RayFleet's face: their engines, each
+    one's context for the result, ``run(jobs)`` released at one instant, ``placement()``."""
+
+    engines: list = field(default_factory=list)
+    contexts: list[dict] = field(default_factory=list)
+
+    def run(self, jobs: list[Job]) -> list[JobRun]:
+        return run_together(jobs)
+
+    def placement(self) -> dict:
+        """Nothing beyond each engine's context: every replica ran here (RayFleet says where)."""
+        return {}
+
+
+def start_local(plan: ScalePlan, stack: contextlib.ExitStack, say) -> LocalFleet:
+    """Start each replica in turn; each is stopped when ``stack`` closes, however it closes."""
+    fleet = LocalFleet()
+    for i, spec in enumerate(plan.replicas):
+        folder = layout.engine_dir(plan.results, plan.name, replica_name(i))
+        say(f"replica {i}: starting {spec.name} ({spec.kind}) on port {spec.port}{share_text(spec)}")
+        try:
+            engine = start_engine(spec, folder, progress=plan.progress)
+        except (EngineError, InputError) as exc:
+            raise EngineError(start_failure(i, spec, exc, folder / ENGINE_LOG, len(fleet.engines))) from None
+        stack.callback(engine.stop)
+        fleet.engines.append(engine)
+    fleet.contexts.extend(engine_context(e) for e in fleet.engines)
+    return fleet
+
+
 def run_together(jobs: list[Job], start_at=None) -> list[JobRun]:
     """Run every job at once from one start instant; ServerError if one fails before it.
     ``start_at()``, called once all are prepared, gives that instant (default: now +
-    START_AHEAD_NS); ``scale --ray`` waits there for the driver's, in this node's clock."""
+    PROCESS_START_LEAD_NS); ``scale --ray`` waits there for the driver's, in this node's clock."""
     machine.mark_root()  # the replicas' engines are this process's: each run counts them as servelab's
-    ctx = mp.get_context("spawn")
-    go, t0 = ctx.Event(), ctx.Value("q", 0)
-    procs = [_start(ctx, job, go, t0) for job in jobs]
+    barrier = Barrier.for_processes(len(jobs))
+    children = [spawn(f"servelab-replica-{job.replica}", _child, job, barrier, k) for k, job in enumerate(jobs)]
     try:
-        _release_when_ready(procs, go, t0, start_at or (lambda: time.perf_counter_ns() + START_AHEAD_NS))
-        return _collect(procs)
+        _release_when_ready(children, barrier, start_at or (lambda: time.perf_counter_ns() + PROCESS_START_LEAD_NS))
+        return _collect(children)
     except BaseException:  # Ctrl-C, SIGTERM, an error: stop them; they return what they completed
-        _release(go, t0, -1)
-        for proc, _, _ in procs:
-            if proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)
+        barrier.abort()
+        terminate([proc for proc, _ in children])
         raise
     finally:
-        _reap(procs)
+        reap(children, REAP_GRACE_S)
 
 
-def _start(ctx, job: Job, go, t0):
-    ready = ctx.Event()
-    parent_end, child_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, name=f"servelab-replica-{job.replica}", daemon=True,
-                       args=(job, ready, go, t0, child_end, os.getpid()))
-    proc.start()
-    child_end.close()
-    return proc, ready, parent_end
-
-
-def _release_when_ready(procs, go, t0, start_at) -> None:
+def _release_when_ready(children: list, barrier: Barrier, start_at) -> None:
     """Wait until every run is prepared and waiting (or one has ended: it failed)."""
-    while not all(ready.is_set() for _, ready, _ in procs):
-        for proc, ready, conn in procs:
-            if not ready.is_set() and not proc.is_alive():
-                raise ServerError(_failure(proc, conn))
+    while not barrier.all_ready():
+        gone = barrier.gone_before_ready([proc for proc, _ in children])
+        if gone is not None:
+            raise ServerError(_failure(*children[gone]))
         time.sleep(0.02)
-    _release(go, t0, start_at())
+    barrier.release(start_at())
 
 
-def _release(go, t0, value: int) -> None:
-    t0.value = value
-    go.set()
-
-
-def _collect(procs) -> list[JobRun]:
+def _collect(children: list) -> list[JobRun]:
     """Each run's message; a run that ended without one failed."""
-    pending, runs = {conn: (proc, conn) for proc, _, conn in procs}, {}
+    pending, runs = {conn: (proc, conn) for proc, conn in children}, {}
     while pending:
         for conn in wait(list(pending)):
             proc, _ = pending.pop(conn)
@@ -124,40 +143,21 @@ def _failure(proc, conn, when: str = "before its run started") -> str:
     return f"{proc.name} (pid {proc.pid}) ended with code {proc.exitcode} {when}; the other runs were stopped"
 
 
-def _reap(procs) -> None:
-    for proc, _, conn in procs:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-        conn.close()
-
-
 # ---- in the replica's process ----------------------------------------------------------
 
 
-class _Aborted(Exception):
-    """The parent called the runs off before the start (another one failed)."""
-
-
-def _child(job: Job, ready, go, t0, conn, parent: int) -> None:
+def _child(job: Job, barrier: Barrier, party: int, conn) -> None:
     from servelab.measure.run import execute  # heavy: in the child only
 
-    _die_with(parent)
-
     def on_start(counters) -> int:
-        ready.set()
-        go.wait()
-        if t0.value < 0:
-            raise _Aborted
-        return t0.value
+        return barrier.arrive(party)
 
     job.folder.mkdir(parents=True, exist_ok=True)
-    with open(job.folder / CONSOLE_FILE, "w", encoding="utf-8") as out, \
+    with open(job.folder / layout.CONSOLE_FILE, "w", encoding="utf-8") as out, \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             outcome = execute(job.spec, context=job.context, on_start=on_start)
-        except _Aborted:
+        except Aborted:
             return
         except ServelabError as exc:
             conn.send(("error", str(exc)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from servelab.config import BenchSpec
 from servelab.engines import EngineSpec
@@ -24,6 +25,20 @@ class ScalePlan:
     warmup: int = 4  # unmeasured requests before each run (bench's --num-warmups, at least)
     progress: bool = True
     ray: str | None = None  # a Ray cluster's address ("auto": the local one): replicas on its nodes (scale/ray.py)
+
+
+class Fleet(Protocol):
+    """The replicas, started and serving, wherever they run: scale/local.LocalFleet (this
+    machine) or scale/ray.RayFleet (Ray nodes). scale/run.py measures either the same way."""
+
+    engines: list  # each with the base_url and model a client sends to
+    contexts: list[dict]  # each engine's ``servelab.engine`` in the results
+
+    def run(self, jobs: list) -> list:
+        """One run per scale/local.Job, all released at one instant: their JobRuns, in order."""
+
+    def placement(self) -> dict:
+        """The scale result's keys on where the replicas ran (none for this machine)."""
 
 
 def replica_name(i: int) -> str:

@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import os
 import platform
-import threading
 import time
 from pathlib import Path
 
@@ -29,7 +28,8 @@ from servelab.engines import EngineSpec, start_engine
 from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.replicas import with_share
 from servelab.errors import EngineError, InputError, ServerError
-from servelab.loadgen.ray_shards import START_AHEAD_NS, clock_offset, connect, on_node, shifted
+from servelab.loadgen.barrier import RAY_START_LEAD_NS, Aborted, RayParty
+from servelab.loadgen.ray_shards import clock_offset, connect, on_node, shifted
 from servelab.results import layout
 from servelab.measure.facts import engine_context
 from servelab.scale.local import Job, JobRun, run_together
@@ -39,20 +39,17 @@ READY_S = 300.0  # a client prepares its dataset and tokenizer before the barrie
 STOP_S = 120.0  # an engine's stop: its grace, then SIGKILL and the port check
 
 
-class ReplicaActor:
-    """One replica on one node: its engine, and its client's runs one at a time."""
+class ReplicaActor(RayParty):
+    """One replica on one node: its engine, and its client's runs one at a time, each
+    waiting at this actor's start line for the driver's release (RayParty)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.engine = None
-        self.ready, self.go = threading.Event(), threading.Event()
-        self.t0 = 0
         # Ray hides every GPU from an actor that reserves none (CUDA_VISIBLE_DEVICES=""); this
         # one reserves none on purpose and hands the node's devices to its engine itself
         if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
             del os.environ["CUDA_VISIBLE_DEVICES"]
-
-    def clock(self) -> int:
-        return time.perf_counter_ns()
 
     def start(self, i: int, spec: EngineSpec, slot: tuple[int, int], folder: Path, progress: bool,
               started: int) -> dict:
@@ -72,23 +69,13 @@ class ReplicaActor:
         try:
             return run_together([job], start_at=self._start_at)[0]
         finally:
-            self.ready.set()  # a waiter learns the run ended (prepared or not)
-            self.ready.clear()  # and the next run starts unprepared, unreleased
-            self.go.clear()
+            self.barrier.rearm()  # a waiter learns the run ended; the next starts unprepared, unreleased
 
     def _start_at(self) -> int:
-        self.ready.set()
-        self.go.wait()
-        if self.t0 < 0:
-            raise ServerError("called off: another replica's client failed before the start")
-        return self.t0
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        return self.ready.wait(timeout_s)
-
-    def release(self, t0_local: int) -> None:
-        self.t0 = t0_local
-        self.go.set()
+        try:
+            return self.barrier.arrive()
+        except Aborted:
+            raise ServerError("called off: another replica's client failed before the start") from None
 
     def stop(self) -> None:
         if self.engine is not None:
@@ -110,7 +97,8 @@ class Remote:
 
 
 class RayFleet:
-    """The replicas on their nodes: ``run(jobs)`` as together.run_together, across nodes."""
+    """The replicas on their nodes, with scale/local.LocalFleet's face: ``run(jobs)`` as
+    run_together, across nodes; ``placement()`` says where each ran."""
 
     def __init__(self, ray, nodes: list[str], address: str | None) -> None:
         self.ray, self.address = ray, address
@@ -125,7 +113,7 @@ class RayFleet:
             runs = [self._get(j, ref) for j, ref in zip(jobs, refs)]
         except BaseException:
             for a in actors:
-                a.release.remote(-1)  # fire and forget: the clients not yet started stand down
+                a.abort.remote()  # fire and forget: the clients not yet started stand down
             raise
         self.clocks.update({j.replica: c for j, c in zip(jobs, clocks)})
         return [_on_driver_clock(run, off, t0) for run, (off, _) in zip(runs, clocks)]
@@ -146,7 +134,7 @@ class RayFleet:
         for job, actor in zip(jobs, actors):
             with self._as(job):
                 clocks.append(clock_offset(ray, actor))
-        t0 = time.perf_counter_ns() + START_AHEAD_NS
+        t0 = time.perf_counter_ns() + RAY_START_LEAD_NS
         for job, actor, (off, _) in zip(jobs, actors, clocks):
             self._get(job, actor.release.remote(t0 + off))
         return clocks, t0
@@ -168,12 +156,12 @@ class RayFleet:
         return self.nodes[i % len(self.nodes)]
 
     def placement(self) -> dict:
-        """The provenance: which node each replica ran on, and its clock offset and bound."""
+        """The result's ``ray`` key: which node each replica ran on, and its clock offset and bound."""
         m = len(self.nodes)
-        return {"address": self.address or "auto", "nodes": m,
-                "placement": f"node i mod {m}, node affinity (not soft); {spread(len(self.engines), m)}",
-                "clock": "NTP-style, min round trip; offset = node − driver, measured before each release",
-                "replicas": [self._placed(i) for i in range(len(self.engines))]}
+        return {"ray": {"address": self.address or "auto", "nodes": m,
+                        "placement": f"node i mod {m}, node affinity (not soft); {spread(len(self.engines), m)}",
+                        "clock": "NTP-style, min round trip; offset = node − driver, measured before each release",
+                        "replicas": [self._placed(i) for i in range(len(self.engines))]}}
 
     def _placed(self, i: int) -> dict:
         offset, bound = self.clocks.get(i, (None, None))

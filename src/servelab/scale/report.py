@@ -1,8 +1,9 @@
 """``scale``'s HTML page: per-replica timelines with the common window shaded, the
-efficiency table, and the methodology and limits — read from ``scale.json`` alone,
-written beside it as ``report.html`` (self-contained: inline CSS and SVG, no script).
+efficiency table and what it means, and the methodology and limits — read from
+``scale.json`` alone, written beside it as ``report.html`` (self-contained: inline CSS and
+SVG, no script) and ``report.md`` (the same text and table, to paste).
 
-    path = write_scale_report(Path("results/scale/scale.json"))
+    path = write_scale_report(Path("results/scale/scale.json"))   # the HTML's path
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from pathlib import Path
 from markupsafe import Markup
 
 from servelab.reports import plots
-from servelab.results.layout import REPORT_HTML
+from servelab.results.layout import REPORT_HTML, REPORT_MD
 from servelab.results.plots import has_matplotlib
+from servelab.scale.result import explain
 
 
 LIMITS = [
@@ -43,9 +45,11 @@ th:first-child, td:first-child { text-align: left; }
 <p class="meta">{{ r.date }} · servelab {{ r.provenance.servelab_version }} · {{ r.provenance.host }}</p>
 <h2>Efficiency</h2>
 <p><b>{{ eff }}</b> — {{ r.verdict }}. Replica 0 alone: {{ "%.1f"|format(single.mean) }} output tok/s
-(min {{ "%.1f"|format(single.min) }}, max {{ "%.1f"|format(single.max) }}, {{ r.single.repeats|length }} repeats).</p>
+(min {{ "%.1f"|format(single.min) }}, max {{ "%.1f"|format(single.max) }}, {{ r.single.repeats|length }} repeats),
+in its own steady window.</p>
+{% for line in explained %}<p>{{ line }}</p>{% endfor %}
 <table><thead><tr><th>replica</th><th>engine</th><th>out tok/s</th><th>req/s</th><th>tokens in window</th>
-<th>tokens cut</th><th>TTFT p50/p99 ms</th><th>ramp-up end s</th><th>drain start s</th><th>diagnosis</th></tr></thead>
+<th>tokens cut</th><th>TTFT p50/p99 ms</th><th>ramp-up end t0+s</th><th>drain start t0+s</th><th>diagnosis</th></tr></thead>
 <tbody>{% for x in r.together.replicas %}<tr><td>{{ x.replica }}</td><td>{{ r.engines[x.replica].base_url }}</td>
 <td>{{ "%.1f"|format(x.output_tok_s) }}</td><td>{{ "%.3f"|format(x.req_s) }}</td><td>{{ x.in_window.tokens }}</td>
 <td>{{ x.in_window.tokens_cut }}</td><td>{{ ttft(x) }}</td><td>{{ "%.2f"|format(x.ramp_end_s) }}</td>
@@ -71,10 +75,33 @@ def write_scale_report(scale_json: Path) -> Path:
     eff = result["efficiency"]
     page = Environment(autoescape=True).from_string(TEMPLATE).render(
         r=result, w=result["together"]["window"], single=result["single"]["output_tok_s"], limits=LIMITS,
-        eff="-" if eff is None else f"{eff:.1%}", ttft=_ttft, figure=_figure(result))
+        eff="-" if eff is None else f"{eff:.1%}", ttft=_ttft, figure=_figure(result), explained=explain(result))
     path = Path(scale_json).with_name(REPORT_HTML)
     path.write_text(page, encoding="utf-8")
+    path.with_name(REPORT_MD).write_text(markdown(result), encoding="utf-8")
     return path
+
+
+def markdown(result: dict) -> str:
+    """The report as Markdown: efficiency and what it means, the table, the window, the method."""
+    w, single = result["together"]["window"], result["single"]["output_tok_s"]
+    rows = ["| replica | out tok/s | req/s | TTFT p50/p99 ms | ramp-up end t0+s | drain start t0+s | diagnosis |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for x in result["together"]["replicas"]:
+        rows.append(f"| {x['replica']} | {x['output_tok_s']:.1f} | {x['req_s']:.3f} | {_ttft(x)} | "
+                    f"{x['ramp_end_s']:.2f} | {x['drain_start_s']:.2f} | {x['diagnosis'] or '-'} |")
+    total = result["together"]["total"]
+    rows.append(f"| total | {total['output_tok_s']:.1f} | {total['req_s']:.3f} | | | | |")
+    head = [f"# Scaling: {result['replicas']} replicas ({result['name']})", ""]
+    head += [f"**{result['simulated']}**", ""] if result.get("simulated") else []
+    return "\n".join([
+        *head, "## Efficiency", "", *[f"- {line}" for line in explain(result)],
+        f"- replica 0 alone: {single['mean']:.1f} output tok/s (min {single['min']:.1f}, max {single['max']:.1f}, "
+        f"{len(result['single']['repeats'])} repeats), in its own steady window", "", *rows, "",
+        f"Common window t0+{w['start_s']:.2f} s … t0+{w['end_s']:.2f} s ({w['length_s']:.2f} s); cut outside it: "
+        f"{w['tokens_cut']} tokens, {w['requests_cut']} requests.", "", "## Methodology and limits", "",
+        f"- {result['window_rule']}", f"- {result['efficiency_rule']}", f"- Noise: {result['noise_rule']}",
+        *[f"- {item}" for item in LIMITS], ""])
 
 
 def _ttft(replica: dict) -> str:

@@ -22,6 +22,9 @@ WINDOW_RULE = ("window = [latest ramp-up end, earliest drain start); ramp-up end
                "its last send. Output tokens counted by their arrival in the window; requests by their last token.")
 EFFICIENCY_RULE = "efficiency = total output tok/s in the window / (N × replica 0's output tok/s alone, mean of repeats)"
 PERCENTILES = (50, 99)
+# All CPUs ≥ 90 % busy while the replicas ran together: no core sat idle for long (the rule
+# diagnose/evidence.Host.saturated uses), so N replicas on this host could not do N times the work.
+HOST_SATURATED = 0.90
 SIMULATED = "SIMULATED: engine 'sim' is servelab's vLLM V1 scheduler model; these numbers are not measured"
 
 
@@ -33,15 +36,50 @@ def build(facts: dict, engines: list[dict], alone: list, together: list) -> dict
     total = {"output_tok_s": sum(rates), "req_s": sum(r["req_s"] for r in replicas)}
     base = noise.Spread(tuple(s["output_tok_s"] for s in single))
     eff = efficiency(total["output_tok_s"], len(replicas), base.mean)
+    machine = _machine(together)
     return {"servelab_scale": 1, "date": datetime.now().isoformat(timespec="seconds"), **facts,
             "simulated": SIMULATED if any(e.get("kind") == "sim" for e in engines) else None,
             "window_rule": WINDOW_RULE, "efficiency_rule": EFFICIENCY_RULE,
             "noise_rule": f"compare's: ranges over repeats apart AND means more than {noise.NOISE_FLOOR:.0%} apart",
             "single": {"replica": 0, "repeats": single, "output_tok_s": _spread(base)},
-            "together": {"window": window, "replicas": replicas, "total": total},
+            "together": {"window": window, "replicas": replicas, "total": total, "machine": machine},
             "efficiency": eff, "verdict": _verdict(base, noise.Spread(tuple(rates))),
             "engines": engines, "provenance": {"servelab_version": __version__, "host": platform.node(),
                                                "python": platform.python_version()}}
+
+
+def _machine(runs: list) -> dict | None:
+    """How busy the machine was while all replicas ran: the busiest of their measured shares
+    (each run measures the whole machine over its own span, telemetry/machine.py)."""
+    shares = [m for r in runs if (m := (r.result.get("servelab") or {}).get("machine"))]
+    return max(shares, key=lambda m: m.get("busy_fraction") or 0.0) if shares else None
+
+
+def explain(result: dict) -> list[str]:
+    """What the efficiency says, in words: how much N replicas gave over one, and why not N times."""
+    eff, n, verdict = result["efficiency"], result["replicas"], result["verdict"]
+    if eff is None:
+        return ["scaling efficiency: - (replica 0 alone delivered nothing to compare with)"]
+    lines = [f"scaling efficiency: {eff:.1%} — {verdict}: together the {n} replicas delivered "
+             f"{eff * n:.2f}× what one replica alone did in its window (N× would be 100%)"]
+    host = host_line(result)
+    if host:
+        lines.append(host)
+    elif verdict.startswith("below"):
+        lines.append("the replicas slowed each other beyond noise: they share something (cores, memory "
+                     "bandwidth, the clients' machine); each replica's diagnosis says what limited it")
+    return lines
+
+
+def host_line(result: dict) -> str | None:
+    """One line when the host was saturated while all ran: then the machine, not the engine config, set the total."""
+    m = result["together"].get("machine")
+    if not m or (m.get("busy_fraction") or 0.0) < HOST_SATURATED:
+        return None
+    return (f"the machine's {m['cpus']} CPUs were {m['busy_fraction']:.0%} busy while all {result['replicas']} "
+            f"replicas ran (servelab, its clients and engines {m.get('ours_fraction') or 0.0:.0%}, other programs "
+            f"{m.get('others_fraction') or 0.0:.0%}): the replicas shared saturated cores, so the host, not the "
+            "engine config, limits the total — scale across machines (--ray) or give each replica its own cores")
 
 
 def _single(run) -> dict:
@@ -136,7 +174,8 @@ def render(result: dict) -> str:
     w, n = result["together"]["window"], result["replicas"]
     head = (f"{n} replicas, common window {w['length_s']:.2f} s (t0+{w['start_s']:.2f} s … t0+{w['end_s']:.2f} s); "
             f"cut outside it: {w['tokens_cut']} tokens, {w['requests_cut']} requests")
-    rows = [("replica", "port", "out tok/s", "req/s", "TTFT p50/p99 ms", "TPOT p50 ms", "ramp/drain s", "diagnosis")]
+    rows = [("replica", "port", "out tok/s", "req/s", "TTFT p50/p99 ms", "TPOT p50 ms", "ramp end/drain start t0+s",
+             "diagnosis")]
     engines = result["engines"]
     for r in result["together"]["replicas"]:
         lat = r["latency_ms"]
@@ -146,10 +185,10 @@ def render(result: dict) -> str:
     total = result["together"]["total"]
     rows.append(("total", "", f"{total['output_tok_s']:.1f}", f"{total['req_s']:.3f}", "", "", "", ""))
     single = result["single"]["output_tok_s"]
-    eff = result["efficiency"]
-    tail = [f"replica 0 alone ({len(result['single']['repeats'])} repeats): {single['mean']:.1f} out tok/s "
-            f"(min {single['min']:.1f}, max {single['max']:.1f}, ±{single['noise_pct'] or 0:.1f}%)",
-            f"scaling efficiency: {'-' if eff is None else f'{eff:.1%}'} — {result['verdict']}"]
+    tail = [f"replica 0 alone ({len(result['single']['repeats'])} repeats), in its own steady window: "
+            f"{single['mean']:.1f} out tok/s (min {single['min']:.1f}, max {single['max']:.1f}, "
+            f"±{single['noise_pct'] or 0:.1f}%); the per-run lines above are whole-run figures, ramp and drain "
+            "included", *explain(result)]
     banner = [SIMULATED, ""] if result.get("simulated") else []
     return "\n".join([*banner, head, "", _table(rows), "", *tail, *_on_ray(result.get("ray"))])
 

@@ -29,16 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.config import BenchSpec
-from servelab.engines import EngineSpec, start_engine
-from servelab.engines.engine import ENGINE_LOG
-from servelab.errors import EngineError, InputError
+from servelab.errors import InputError
 from servelab.results import layout
 from servelab.scale import result as scale_result
-from servelab.measure.facts import engine_context
-from servelab.scale.local import Job, JobRun, run_together
-from servelab.scale.plan import (ALONE, TOGETHER, ScalePlan, plan_facts, replica_name, run_seed, share_text,
-                                 start_failure)
+from servelab.scale.local import Job, JobRun, start_local
+from servelab.scale.plan import ALONE, TOGETHER, Fleet, ScalePlan, plan_facts, replica_name, run_seed
+
 
 @dataclass(frozen=True, slots=True)
 class ScaleOutcome:
@@ -51,47 +47,31 @@ def run_scale(plan: ScalePlan, say: Callable[[str], None] = print) -> ScaleOutco
     if plan.repeats < 1:
         raise InputError("--repeats must be at least 1")
     with contextlib.ExitStack() as stack:
-        if plan.ray is None:
-            engines = start_replicas(plan, stack, say)
-            contexts, runner, fleet = [engine_context(e) for e in engines], run_together, None
-        else:
-            from servelab.scale.ray import start_on_ray  # Ray is optional: imported only here
-
-            fleet = start_on_ray(plan, stack, say)
-            engines, contexts, runner = fleet.engines, fleet.contexts, fleet.run
-        alone = [_measure(plan, engines[:1], contexts, ALONE, r, say, runner) for r in range(1, plan.repeats + 1)]
-        together = _measure(plan, engines, contexts, TOGETHER, 1, say, runner)
-    facts = {**plan_facts(plan), **({"ray": fleet.placement()} if fleet else {})}
-    result = scale_result.build(facts, contexts, [a[0] for a in alone], together)
+        fleet = (_on_ray if plan.ray is not None else start_local)(plan, stack, say)
+        alone = [_measure(plan, fleet, 1, ALONE, r, say) for r in range(1, plan.repeats + 1)]
+        together = _measure(plan, fleet, len(fleet.engines), TOGETHER, 1, say)
+    result = scale_result.build({**plan_facts(plan), **fleet.placement()}, fleet.contexts, [a[0] for a in alone],
+                                together)
     path = layout.study_dir(plan.results, plan.name) / layout.SCALE_FILE
     layout.write_json_atomic(path, result)
     return ScaleOutcome(result, path)
 
 
-def start_replicas(plan: ScalePlan, stack: contextlib.ExitStack, say) -> list:
-    """Start each replica in turn; each is stopped when ``stack`` closes, however it closes."""
-    engines = []
-    for i, spec in enumerate(plan.replicas):
-        folder = layout.engine_dir(plan.results, plan.name, replica_name(i))
-        say(f"replica {i}: starting {spec.name} ({spec.kind}) on port {spec.port}{share_text(spec)}")
-        try:
-            engine = start_engine(spec, folder, progress=plan.progress)
-        except (EngineError, InputError) as exc:
-            raise EngineError(start_failure(i, spec, exc, folder / ENGINE_LOG, len(engines))) from None
-        stack.callback(engine.stop)
-        engines.append(engine)
-    return engines
+def _on_ray(plan: ScalePlan, stack: contextlib.ExitStack, say) -> Fleet:
+    """The replicas on Ray nodes (scale/ray.py): Ray is optional, so imported only here."""
+    from servelab.scale.ray import start_on_ray
+
+    return start_on_ray(plan, stack, say)
 
 
-def _measure(plan: ScalePlan, engines: list, contexts: list[dict], phase: str, repeat: int, say,
-             runner=run_together) -> list[JobRun]:
-    """One run per engine, all released at one instant (by ``runner``: here, or on Ray nodes);
-    each run folder marked done."""
-    who = "replica 0 alone" if phase == ALONE else f"all {len(engines)} replicas at once"
+def _measure(plan: ScalePlan, fleet: Fleet, n: int, phase: str, repeat: int, say) -> list[JobRun]:
+    """One run on each of the fleet's first ``n`` engines, all released at one instant (here,
+    or on Ray nodes); each run folder marked done."""
+    who = "replica 0 alone" if phase == ALONE else f"all {n} replicas at once"
     say(f"measuring {who}" + (f" (repeat {repeat}/{plan.repeats})" if phase == ALONE else ""))
-    jobs = [_job(plan, i, engine, contexts[i], phase, repeat) for i, engine in enumerate(engines)]
+    jobs = [_job(plan, i, fleet.engines[i], fleet.contexts[i], phase, repeat) for i in range(n)]
     started = time.monotonic()
-    runs = runner(jobs)
+    runs = fleet.run(jobs)
     for job, run in zip(jobs, runs):
         layout.write_marker(job.folder, {"phase": phase, "repeat": repeat, "exit_code": run.exit_code,
                                          "wall_s": round(time.monotonic() - started, 2)})

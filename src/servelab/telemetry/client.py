@@ -45,7 +45,7 @@ class ClientSampler:
 
     def _take(self) -> None:
         c = self.counters
-        # counters from client workers carry the busiest worker's CPU (loadgen/workers.py Live)
+        # counters from client workers carry the busiest worker's CPU (loadgen/shards.py Live)
         self.rows.append((_now(), c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns,
                           c.cpu_s if hasattr(c, "cpu_s") else cpu_s()))
 
