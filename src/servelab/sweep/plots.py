@@ -18,7 +18,7 @@ from servelab.results.plots import pyplot
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2EL", "e2el"))
 
 
-def _pyplot():
+def _grid_pyplot():
     """pyplot styled for a sweep's curves: a light grid to read values off."""
     plt = pyplot()
     plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.grid": True, "grid.alpha": 0.3})
@@ -27,7 +27,7 @@ def _pyplot():
 
 def draw(outcome, folder: Path) -> list[Path]:
     try:
-        plt = _pyplot()
+        plt = _grid_pyplot()
     except InputError:  # matplotlib is not installed
         print("servelab: no plots (pip install matplotlib)", file=sys.stderr)
         return []
