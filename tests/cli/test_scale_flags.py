@@ -20,3 +20,17 @@ def test_refused_in_one_line(flags, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "scale").exists()
+
+
+def test_scale_says_what_ray_means_to_it_and_bench_keeps_its_own():
+    import argparse
+
+    from servelab.cli import bench, scale
+
+    def ray_help(module) -> str:
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        return " ".join(parser.format_help().split("\n  --ray [ADDRESS]", 1)[1].split())  # its help, not usage
+
+    assert ray_help(scale).startswith("start each replica on a node of a Ray cluster")
+    assert ray_help(bench).startswith("drive the load from every node of a Ray cluster")

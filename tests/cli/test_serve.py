@@ -115,6 +115,19 @@ def test_bad_env_is_an_input_error():
         serve.build_spec(parse("--engine", "external", "--url", "http://h:1", "--env", "A"))
 
 
+def test_env_values_are_kept_as_given_as_in_sweep_tune_and_scale():
+    import argparse as ap
+
+    from servelab.cli.engine_args import engine_entry
+    from servelab.cli.sweep import add_arguments
+
+    flags = ["--engine", "sim", "--env", "A= x ", "--env", "B=1=2"]
+    assert serve.build_spec(parse(*flags)).env == {"A": " x ", "B": "1=2"}
+    sweep = ap.ArgumentParser()
+    add_arguments(sweep)
+    assert engine_entry(sweep.parse_args(flags)).env == {"A": " x ", "B": "1=2"}
+
+
 # --- whole runs: `servelab serve` as a subprocess, the fake engine behind it -------------------
 
 def run_serve(tmp_path, port, *engine_flags) -> subprocess.Popen:

@@ -67,15 +67,16 @@ def test_sweep_finds_the_knee_stops_early_and_writes_everything(tmp_path, qwen3_
     assert s["ladder"] == [1, 2, 4, 8, 16, 32] and loads == s["ladder"][:last + 1]
     notes = {op: "operating point", sat: "saturated"}
     assert [(row[0], row[-1]) for row in cells[2:]] == [(str(x), notes.get(i, "")) for i, x in enumerate(loads)]
-    assert ("knee rule: saturated when a step adds < 5% throughput while median_e2el grows > 20%, or requests "
-            "fail; operating point = the step before") in out
+    assert ("knee rule: operating point = the lowest load whose output tok/s is within 5% of the best at any load "
+            "measured, if median_e2el is higher at the next load; saturated there if median_e2el grows > 20% across "
+            "the loads within 5%, or requests fail") in out
     assert f"operating point: concurrency {loads[op]} — " in out
     not_run = s["ladder"][last + 1:]
     if knee.saturated:
         skipped = f"; stopped early ({', '.join(map(str, not_run))} not run)" if not_run else ""
         assert f"saturated at concurrency {loads[sat]}: {knee.reason}{skipped}" in out
     else:
-        assert f"not saturated: {knee.reason} (raise --stop to look further)" in out
+        assert f"{'not saturated' if knee.climbing else 'no knee'}: {knee.reason} (raise --stop to look further)" in out
     assert s["knee"] == {**s["knee"], "operating_load": loads[op], "saturated_load": loads[sat] if knee.saturated else None,
                          "stopped_early": bool(not_run)}
     first = s["points"][0]
@@ -213,7 +214,8 @@ def test_bad_flags_are_one_line_errors(flags, message, capsys):
 def test_bench_flags_pass_through_exactly():
     import argparse
 
-    from servelab.cli.sweep import add_arguments, workload_spec
+    from servelab.cli.engine_args import workload_spec
+    from servelab.cli.sweep import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -271,7 +273,7 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     plan = SweepPlan("s", EngineEntry("e", None), BenchSpec(), (1, 2, 4, 8, 16, 32), slo={"p99_ttft": 500})
     slo = search(measure, list(plan.ladder), plan.slo, max_bisect=1)
     ladder = [p for p in slo.evidence if p.load in plan.ladder]
-    outcome = SweepOutcome(plan, sorted(slo.evidence, key=lambda p: p.load), find_knee(ladder), ladder, slo)
+    outcome = SweepOutcome(plan, sorted(slo.evidence, key=lambda p: p.load), find_knee(slo.evidence), ladder, slo)
     lines = verdict_lines(outcome)
     assert not any(line.startswith("operating point") for line in lines)
     assert ("knee: not reached — the SLO search stopped at concurrency 8 before any step saturated "
@@ -283,7 +285,7 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
 def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():
     import argparse
 
-    from servelab.cli.sweep import engine_port
+    from servelab.cli.engine_args import engine_port
     from servelab.engines.spec import DEFAULT_PORT
 
     def args(**kw):
@@ -291,3 +293,68 @@ def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():
     assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health")) == 9000
     assert engine_port(args(engine="command", ready_url="http://127.0.0.1:9000/health", port=9001)) == 9001
     assert engine_port(args()) == DEFAULT_PORT == 8000  # as serve, bench and the demo
+
+
+# --- the verdict over every measured point (issue 19 item 5) ---
+
+def plateau_outcome(ladder_flag: str = "--stop", slo: dict | None = None, measure=None):
+    """A ladder 4, 16, 64 whose SLO bisection measured 28, 34, 37, 40: output tok/s flat at 2,499.7
+    from 34 to 64 while median E2EL grows 75 % — the outcome the sweep builds from what it measured."""
+    from types import SimpleNamespace
+
+    from servelab.config import BenchSpec
+    from servelab.study.file import EngineEntry
+    from servelab.sweep.ladder import SweepPlan, _outcome
+
+    thr = {4: 620.0, 16: 1650.0, 28: 2290.0, 34: 2499.7, 37: 2499.7, 40: 2499.7, 64: 2499.7}
+    e2el = {4: 200.0, 16: 300.0, 28: 380.0, 34: 420.0, 37: 450.0, 40: 480.0, 64: 735.0}
+    measure = measure or {c: Point(c, thr[c], {"median_e2el": e2el[c], "p99_ttft": 5.0 * c}) for c in thr}
+    plan = SweepPlan("s", EngineEntry("e", None), BenchSpec(), (4, 16, 64), slo=slo, ladder_flag=ladder_flag)
+    return _outcome(plan, SimpleNamespace(points=measure, folders={}), None)
+
+
+def test_the_operating_point_is_the_lowest_load_of_the_plateau_bisection_found():
+    from servelab.sweep.ladder import summary, verdict_lines
+
+    outcome = plateau_outcome("--loads")
+    lines = verdict_lines(outcome)
+    assert "operating point: concurrency 34 — 2499.7 out tok/s, 0.00 req/s, p99 TTFT 170 ms, median_e2el 420 ms, " \
+           "0 errors" in lines
+    assert "saturated at concurrency 37: load 34 → 64: throughput within 5% of the best (2,499.7 out tok/s), " \
+           "median_e2el +75.0%" in lines
+    assert not any(line.startswith(("not saturated", "no knee")) or "raise" in line for line in lines)
+    knee = summary(outcome)["knee"]
+    assert (knee["operating_load"], knee["saturated_load"], knee["judged"]) == (34, 37, True)
+
+
+def test_not_saturated_advice_names_the_flag_that_set_the_ladder():
+    from servelab.sweep.ladder import verdict_lines
+
+    climbing = {c: Point(c, 100.0 * c, {"median_e2el": 100.0}) for c in (4, 16, 64)}
+    loads = verdict_lines(plateau_outcome("--loads", measure=climbing))
+    assert loads[-1] == ("not saturated: load 64, the highest, is the best throughput, by more than 5% over "
+                         "every lower load (add a higher load to --loads to look further)")
+    assert verdict_lines(plateau_outcome("--stop", measure=climbing))[-1].endswith("(raise --stop to look further)")
+
+
+def test_a_top_load_within_5_percent_of_a_lower_one_is_not_called_unsaturated():
+    from servelab.sweep.ladder import verdict_lines
+
+    flat = {4: Point(4, 1000.0, {"median_e2el": 100.0}), 16: Point(16, 2400.0, {"median_e2el": 400.0}),
+            64: Point(64, 2500.0, {"median_e2el": 450.0})}  # +4 % for +12.5 % latency
+    lines = verdict_lines(plateau_outcome("--loads", measure=flat))
+    assert "operating point: concurrency 16 — 2400.0 out tok/s, 0.00 req/s, p99 TTFT nan ms, median_e2el 400 ms, " \
+           "0 errors" in lines
+    assert lines[-1] == ("no knee: load 16 → 64: throughput within 5% of the best (2,500.0 out tok/s), median_e2el "
+                         "+12.5%, not > 20% (add a higher load to --loads to look further)")
+
+
+def test_the_sweep_plan_remembers_whether_loads_were_given():
+    import argparse
+
+    from servelab.cli.sweep import add_arguments, sweep_plan
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert sweep_plan(parser.parse_args(["--loads", "4,16,64"])).ladder_flag == "--loads"
+    assert sweep_plan(parser.parse_args(["--stop", "16"])).ladder_flag == "--stop"

@@ -180,13 +180,13 @@ def test_repeats_continue_until_the_top_configs_are_all_repeated(monkeypatch):
               for name, first in (("a", 121.8), ("b", 117.6))}
     repeated = []
 
-    def repeat(plan, study, trial, say):
+    def repeat(plan, trial, say):
         repeated.append(trial.candidate.name)
         trial.runs.append((Point(32, second_runs[trial.candidate.name], {}), "f"))
 
     monkeypatch.setattr(tune, "_repeat", repeat)
     plan = tune.TunePlan("t", EngineEntry("e", None), BenchSpec(), (), (32.0,), top=1, repeats=2)
-    ranked = tune._repeat_top(plan, None, trials, say=lambda text: None)
+    ranked = tune._repeat_top(plan, trials, say=lambda text: None)
     assert repeated == ["a", "b"] and [r.name for r in ranked] == ["b", "a"]
 
 
@@ -195,4 +195,4 @@ def _candidate_stub(name: str):
     from servelab.search.fit import Settings
 
     spec = EngineSpec(name=name, kind="external", url="http://h:1")
-    return Candidate(name, {}, EngineEntry(name, spec), spec, Settings())
+    return Candidate(name, {}, EngineEntry(name, spec), spec, Settings(), runs=None)

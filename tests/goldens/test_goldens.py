@@ -82,7 +82,7 @@ def test_tune_simulate(where, capsys):
     argv = ["tune", "--simulate", "--tokenizer", where["tok"], "--knob", "max-num-seqs=2,8", "--loads", "4,16",
             "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8", "--num-prompts", "16"]
     code, out, err = run(capsys, argv)
-    written = files_under(where["tmp"])  # a pre-ranking writes nothing
+    written = files_under(where["tmp"])  # the pre-ranking, saved (issue 19 item 13)
     check("tune_simulate.txt", transcript(masked_argv(argv, where), code, replace_all(out, where["literals"]),
                                           replace_all(err, where["literals"])) + f"--- files\n{written}\n")
 
@@ -203,7 +203,7 @@ def test_bench_against_the_mock(name, mock, code_expected, mock_server, where, c
 # --- live, on the simulated engine: line structure, keys, files, exit code ---
 
 def live_golden(name: str, argv: list[str], code: int, out: str, folder: Path, where, expected_code: int = 0) -> None:
-    assert code == expected_code, out
+    assert code == expected_code, f"exit {code}:\n{out}"
     text = transcript(masked_argv(argv, where), code, structure(replace_all(out, where["literals"])), None)
     text += "--- files\n" + "\n".join(files_under(folder)) + "\n"
     text += "--- json keys\n" + json_keys_by_name(folder, PRUNE)
@@ -273,8 +273,11 @@ def test_live_tune(where):
 
 def test_live_scale(where):
     argv = ["scale", "--results", str(where["tmp"] / "results"), "--replicas", "2", "--repeats", "1",
-            "--port", str(with_port(where, free_ports(2))), "--disable-tqdm", *WORKLOAD, "--num-prompts", "16",
+            "--port", str(with_port(where, free_ports(2))), "--disable-tqdm", *WORKLOAD, "--num-prompts", "32",
             "--max-concurrency", "4", "--tokenizer", where["tok"], "--engine", "sim", "--", "--max-num-seqs", "4"]
+    # 32 requests, 4 at a time: 8 waves. With 16 (4 waves) the run exited non-zero once on a machine loaded
+    # by other suites (cause not captured; a replica draining before the other ramped up leaves no common
+    # window): 8 waves give the window room. The assertion now prints the exit code with the output.
     code, out, _ = run_process(argv, where["tmp"])
     # each replica's diagnosis follows timing (no-limit-found, client-bound, …): masked
     out = re.sub(r"(?m)^(\d+ .*?)\s+(?:[a-z]+(?:-[a-z]+)+|-)$", r"\1 <VERDICT>", out)

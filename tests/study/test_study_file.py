@@ -203,8 +203,30 @@ def test_a_run_done_on_another_engine_start_is_stale_after_starts_change(tmp_pat
     """.format(results=tmp_path / "results")
     before = load_study(write(tmp_path, text))
     key = RunKey("e", "a", 2)
-    layout.run_dir(before, key).mkdir(parents=True)
-    layout.mark_done(before, key, {})
-    assert layout.status(before, key) == "done"
+    layout.run_dir(*layout.study_run(before, key)).mkdir(parents=True)
+    layout.mark_done(*layout.study_run(before, key), {})
+    assert layout.status(*layout.study_run(before, key)) == "done"
     after = load_study(write(tmp_path, text.replace("repeats = 2", "repeats = 1\n    starts = 2")))
-    assert after.start_of(key) == 2 and layout.status(after, key) == "stale"  # measured on start 1
+    assert after.start_of(key) == 2 and layout.status(*layout.study_run(after, key)) == "stale"  # measured on start 1
+
+
+def test_the_study_owns_where_the_engine_is_and_benchs_run_owned_flags():
+    from servelab.flags.bench_serve import RUN_OWNED_DESTS, RUN_OWNED_FLAGS
+    from servelab.study.file import OWNED_FLAGS, bench_actions
+
+    dests = {a.option_strings[0]: a.dest for a in bench_actions()}
+    assert [dests[f] for f in RUN_OWNED_FLAGS] == list(RUN_OWNED_DESTS)  # each derived flag is its dest's
+    assert set(OWNED_FLAGS) == {"--base-url", "--host", "--port", "--model", *RUN_OWNED_FLAGS}
+    assert "--save-detailed" not in OWNED_FLAGS and "save_detailed" not in RUN_OWNED_DESTS  # a workload's choice
+
+
+def test_bench_actions_are_every_bench_flag_added_to_the_parser_or_a_group():
+    import argparse
+
+    from servelab.flags.bench_serve import add_bench_arguments
+    from servelab.study.file import bench_actions, bench_flags
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_bench_arguments(parser)
+    assert [a.option_strings for a in bench_actions()] == [a.option_strings for a in parser._actions]
+    assert {"--dataset-name", "--ray", "--sim-max-num-seqs", "--save-detailed"} <= bench_flags()

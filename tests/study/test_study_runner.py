@@ -59,7 +59,7 @@ def test_a_study_runs_every_pair_and_writes_its_files(tmp_path, qwen3_path, monk
     assert (outcome.total, outcome.done, outcome.ran, outcome.exit_code) == (4, 4, 4, 0)
     assert started == ["fast", "slow"]  # each engine once
     assert markers(study) == [("fast", "w1", 1), ("fast", "w1", 2), ("slow", "w1", 1), ("slow", "w1", 2)]
-    run = layout.run_dir(study, RunKey("fast", "w1", 1))
+    run = layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 1)))
     for name in ("result.json", "result.records.jsonl", "console.txt", "engine.log", "memory.json", "prompts.json"):
         assert (run / name).is_file(), name
     result = json.loads((run / "result.json").read_text())
@@ -73,9 +73,9 @@ def test_a_study_runs_every_pair_and_writes_its_files(tmp_path, qwen3_path, monk
 def test_rerun_redoes_only_interrupted_runs_and_skips_finished_engines(tmp_path, qwen3_path, monkeypatch, capsys):
     study = load_study(study_file(tmp_path, qwen3_path))
     runner.run_study(study)
-    kept = layout.run_dir(study, RunKey("slow", "w1", 1)) / "result.json"
+    kept = layout.run_dir(*layout.study_run(study, RunKey("slow", "w1", 1))) / "result.json"
     kept_stamp = kept.stat().st_mtime_ns
-    redo = layout.run_dir(study, RunKey("slow", "w1", 2))
+    redo = layout.run_dir(*layout.study_run(study, RunKey("slow", "w1", 2)))
     (redo / layout.RUN_MARKER).unlink()  # as if killed before the marker was written
     (redo / "leftover.txt").write_text("from the interrupted attempt")
     capsys.readouterr()
@@ -103,9 +103,10 @@ def test_a_changed_definition_is_not_mistaken_for_a_done_run(tmp_path, qwen3_pat
     runner.run_study(study)
     path.write_text(path.read_text().replace('"--num-prompts", "8"', '"--num-prompts", "6"'))
     changed = load_study(path)
-    assert {layout.status(changed, k) for k in changed.runs()} == {"stale"}
+    assert {layout.status(*layout.study_run(changed, k)) for k in changed.runs()} == {"stale"}
     assert runner.run_study(changed).ran == 4
-    result = json.loads((layout.run_dir(changed, RunKey("fast", "w1", 1)) / "result.json").read_text())
+    folder = layout.run_dir(*layout.study_run(changed, RunKey("fast", "w1", 1)))
+    result = json.loads((folder / "result.json").read_text())
     assert result["completed"] == 6
 
 
@@ -127,7 +128,7 @@ def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3
     port = study.engines["fast"].spec.port
     argv = [sys.executable, "-m", "servelab.cli.main", "study", "run", str(path), "--no-report"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    second = layout.run_dir(study, RunKey("fast", "w1", 2))
+    second = layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 2)))
     assert wait_until(lambda: (second / "console.txt").exists(), 60), "the second run never started"
     time.sleep(0.3)
     proc.send_signal(sig)
@@ -136,14 +137,14 @@ def test_a_signal_mid_run_stops_the_engine_and_a_rerun_completes(tmp_path, qwen3
     assert f"Completed runs are kept: `servelab study run {path}` resumes." in out
     assert not port_open(port)  # the engine is gone
     assert markers(study) == [("fast", "w1", 1)]
-    first = (layout.run_dir(study, RunKey("fast", "w1", 1)) / "result.json").read_bytes()
+    first = (layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 1))) / "result.json").read_bytes()
     resumed = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "; 1 done before;" in resumed.stdout.splitlines()[0]
     assert markers(study) == [("fast", "w1", 1), ("fast", "w1", 2), ("slow", "w1", 1), ("slow", "w1", 2)]
-    assert (layout.run_dir(study, RunKey("fast", "w1", 1)) / "result.json").read_bytes() == first
+    assert (layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 1))) / "result.json").read_bytes() == first
     for key in study.runs():
-        result = json.loads((layout.run_dir(study, key) / "result.json").read_text())
+        result = json.loads((layout.run_dir(*layout.study_run(study, key)) / "result.json").read_text())
         assert result["completed"] == 8 and not result["servelab"]["interrupted"]
 
 
@@ -175,7 +176,8 @@ def test_an_engine_that_dies_during_a_run_is_reported_and_the_run_not_marked_don
     out = capsys.readouterr().out
     assert "the engine died during this run (8 requests had completed); the run is not marked done" in out
     assert markers(study) == [("fast", "w1", 1)]
-    assert (layout.run_dir(study, RunKey("fast", "w1", 2)) / "result.json").is_file()  # measured, kept
+    second = layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 2)))
+    assert (second / "result.json").is_file()  # measured, kept
     assert not port_open(port)
 
 
@@ -193,7 +195,7 @@ def test_starts_restart_each_engine_and_number_repeats_across_starts(tmp_path, q
     assert "[study t] 4 runs (2 engines × their workloads × 1 repeats on each of 2 engine starts)" in out
     assert "[study t] engine 1/2 fast: starting (start 2/2) (1 runs to do)" in out
     assert "[study t] engine 1/2 fast · start 2/2 · workload w1 · repeat 2/2 · 1 of 4 runs done" in out
-    second = json.loads((layout.run_dir(study, RunKey("fast", "w1", 2)) / "result.json").read_text())
+    second = json.loads((layout.run_dir(*layout.study_run(study, RunKey("fast", "w1", 2))) / "result.json").read_text())
     assert (second["servelab"]["study"]["start"], second["servelab"]["study"]["starts"]) == (2, 2)
     # a rerun resumes; nothing starts when every start's runs are done
     started.clear()

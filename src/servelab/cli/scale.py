@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servelab.cli.sweep import add_engine_arguments, add_study_arguments
+from servelab.cli.engine_args import add_engine_arguments, add_study_arguments
 from servelab.flags.bench_serve import add_bench_arguments
 
 
@@ -31,8 +31,7 @@ RAY_HELP = ("start each replica on a node of a Ray cluster (default address: aut
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_bench_arguments(p, runs_owned=True)
-    next(a for a in p._actions if a.dest == "ray").help = RAY_HELP  # bench's flag, scale's meaning
+    add_bench_arguments(p, runs_owned=True, ray_help=RAY_HELP)  # bench's flag, scale's meaning
     g = p.add_argument_group("scale")
     g.add_argument("--replicas", type=int, default=2, help="replicas to start and load together (default %(default)s)")
     g.add_argument("--repeats", type=int, default=2,
@@ -84,7 +83,7 @@ def scale_plan(args: argparse.Namespace):
 def base_engine(args: argparse.Namespace):
     """The engine spec every replica is made from, as ``servelab sweep`` builds it; a command
     engine's ready URL may name ``{port}`` (filled with the first replica's port here)."""
-    from servelab.cli.sweep import engine_entry
+    from servelab.cli.engine_args import engine_entry
     from servelab.engines.replicas import fill
     from servelab.engines.spec import DEFAULT_PORT
 
@@ -95,12 +94,10 @@ def base_engine(args: argparse.Namespace):
 
 
 def workload(args: argparse.Namespace):
-    from servelab.cli.sweep import workload_argv
-    from servelab.flags.bench_serve import bench_spec
+    from servelab.cli.engine_args import workload_spec
 
     # --ray says where the replicas run; each replica's client is one process on its node
-    args = argparse.Namespace(**{**vars(args), "ray": None})
-    return bench_spec(args, tuple(workload_argv(args)))
+    return workload_spec(argparse.Namespace(**{**vars(args), "ray": None}))
 
 
 def _print_consoles(result: dict) -> None:

@@ -58,10 +58,12 @@ def build_spec(args: argparse.Namespace):
     from servelab.errors import InputError
 
     from servelab.engines.spec import DEFAULT_PORT, url_port
+    from servelab.flags.bench_serve import key_values
 
     extra = _strip_separator(args.engine_args)
-    env = dict(_parse_env(item) for item in args.env)
-    port = args.port if args.port is not None else (args.engine == "command" and url_port(args.ready_url)) or DEFAULT_PORT
+    env = key_values(args.env, "--env", strip=False)
+    port = args.port if args.port is not None else \
+        (args.engine == "command" and url_port(args.ready_url)) or DEFAULT_PORT
     if args.engine == "embedded":
         if args.model or args.url or args.ready_url:
             raise InputError("--model/--url/--ready-url need another --engine (the embedded engine has its own model)")
@@ -77,15 +79,6 @@ def build_spec(args: argparse.Namespace):
 
 def _strip_separator(extra: list[str]) -> list[str]:
     return extra[1:] if extra[:1] == ["--"] else extra
-
-
-def _parse_env(item: str) -> tuple[str, str]:
-    from servelab.errors import InputError
-
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise InputError(f"--env {item!r}: expected KEY=VALUE")
-    return key, value
 
 
 def _serve_until_stopped(engine) -> int:

@@ -46,12 +46,13 @@ def run(args: argparse.Namespace) -> int:
 
 def plan_text(study) -> str:
     from servelab.study import layout
+    from servelab.study.runner import run_status
 
     starts = f" on each of {study.starts} engine starts" if study.starts > 1 else ""
     lines = [(f"study {study.name}: {len(study.runs())} runs, {study.repeats} repeats{starts}, "
               f"results in {layout.study_dir(study)}")]
     for key in study.runs():
-        lines.append(f"  {key.engine:<20} {key.workload:<20} {key.repeat}  {layout.status(study, key)}")
+        lines.append(f"  {key.engine:<20} {key.workload:<20} {key.repeat}  {run_status(study, key)}")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from servelab.cli.sweep import (
+from servelab.cli.engine_args import (
     add_engine_arguments,
     add_load_arguments,
     add_study_arguments,
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate:  # a pre-ranking in the simulator; no engine starts
         from servelab.sweep import presim as sim_rank
 
-        print(sim_rank.text(plan, sim_rank.rank(plan)))
+        ranked = sim_rank.rank(plan)
+        shown = sim_rank.text(plan, ranked)
+        print(f"{shown}\n\nsaved: {sim_rank.save(plan, ranked, shown)}")
         return 0
     started = time.monotonic()
     outcome = interruptible(lambda: run_tune(plan, say=sayer("tune", plan.name)), "tune")

@@ -21,15 +21,18 @@ BACKEND_NAMES = ("vllm", "openai", "openai-chat", "openai-responses", "openai-au
 
 
 # Flags servelab sets itself for each run of a study, sweep or tune (results/<name>/…):
-# those commands do not offer them (hidden from --help; refused with a reason).
-RUN_OWNED_DESTS = ("label", "save_result", "save_detailed", "append_result", "result_dir", "result_filename")
+# those commands do not offer them (hidden from --help; refused with a reason). The one
+# list: --save-detailed is not in it (a run keeps the workload's choice).
+RUN_OWNED_DESTS = ("label", "save_result", "append_result", "result_dir", "result_filename")
+RUN_OWNED_FLAGS = tuple("--" + dest.replace("_", "-") for dest in RUN_OWNED_DESTS)  # each dest's flag
 
 
-def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False) -> None:
-    """Every ``servelab bench`` flag; ``runs_owned``: hide RUN_OWNED_DESTS' flags."""
+def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False, ray_help: str | None = None) -> None:
+    """Every ``servelab bench`` flag; ``runs_owned``: hide RUN_OWNED_DESTS' flags; ``ray_help``:
+    what ``--ray`` means to a command that places more than bench's load with it (scale)."""
     add_dataset_arguments(p)
     _add_server(p)
-    _add_load(p)
+    _add_load(p, ray_help)
     _add_requests(p)
     _add_sampling(p)
     _add_results(p, hidden=runs_owned)
@@ -63,7 +66,7 @@ def _add_server(p: argparse.ArgumentParser) -> None:
                         "(vLLM serves them when started with --profiler-config)")
 
 
-def _add_load(p: argparse.ArgumentParser) -> None:
+def _add_load(p: argparse.ArgumentParser, ray_help: str | None = None) -> None:
     """When requests are sent and how many at once."""
     g = p.add_argument_group("load")
     g.add_argument("--request-rate", type=float, default=float("inf"),
@@ -77,8 +80,9 @@ def _add_load(p: argparse.ArgumentParser) -> None:
                         "one start instant; --max-concurrency is split between them, floor/ceil shares "
                         "summing to it (default: %(default)s)")
     g.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
-                   help="drive the load from every node of a Ray cluster (default address: auto), one "
-                        "shard per node, clocks aligned by an NTP-style exchange; needs servelab[ray]")
+                   help=ray_help or ("drive the load from every node of a Ray cluster (default address: "
+                                     "auto), one shard per node, clocks aligned by an NTP-style exchange; "
+                                     "needs servelab[ray]"))
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
     g.add_argument("--ramp-up-strategy", default=None, choices=["linear", "exponential"],
                    help="move the rate from --ramp-up-start-rps to --ramp-up-end-rps over the requests, "
@@ -159,15 +163,18 @@ def _add_result_files(g, hidden: bool) -> None:
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
 
 
-def key_values(items: list[str] | None, flag: str) -> dict[str, str]:
+def key_values(items: list[str] | None, flag: str, *, strip: bool = True) -> dict[str, str]:
+    """``KEY=VALUE`` items (``--header``, ``--metadata``, an engine's ``--env``) as a dict, the
+    last of a repeated key winning; ``strip``: drop the blanks around each key and value (an
+    environment value is kept as given)."""
     from servelab.errors import InputError
 
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise InputError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
+            raise InputError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key.strip() if strip else key] = value.strip() if strip else value
     return out
 
 

@@ -9,7 +9,8 @@
         run.json     ← the marker, written last
 
 A sweep's folder adds sweep.json; a tune's adds tune.json, tune.md and, beside a
-config that failed to start, infeasible.json; a scale's adds scale.json. The
+config that failed to start, infeasible.json (``tune --simulate``: presim.json,
+presim.md); a scale's adds scale.json. The
 engine's own log keeps its name from ``engines.engine.ENGINE_LOG`` (the engine
 writes it wherever it is started; a run folder holds the slice of its run).
 
@@ -38,6 +39,7 @@ SWEEP_FILE = "sweep.json"  # a `servelab sweep` folder's summary (sweep/ladder.p
 TUNE_FILE = "tune.json"  # a `servelab tune` folder's ranking (sweep/tune.py)
 TUNE_REPORT_FILE = "tune.md"  # the tune's section a report can include as is
 INFEASIBLE_FILE = "infeasible.json"  # beside a tuned config whose engine failed to start
+PRESIM_FILE, PRESIM_REPORT_FILE = "presim.json", "presim.md"  # `tune --simulate`'s ranking: every point, the table
 CONSOLE_FILE = "console.txt"  # what a run printed, as the console showed it
 STUDY_SOURCE_FILE = "study.toml"  # the study file as it was run
 WARMUP_FILE = "warmup.txt"  # what the warm-up printed (kept apart from the run's console)

@@ -36,6 +36,7 @@ one ``InputError`` line naming the field.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import hashlib
 import tomllib
@@ -47,7 +48,8 @@ from servelab.engines.spec import DEFAULT_PORT, url_port
 from servelab.engines.vllm import check_model
 from servelab.errors import InputError
 from servelab.config import BenchSpec
-from servelab.flags.bench_serve import parse_bench_spec
+from servelab.flags.bench_serve import RUN_OWNED_FLAGS, add_bench_arguments, parse_bench_spec
+from servelab.study import fields as read
 
 STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
@@ -55,9 +57,8 @@ ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "re
 WORKLOAD_FIELDS = ("args", "description")
 RUN_FIELDS = ("engines", "workloads")
 TOP_FIELDS = ("study", "engines", "workloads", "runs")
-# The study decides these per run (where the engine is, where results go).
-OWNED_FLAGS = ("--base-url", "--host", "--port", "--model", "--save-result", "--append-result",
-               "--result-dir", "--result-filename", "--label")
+# The study decides these per run: where the engine is, and where results go (bench's list).
+OWNED_FLAGS = ("--base-url", "--host", "--port", "--model", *RUN_OWNED_FLAGS)
 # Study defaults added to a workload that does not set them: E2EL percentiles too,
 # so compare can show p99 E2EL.
 DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el"}
@@ -166,46 +167,48 @@ def _read(path: Path) -> str:
 
 def _study(path: Path, data: dict, source: str) -> Study:
     where = path.name
-    _known(data, TOP_FIELDS, where)
-    head = _table(data.get("study", {}), f"{where}: [study]")
-    _known(head, STUDY_FIELDS, f"{where}: [study]")
-    name = _name(head.get("name", path.stem), f"{where}: study.name")
-    repeats = _int(head.get("repeats", 1), f"{where}: study.repeats", 1)
-    seed = _int(head.get("seed", 0), f"{where}: study.seed", 0)
+    read.known(data, TOP_FIELDS, where)
+    head = read.table(data.get("study", {}), f"{where}: [study]")
+    read.known(head, STUDY_FIELDS, f"{where}: [study]")
+    name = read.folder_name(head.get("name", path.stem), f"{where}: study.name")
+    repeats = read.integer(head.get("repeats", 1), f"{where}: study.repeats", 1)
+    seed = read.integer(head.get("seed", 0), f"{where}: study.seed", 0)
     engines = {n: _engine(n, t, f"{where}: engines.{n}") for n, t in _named(data, "engines", where).items()}
     workloads = {n: _workload(n, t, seed, f"{where}: workloads.{n}")
                  for n, t in _named(data, "workloads", where).items()}
     pairs = _pairs(data.get("runs"), engines, workloads, where)
     return Study(
         name=name, path=path, repeats=repeats, seed=seed,
-        starts=_int(head.get("starts", 1), f"{where}: study.starts", 1),
-        warmup=_int(head.get("warmup", 4), f"{where}: study.warmup", 0),
-        port=_int(head.get("port", DEFAULT_PORT), f"{where}: study.port", 1),
-        results=Path(_str(head.get("results", "results"), f"{where}: study.results")),
+        starts=read.integer(head.get("starts", 1), f"{where}: study.starts", 1),
+        warmup=read.integer(head.get("warmup", 4), f"{where}: study.warmup", 0),
+        port=read.integer(head.get("port", DEFAULT_PORT), f"{where}: study.port", 1),
+        results=Path(read.string(head.get("results", "results"), f"{where}: study.results")),
         engines=engines, workloads=workloads, pairs=pairs,
-        description=_str(head.get("description", ""), f"{where}: study.description"), source=source)
+        description=read.string(head.get("description", ""), f"{where}: study.description"), source=source)
 
 
 def _named(data: dict, key: str, where: str) -> dict[str, dict]:
-    tables = _table(data.get(key, {}), f"{where}: [{key}]")
+    tables = read.table(data.get(key, {}), f"{where}: [{key}]")
     if not tables:
         raise InputError(f"{where}: no [{key}.<name>] defined")
     for name in tables:
-        _name(name, f"{where}: {key}.{name}")
+        read.folder_name(name, f"{where}: {key}.{name}")
     return tables
 
 
 def _engine(name: str, table, where: str) -> EngineEntry:
-    table = _table(table, where)
-    _known(table, ENGINE_FIELDS, where)
-    args = _str_list(table.get("args", []), f"{where}.args")
-    env = {str(k): _str(v, f"{where}.env.{k}") for k, v in _table(table.get("env", {}), f"{where}.env").items()}
-    port = _int(table["port"], f"{where}.port", 1) if "port" in table else None
-    timeout = float(_number(table.get("ready_timeout_s", 600.0), f"{where}.ready_timeout_s"))
+    table = read.table(table, where)
+    read.known(table, ENGINE_FIELDS, where)
+    args = read.string_list(table.get("args", []), f"{where}.args")
+    env = {str(k): read.string(v, f"{where}.env.{k}")
+           for k, v in read.table(table.get("env", {}), f"{where}.env").items()}
+    port = read.integer(table["port"], f"{where}.port", 1) if "port" in table else None
+    timeout = float(read.positive_number(table.get("ready_timeout_s", 600.0), f"{where}.ready_timeout_s"))
     common = {"name": name, "args": tuple(args), "env": env, "port": port, "ready_timeout_s": timeout,
-              "description": _str(table.get("description", ""), f"{where}.description"),
-              "reset_prefix_cache": _bool(table.get("reset_prefix_cache", True), f"{where}.reset_prefix_cache")}
-    if _bool(table.get("embedded", False), f"{where}.embedded"):
+              "description": read.string(table.get("description", ""), f"{where}.description"),
+              "reset_prefix_cache": read.boolean(table.get("reset_prefix_cache", True),
+                                                 f"{where}.reset_prefix_cache")}
+    if read.boolean(table.get("embedded", False), f"{where}.embedded"):
         _embedded_only(table, where)
         spec = _check_spec(lambda: EngineSpec(name=name, kind="embedded", args=tuple(args), env=env,
                                               ready_timeout_s=timeout), where)
@@ -227,12 +230,13 @@ def _spec(name: str, table: dict, args, env, timeout: float, where: str) -> Engi
     if "kind" not in table:
         raise InputError(f"{where}: set kind (vllm, llamacpp, command, external) or embedded = true")
     spec = _check_spec(lambda: EngineSpec(
-        name=name, kind=_str(table["kind"], f"{where}.kind"), model=_str(table.get("model", ""), f"{where}.model"),
-        args=tuple(args), env=env, host=_str(table.get("host", "127.0.0.1"), f"{where}.host"),
-        port=_int(table.get("port", _default_port(table)), f"{where}.port", 1), ready_timeout_s=timeout,
-        url=_opt_str(table.get("url"), f"{where}.url"),
-        command=tuple(_str_list(table.get("command", []), f"{where}.command")),
-        ready_url=_opt_str(table.get("ready_url"), f"{where}.ready_url")), where)
+        name=name, kind=read.string(table["kind"], f"{where}.kind"),
+        model=read.string(table.get("model", ""), f"{where}.model"),
+        args=tuple(args), env=env, host=read.string(table.get("host", "127.0.0.1"), f"{where}.host"),
+        port=read.integer(table.get("port", _default_port(table)), f"{where}.port", 1), ready_timeout_s=timeout,
+        url=read.opt_string(table.get("url"), f"{where}.url"),
+        command=tuple(read.string_list(table.get("command", []), f"{where}.command")),
+        ready_url=read.opt_string(table.get("ready_url"), f"{where}.ready_url")), where)
     if spec.kind in ("vllm", "llamacpp"):
         _check_spec(lambda: check_model(spec.model), where)
     return spec
@@ -254,14 +258,14 @@ def _check_spec(build, where: str):
 
 
 def _workload(name: str, table, seed: int, where: str) -> Workload:
-    table = _table(table, where)
-    argv = _str_list(table.get("args", []), f"{where}.args")
+    table = read.table(table, where)
+    argv = read.string_list(table.get("args", []), f"{where}.args")
     _check_flags(argv, where + ".args")
     for key, value in table.items():
         if key not in WORKLOAD_FIELDS:
             argv += _flag_argv(key, value, where)
     spec = _bench_spec(_with_defaults(argv, seed), where)
-    return Workload(name, spec, _str(table.get("description", ""), f"{where}.description"))
+    return Workload(name, spec, read.string(table.get("description", ""), f"{where}.description"))
 
 
 def _flag_argv(key: str, value, where: str) -> list[str]:
@@ -272,7 +276,7 @@ def _flag_argv(key: str, value, where: str) -> list[str]:
     if value is False:
         return []
     items = value if isinstance(value, list) else [value]
-    return [flag, *_str_list(items, f"{where}.{key}")]
+    return [flag, *read.string_list(items, f"{where}.{key}")]
 
 
 def _check_flags(argv: list[str], where: str, field_name: str | None = None) -> None:
@@ -292,13 +296,36 @@ def _check_flags(argv: list[str], where: str, field_name: str | None = None) -> 
 
 def bench_flags() -> set[str]:
     """Every long option ``servelab bench`` knows."""
-    import argparse
+    return {s for action in bench_actions() for s in action.option_strings if s.startswith("--")}
 
-    from servelab.flags.bench_serve import add_bench_arguments
 
-    parser = argparse.ArgumentParser(add_help=False)
-    add_bench_arguments(parser)
-    return {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+def bench_actions(runs_owned: bool = False) -> list[argparse.Action]:
+    """Every ``servelab bench`` flag's ``argparse.Action`` (option strings, dest, nargs), as
+    ``add_argument`` returned it: the list argparse keeps for itself is private."""
+    parser = _Recorder(add_help=False)
+    add_bench_arguments(parser, runs_owned=runs_owned)
+    return parser.recorded
+
+
+class _Recorder(argparse.ArgumentParser):
+    """A parser that keeps what each ``add_argument`` (its own, or a group's) returned."""
+
+    def __init__(self, **kwargs) -> None:
+        self.recorded: list[argparse.Action] = []
+        super().__init__(**kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        return self._keep(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+        group.add_argument = lambda *a, **k: self._keep(add(*a, **k))
+        return group
+
+    def _keep(self, action: argparse.Action) -> argparse.Action:
+        self.recorded.append(action)
+        return action
 
 
 def _with_defaults(argv: list[str], seed: int) -> list[str]:
@@ -341,8 +368,8 @@ def _pairs(runs, engines: dict, workloads: dict, where: str) -> tuple[tuple[str,
     pairs: list[tuple[str, str]] = []
     for i, table in enumerate(runs):
         at = f"{where}: runs[{i}]"
-        table = _table(table, at)
-        _known(table, RUN_FIELDS, at)
+        table = read.table(table, at)
+        read.known(table, RUN_FIELDS, at)
         chosen_e = _names(table, "engines", engines, at)
         chosen_w = _names(table, "workloads", workloads, at)
         pairs += [(e, w) for e in chosen_e for w in chosen_w if (e, w) not in pairs]
@@ -353,73 +380,8 @@ def _pairs(runs, engines: dict, workloads: dict, where: str) -> tuple[tuple[str,
 def _names(table: dict, key: str, defined: dict, where: str) -> list[str]:
     if key not in table:
         return list(defined)
-    names = _str_list(table[key], f"{where}.{key}")
+    names = read.string_list(table[key], f"{where}.{key}")
     for name in names:
         if name not in defined:
             raise InputError(f"{where}.{key}: unknown {key[:-1]} {name!r} (defined: {', '.join(defined)})")
     return names
-
-
-# --- small typed readers: each names the field it rejects ---
-
-def _known(table: dict, allowed: tuple[str, ...], where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else f" (expected one of: {', '.join(allowed)})"
-            raise InputError(f"{where}: unknown field {key!r}{hint}")
-
-
-def _table(value, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise InputError(f"{where}: expected a table, got {type(value).__name__}")
-    return value
-
-
-def _name(value, where: str) -> str:
-    text = _str(value, where)
-    # names become folder names
-    if not text or text in (".", "..") or any(c in text for c in "/\\\0") or text.startswith("."):
-        raise InputError(f"{where}: {text!r} cannot be a folder name")
-    return text
-
-
-def _str(value, where: str) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"{where}: expected a string, got {value!r}")
-    return value
-
-
-def _opt_str(value, where: str) -> str | None:
-    return None if value is None else _str(value, where)
-
-
-def _str_list(value, where: str) -> list[str]:
-    if not isinstance(value, list):
-        raise InputError(f"{where}: expected a list, got {value!r}")
-    out = []
-    for item in value:
-        if isinstance(item, (dict, list)) or item is None:
-            raise InputError(f"{where}: expected strings or numbers, got {item!r}")
-        out.append(str(item).lower() if isinstance(item, bool) else str(item))
-    return out
-
-
-def _int(value, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{where}: expected an integer, got {value!r}")
-    if value < minimum:
-        raise InputError(f"{where}: must be >= {minimum}, got {value}")
-    return value
-
-
-def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise InputError(f"{where}: expected a positive number, got {value!r}")
-    return value
-
-
-def _bool(value, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise InputError(f"{where}: expected true or false, got {value!r}")
-    return value

@@ -18,8 +18,9 @@ from pathlib import Path
 from servelab.results import layout as files
 from servelab.study import layout
 from servelab.measure.facts import hardware
+from servelab.study.engine_runs import study_engine_runs
 from servelab.study.session import Session
-from servelab.study.file import RunKey, Study
+from servelab.study.file import EngineEntry, RunKey, Study
 
 
 @dataclass(slots=True)
@@ -51,18 +52,23 @@ class Display:
                 f" · repeat {key.repeat}/{self.study.total_repeats} · {done} of {total} runs done")
 
 
+def run_status(study: Study, key: RunKey, port: int | None = None) -> str:
+    """"done", "stale", "partial" or "todo" (``layout.status``) of one run of the study."""
+    return layout.status(*layout.study_run(study, key, port))
+
+
 def run_study(study: Study, *, port: int | None = None, verbose: bool = False, stream=None) -> StudyOutcome:
     """Run every run of ``study`` not done yet; return what is done."""
     show = Display(study, stream)
     keys = study.runs()
-    outcome = StudyOutcome(total=len(keys), done=sum(layout.is_done(study, k) for k in keys), ran=0,
+    outcome = StudyOutcome(total=len(keys), done=sum(run_status(study, k) == "done" for k in keys), ran=0,
                            folder=layout.study_dir(study))
     _write_study_files(study)
     starts = f" on each of {study.starts} engine starts" if study.starts > 1 else ""
     show.say(f"{outcome.total} runs ({len(study.engine_order())} engines × their workloads × "
              f"{study.repeats} repeats{starts}); {outcome.done} done before; results in {outcome.folder}")
     for name in study.engine_order():
-        pending = [k for k in study.runs(name) if not layout.is_done(study, k)]
+        pending = [k for k in study.runs(name) if run_status(study, k) != "done"]
         if not pending:
             show.say(f"engine {name}: all {len(study.runs(name))} runs done; not started")
             continue
@@ -81,15 +87,22 @@ def _write_study_files(study: Study) -> None:
 
 def study_record(study: Study) -> dict:
     """The resolved study: what each engine and workload meant, and the run order."""
-    engines = {n: {"embedded": e.embedded, "kind": "vllm" if e.embedded else e.spec.kind,
-                   "model": "embedded" if e.embedded else e.spec.model, "args": list(e.args), "env": e.env,
-                   "description": e.description} for n, e in study.engines.items()}
-    workloads = {n: {"argv": list(w.argv), "description": w.description} for n, w in study.workloads.items()}
-    return {"name": study.name, "file": str(study.path), "sha256": study.source_sha256,
-            "description": study.description, "repeats": study.repeats, "starts": study.starts,
-            "seed": study.seed,
-            "warmup": study.warmup, "engines": engines, "workloads": workloads,
-            "pairs": [list(p) for p in study.pairs], "hardware": hardware()}
+    head = study_engine_runs(study, study.engine_order()[0]).head(study.description)
+    return runs_record(head, study.engines.values(), study.workloads.values(), study.pairs)
+
+
+def runs_record(head: dict, engines, workloads, pairs) -> dict:
+    """``study.json`` of a study, sweep or tune: ``head`` (``EngineRuns.head``), then each
+    engine (``EngineEntry``) and workload (``Workload``) by name, and the pairs run."""
+    return {**head, "engines": {e.name: _engine_record(e) for e in engines},
+            "workloads": {w.name: {"argv": list(w.argv), "description": w.description} for w in workloads},
+            "pairs": [list(p) for p in pairs], "hardware": hardware()}
+
+
+def _engine_record(e: EngineEntry) -> dict:
+    return {"embedded": e.embedded, "kind": "vllm" if e.embedded else e.spec.kind,
+            "model": "embedded" if e.embedded else e.spec.model, "args": list(e.args), "env": e.env,
+            "description": e.description}
 
 
 def _run_engine(study: Study, name: str, pending: list[RunKey], port, verbose, show, outcome) -> None:
@@ -103,8 +116,9 @@ def _run_start(study: Study, name: str, start: int, pending: list[RunKey], port,
     order = study.engine_order()
     which = f" (start {start}/{study.starts})" if study.starts > 1 else ""
     starting = f"engine {order.index(name) + 1}/{len(order)} {name}: starting{which} ({len(pending)} runs to do)"
-    with Session(study, name, say=show.say, port=port, verbose=verbose, starting=starting) as session:
-        session.started(pending[0])  # start and warm up before the first run's line
+    runs = study_engine_runs(study, name, port)
+    with Session(runs, say=show.say, verbose=verbose, starting=starting) as session:
+        session.started(study.workloads[pending[0].workload])  # start and warm up before the first run's line
         for key in pending:
             show.say(show.where(key, outcome.done, outcome.total))
             if session.run(study.workloads[key.workload], key.repeat).done:

@@ -9,7 +9,7 @@ the cache its predecessor filled. A run done before is read back, not measured
 again, and the engine starts only when a run is not done yet: a fully resumed
 session starts nothing.
 
-    with Session(study, "embedded", say=print) as session:
+    with Session(study_engine_runs(study, "embedded"), say=print) as session:
         run = session.run(Workload("c8", spec))   # kept from before, or measured now
 
 SIGINT/SIGTERM during a run end that run (``execute`` handles them); the session then
@@ -42,7 +42,8 @@ from servelab.planner.predict import prediction_facts, prediction_line
 from servelab.study import gpu_memory, layout
 from servelab.measure.run import BenchOutcome, bench_tokenizer, execute
 from servelab.measure.facts import engine_context, engine_facts, footprint_gib, hardware
-from servelab.study.file import EngineEntry, RunKey, Study, Workload
+from servelab.study.engine_runs import EngineRuns
+from servelab.study.file import EngineEntry, RunKey, Workload
 
 RESET_TRIES = 10  # vLLM refuses a reset while blocks are held; they free within moments
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report
@@ -57,19 +58,15 @@ class SessionRun:
     kept: bool  # done before this session: not run again
 
 
-class Display:
-    """A session reports through ``.say``; the caller's prefix names the study, sweep or tune."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.say = say
-
-
 class Session:
-    def __init__(self, study: Study, engine: str, say: Callable[[str], None] = print,
-                 port: int | None = None, verbose: bool = False, starting: str | None = None) -> None:
-        self.study, self.name, self.port, self.verbose = study, engine, port, verbose
-        self.show = Display(say)
-        self.starting = starting or f"engine {engine}: starting"  # the line said when it starts
+    """One engine's runs (``EngineRuns``): it starts on the first run not done, then each
+    ``run(workload, repeat)`` is read back or measured."""
+
+    def __init__(self, runs: EngineRuns, say: Callable[[str], None] = print, verbose: bool = False,
+                 starting: str | None = None) -> None:
+        self.runs, self.name, self.verbose = runs, runs.engine.name, verbose
+        self.say = say  # the caller's prefix names the study, sweep or tune
+        self.starting = starting or f"engine {self.name}: starting"  # the line said when it starts
         self.engine = None
         self.facts: dict = {}
         self.gpu_before: list[float | None] | None = None  # used GiB per GPU before the engine started
@@ -86,56 +83,43 @@ class Session:
             self.engine.stop()
             self.engine = None
             for line in gpu_memory.not_returned(self.gpu_before) if check_gpu and ours else ():
-                self.show.say(f"engine {self.name}: {line}")
-
-    def add(self, workload: Workload) -> None:
-        """Make ``workload`` part of the study (its flags go into the run's config hash)."""
-        if self.study.workloads.get(workload.name) == workload:
-            return
-        pairs = self.study.pairs if (self.name, workload.name) in self.study.pairs else \
-            (*self.study.pairs, (self.name, workload.name))
-        self.study = dataclasses.replace(self.study, workloads={**self.study.workloads, workload.name: workload},
-                                         pairs=pairs)
+                self.say(f"engine {self.name}: {line}")
 
     def is_done(self, workload: Workload, repeat: int = 1) -> bool:
-        self.add(workload)
-        return layout.is_done(self.study, RunKey(self.name, workload.name, repeat))
+        return layout.is_done(self.runs, workload, repeat)
 
     def run(self, workload: Workload, repeat: int = 1) -> SessionRun:
         """The run's result: read back when done before, else measured now."""
-        self.add(workload)
         key = RunKey(self.name, workload.name, repeat)
-        folder = layout.run_dir(self.study, key)
-        if layout.is_done(self.study, key):
+        folder = layout.run_dir(self.runs, workload, repeat)
+        if layout.is_done(self.runs, workload, repeat):
             return SessionRun(key, folder, run_result(folder), True, True)
-        engine = self.started(key)
-        entry = self.study.engines[self.name]
-        done = _run_one(self.study, key, engine, self.facts, entry, self.verbose, self.show)
+        engine = self.started(workload)
+        done = _run_one(self.runs, workload, repeat, engine, self.facts, self.verbose, self.say)
         if not done:
             _check_alive(engine)  # no completed request: a dead engine ends the session
         return SessionRun(key, folder, run_result(folder), done, False)
 
-    def started(self, first: RunKey):
-        """The engine, started (and warmed up with ``first``'s workload) if it is not yet."""
+    def started(self, first: Workload):
+        """The engine, started (and warmed up with ``first``) if it is not yet."""
         if self.engine is None:
             self.engine = self._start(first)
         return self.engine
 
-    def _start(self, first: RunKey):
-        entry = self.study.engines[self.name]
-        spec = resolve_spec(entry, self.port or entry.port or self.study.port)
-        folder = layout.engine_dir(self.study, self.name)
-        self.show.say(self.starting)
+    def _start(self, first: Workload):
+        spec = resolve_spec(self.runs.engine, self.runs.port)
+        folder = self.runs.folder
+        self.say(self.starting)
         self.gpu_before = gpu_memory.used_gib() if spec.kind != "external" else None
         engine = start_engine(spec, folder)
         try:
             ready = f"ready in {engine.ready_s:.0f} s · " if engine.ready_s is not None else ""
-            self.show.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
+            self.say(f"engine {self.name}: {ready}{engine.memory_report.line()}")
             self.facts = {**engine_context(engine), **engine_facts(engine),
                           "log_ready_bytes": _size(engine.log_path), "plan": prediction_facts(engine)}
             if self.facts["plan"]:
-                self.show.say(f"engine {self.name}: {prediction_line(self.facts['plan'])}")
-            _warm_up(self.study, engine, first, folder, self.show)
+                self.say(f"engine {self.name}: {prediction_line(self.facts['plan'])}")
+            _warm_up(self.runs, engine, first, folder, self.say)
             self.facts["footprint_gib"] = footprint_gib(engine)
             layout.write_json_atomic(folder / files.ENGINE_FILE, self.facts)
         except BaseException:
@@ -162,14 +146,14 @@ def resolve_spec(entry: EngineEntry, port: int) -> EngineSpec:
     return spec
 
 
-def _warm_up(study: Study, engine, key: RunKey, folder: Path, show: Display) -> None:
+def _warm_up(runs: EngineRuns, engine, first: Workload, folder: Path, say) -> None:
     """A few requests shaped like the first workload, with another seed (other prompts),
     so the first measured run does not pay for the engine's first requests."""
-    if study.warmup == 0:
+    if runs.warmup == 0:
         return
-    spec = study.workloads[key.workload].spec
-    dataset = dataclasses.replace(spec.dataset, num_prompts=_warmup_prompts(spec, study.warmup),
-                                  seed=study.seed + 7919)
+    spec = first.spec
+    dataset = dataclasses.replace(spec.dataset, num_prompts=_warmup_prompts(spec, runs.warmup),
+                                  seed=runs.seed + 7919)
     output = dataclasses.replace(spec.output, progress=False, telemetry=False)
     # Warming the engine needs no spread client: one process, whatever --workers/--ray say
     # (a few requests cannot be shared between many workers).
@@ -177,7 +161,7 @@ def _warm_up(study: Study, engine, key: RunKey, folder: Path, show: Display) -> 
     with _captured(folder / files.WARMUP_FILE, echo=False):
         warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output,
                                            load=load))
-    show.say(f"engine {key.engine}: warmed up with {warm.summary.completed} requests "
+    say(f"engine {runs.engine.name}: warmed up with {warm.summary.completed} requests "
              f"({warm.summary.failed} failed)")
 
 
@@ -191,46 +175,45 @@ def _where(spec: BenchSpec, engine) -> ServerSpec:
     return dataclasses.replace(spec.server, base_url=engine.base_url, model=engine.model)
 
 
-def _run_one(study: Study, key: RunKey, engine, facts: dict, entry: EngineEntry, verbose: bool, show) -> bool:
+def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: dict, verbose: bool, say) -> bool:
     """One measured run; True when it completed and its marker is written."""
-    folder = layout.run_dir(study, key)
+    folder = layout.run_dir(runs, workload, repeat)
     layout.clear(folder)
-    reset = reset_prefix_cache(engine.base_url) if entry.reset_prefix_cache else "off"
-    spec = _run_spec(study, key, engine, folder)
-    if key.repeat == 1:
+    reset = reset_prefix_cache(engine.base_url) if runs.engine.reset_prefix_cache else "off"
+    spec = _run_spec(workload.spec, runs.engine.name, engine, folder)
+    if repeat == 1:
         _save_prompts(spec, folder / files.PROMPTS_FILE)
-    context = {"engine": facts, "study": _study_context(study, key, reset)}
+    context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
     with _captured(folder / files.CONSOLE_FILE, echo=verbose):
         outcome = execute(spec, context=context)
     _after_run(engine, folder, facts, log_from)
     if outcome.run.outcome.interrupted:
         raise KeyboardInterrupt  # the run was cut: no marker; the engine stops on the way out
-    show.say("  " + run_line(outcome, time.monotonic() - started, folder))
+    say("  " + run_line(outcome, time.monotonic() - started, folder))
     if not engine.alive():  # it died during the run: what was measured is kept, but not as a done run
-        show.say(f"  the engine died during this run ({outcome.summary.completed} requests had completed); "
+        say(f"  the engine died during this run ({outcome.summary.completed} requests had completed); "
                  "the run is not marked done")
         return False
     if outcome.exit_code != 0:
         return False
-    layout.mark_done(study, key, {"wall_s": round(time.monotonic() - started, 2), "prefix_cache": reset,
+    layout.mark_done(runs, workload, repeat, {"wall_s": round(time.monotonic() - started, 2), "prefix_cache": reset,
                                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return True
 
 
-def _run_spec(study: Study, key: RunKey, engine, folder: Path) -> BenchSpec:
+def _run_spec(spec: BenchSpec, label: str, engine, folder: Path) -> BenchSpec:
     """The workload's spec, plus where the engine is and where the result goes."""
-    spec = study.workloads[key.workload].spec
     output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
-                                 result_filename=layout.RESULT_FILE, label=key.engine)
+                                 result_filename=layout.RESULT_FILE, label=label)
     return dataclasses.replace(spec, server=_where(spec, engine), output=output)
 
 
-def _study_context(study: Study, key: RunKey, reset: str) -> dict:
-    return {"name": study.name, "file": str(study.path), "sha256": study.source_sha256, "engine": key.engine,
-            "workload": key.workload, "repeat": key.repeat, "repeats": study.total_repeats,
-            "start": study.start_of(key), "starts": study.starts,
-            "config_hash": layout.config_hash(study, key), "prefix_cache": reset, "hardware": hardware()}
+def _study_context(runs: EngineRuns, workload: Workload, repeat: int, reset: str) -> dict:
+    return {"name": runs.name, "file": str(runs.origin), "sha256": runs.origin_sha256, "engine": runs.engine.name,
+            "workload": workload.name, "repeat": repeat, "repeats": runs.total_repeats,
+            "start": runs.start_of(repeat), "starts": runs.starts,
+            "config_hash": layout.run_hash(runs.engine, workload.spec), "prefix_cache": reset, "hardware": hardware()}
 
 
 def _after_run(engine, folder: Path, facts: dict, log_from: int) -> None:

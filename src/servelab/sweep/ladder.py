@@ -1,5 +1,5 @@
 """A load sweep on one engine: the knee of the throughput curve, and the most load
-that meets a latency SLO. The decisions are ``sweep.knee`` and ``sweep.slo``;
+that meets a latency SLO. The decisions are ``search.knee`` and ``search.slo``;
 this module measures their points, each a study run (``Session``), so a rerun of
 the same sweep keeps every point done and measures only what is missing.
 
@@ -13,17 +13,18 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec
+from servelab.config import BenchSpec, OutputSpec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files
 from servelab.study import layout
-from servelab.study.runner import study_record
+from servelab.study.engine_runs import EngineRuns
+from servelab.study.runner import runs_record
 from servelab.study.session import Session
-from servelab.study.file import EngineEntry, Study, Workload
+from servelab.study.file import EngineEntry, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search
@@ -38,42 +39,56 @@ DEFAULT_PERCENTILES = (50.0, 99.0)
 
 
 @dataclass(frozen=True, slots=True)
-class SweepPlan:
+class EnginePlan:
+    """What a sweep and a tune share: one base engine and workload, measured in runs
+    under ``results/name`` (``EngineRuns``), each engine start warmed up first."""
+
     name: str
     engine: EngineEntry
-    spec: BenchSpec  # the base workload (its argv: the flags, without the swept one)
-    ladder: tuple[float, ...]
-    over: str = "concurrency"
+    spec: BenchSpec  # the base workload (its argv: the flags as given, without the varied load)
+    _: KW_ONLY
     results: Path = Path("results")
-    min_gain: float = 0.05
-    max_latency_growth: float = 0.20
-    latency_key: str = "median_e2el"
-    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from sweep.slo.parse_slo
-    rel_tol: float = 0.1
-    max_bisect: int = 4
     warmup: int = 4
     port: int = DEFAULT_PORT
-    plots: bool = True
     verbose: bool = False
+    ladder_flag: str = "--stop"  # the flag that set the ladder's top, named in advice: --stop or --loads
 
     @property
     def argv(self) -> tuple[str, ...]:
         return self.spec.argv
 
     @property
-    def load_name(self) -> str:
-        return LOADS[self.over][1]
-
-    @property
     def folder(self) -> Path:
         return self.results / self.name
+
+    def engine_runs(self, engine: EngineEntry, origin: Path, source: dict, repeats: int = 1) -> EngineRuns:
+        """The runs of one engine; ``source`` (what defines them) is kept as the origin's text."""
+        return EngineRuns(name=self.name, results=self.results, engine=engine, warmup=self.warmup, port=self.port,
+                          repeats=repeats, origin=origin, origin_text=json.dumps(source, indent=1))
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan(EnginePlan):
+    ladder: tuple[float, ...]
+    over: str = "concurrency"
+    min_gain: float = 0.05
+    max_latency_growth: float = 0.20
+    latency_key: str = "median_e2el"
+    slo: dict[str, float] | None = None  # {"p99_ttft": ms, …} from search.slo.parse_slo
+    rel_tol: float = 0.1
+    max_bisect: int = 4
+    plots: bool = True
+
+    @property
+    def load_name(self) -> str:
+        return LOADS[self.over][1]
 
 
 @dataclass(slots=True)
 class SweepOutcome:
     plan: SweepPlan
     points: list[Point]  # every point measured, by load
-    knee: Knee  # over the ladder points measured
+    knee: Knee  # over every point measured (its indices are into ``points``)
     ladder_points: list[Point]
     slo: SLOResult | None = None
     plots: list[Path] = field(default_factory=list)
@@ -89,7 +104,11 @@ class SweepOutcome:
     @property
     def operating(self) -> Point | None:
         k = self.knee
-        return self.ladder_points[k.operating_index] if self.judged and k.operating_index is not None else None
+        return self.points[k.operating_index] if self.judged and k.operating_index is not None else None
+
+    @property
+    def saturated_at(self) -> Point | None:
+        return self.points[self.knee.saturated_index] if self.knee.saturated else None
 
     @property
     def stopped_early(self) -> bool:
@@ -100,18 +119,18 @@ class SweepOutcome:
 
 def workload_spec(spec: BenchSpec, slo: dict[str, float] | None) -> BenchSpec:
     """The base workload with the sweep's defaults: p50/p99 of every latency, and the SLO
-    as bench's ``--goodput`` (requests meeting it per second) when one is given. Each
-    default is added to the identity (``argv``) as the flag it stands for."""
-    given = {a.split("=", 1)[0] for a in spec.argv if a.startswith("--")}
-    out, extra = spec.output, []
-    if "--percentile-metrics" not in given:
+    as bench's ``--goodput`` (requests meeting it per second) when one is given — each
+    where the workload left bench's default. Each is shown in ``argv`` (provenance) as
+    the flag it stands for; the run's identity is the spec itself."""
+    out, extra, default = spec.output, [], OutputSpec()
+    if out.percentile_metrics == default.percentile_metrics:
         out = dataclasses.replace(out, percentile_metrics=DEFAULT_METRICS)
         extra += ["--percentile-metrics", ",".join(DEFAULT_METRICS)]
-    if "--metric-percentiles" not in given:
+    if out.metric_percentiles == default.metric_percentiles:
         out = dataclasses.replace(out, metric_percentiles=DEFAULT_PERCENTILES)
         extra += ["--metric-percentiles", ",".join(f"{p:g}" for p in DEFAULT_PERCENTILES)]
     goodput = {k.split("_", 1)[1]: v for k, v in (slo or {}).items() if not k.endswith("_itl")}
-    if goodput and "--goodput" not in given:
+    if goodput and not out.goodput:
         out = dataclasses.replace(out, goodput=tuple(goodput.items()))
         extra += ["--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
     return dataclasses.replace(spec, output=out, argv=(*spec.argv, *extra))
@@ -137,13 +156,18 @@ def check_latencies(spec: BenchSpec, keys: dict[str, str]) -> None:
 
 def check_plan(plan: SweepPlan) -> None:
     check_latencies(plan.spec, {plan.latency_key: "--latency-key", **{k: "--slo" for k in plan.slo or {}}})
-    flag = LOADS[plan.over][0]
-    if any(a.split("=", 1)[0] == flag for a in plan.argv):
-        raise InputError(f"{flag} is what this sweep varies: give the loads with --loads or --start/--stop")
+    if load_given(plan.spec, plan.over):
+        raise InputError(f"{LOADS[plan.over][0]} is what this sweep varies: give the loads with --loads or "
+                         "--start/--stop")
     if not plan.ladder or any(x <= 0 for x in plan.ladder):
         raise InputError("the load ladder needs at least one load, each > 0")
     if LOADS[plan.over][3] and any(x != int(x) for x in plan.ladder):
         raise InputError("concurrency loads must be whole numbers")
+
+
+def load_given(spec: BenchSpec, over: str) -> bool:
+    """Does the workload set the load a sweep or tune varies (bench's default: no cap, rate inf)?"""
+    return spec.load.max_concurrency is not None if LOADS[over][3] else not math.isinf(spec.load.request_rate)
 
 
 def point_workload(plan: SweepPlan, load: float) -> Workload:
@@ -161,29 +185,26 @@ def load_workload(spec: BenchSpec, over: str, load: float, slo: dict[str, float]
     return Workload(f"{prefix}{value}", at_load, f"{name} {value}")
 
 
-def sweep_study(plan: SweepPlan) -> Study:
-    """A study of one engine; its workloads (one per load) are added as the sweep goes."""
-    source = json.dumps({"sweep": plan.name, "over": plan.over, "argv": list(plan.argv),
-                         "ladder": list(plan.ladder)}, indent=1)
-    return Study(name=plan.name, path=plan.folder / files.SWEEP_FILE, repeats=1, seed=0, warmup=plan.warmup,
-                 port=plan.port, results=plan.results, engines={plan.engine.name: plan.engine}, workloads={},
-                 pairs=(), description=f"sweep over {plan.load_name}", source=source)
+def sweep_runs(plan: SweepPlan) -> EngineRuns:
+    """The sweep's engine and where its points go; each point is given its workload as it is measured."""
+    source = {"sweep": plan.name, "over": plan.over, "argv": list(plan.argv), "ladder": list(plan.ladder)}
+    return plan.engine_runs(plan.engine, plan.folder / files.SWEEP_FILE, source)
 
 
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> SweepOutcome:
     """Measure the ladder (stopping once saturated) or search it for the SLO; write the summary."""
     check_plan(plan)
     integer = LOADS[plan.over][3]
-    with Session(sweep_study(plan), plan.engine.name, say, plan.port, plan.verbose) as session:
+    runs = sweep_runs(plan)
+    with Session(runs, say, plan.verbose) as session:
         measure = _Measure(plan, session, say)
         if plan.slo:
             slo = search(measure, list(plan.ladder), plan.slo, integer, plan.rel_tol, plan.max_bisect)
         else:
             slo = None
             climb(measure, list(plan.ladder), plan.min_gain, plan.max_latency_growth, plan.latency_key)
-        study = session.study
     outcome = _outcome(plan, measure, slo)
-    _write(plan, study, outcome)
+    _write(plan, runs, measure.workloads, outcome)
     return outcome
 
 
@@ -194,11 +215,13 @@ class _Measure:
         self.plan, self.session, self.say = plan, session, say
         self.points: dict[float, Point] = {}
         self.folders: dict[float, str] = {}
+        self.workloads: list[Workload] = []  # in the order measured: the sweep's study.json
 
     def __call__(self, load: float) -> Point:
         if load in self.points:
             return self.points[load]
         workload = point_workload(self.plan, load)
+        self.workloads.append(workload)
         step = f"point {len(self.points) + 1} · {self.plan.load_name} {load:g}"
         kept = self.session.is_done(workload)
         if not kept:
@@ -217,15 +240,17 @@ def point_line(p: Point, latency_key: str) -> str:
 
 def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> SweepOutcome:
     points = sorted(measure.points.values(), key=lambda p: p.load)
-    # The knee rule compares ladder steps; bisection midpoints are too close together to judge.
     ladder = [p for p in points if p.load in plan.ladder]
-    knee = find_knee(ladder, plan.min_gain, plan.max_latency_growth, plan.latency_key)
+    # every point, bisection midpoints too: a plateau they found is where the knee is
+    knee = find_knee(points, plan.min_gain, plan.max_latency_growth, plan.latency_key)
     return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders)
 
 
-def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
+def _write(plan: SweepPlan, runs: EngineRuns, workloads: list[Workload], outcome: SweepOutcome) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
+    record = runs_record(runs.head(f"sweep over {plan.load_name}"), [plan.engine], workloads,
+                         [(plan.engine.name, w.name) for w in workloads])
+    layout.write_json_atomic(plan.folder / files.STUDY_FILE, record)
     if plan.plots:
         from servelab.sweep.plots import draw
 
@@ -238,11 +263,10 @@ def _write(plan: SweepPlan, study: Study, outcome: SweepOutcome) -> None:
 def marks(outcome: SweepOutcome) -> dict[float, str]:
     """Notes for the table: the operating point, the saturated one, the SLO's answer."""
     out: dict[float, list[str]] = {}
-    k, ladder = outcome.knee, outcome.ladder_points
     if outcome.operating is not None:
         out.setdefault(outcome.operating.load, []).append("operating point")
-    if k.saturated_index is not None:
-        out.setdefault(ladder[k.saturated_index].load, []).append("saturated")
+    if outcome.saturated_at is not None:
+        out.setdefault(outcome.saturated_at.load, []).append("saturated")
     if outcome.slo and outcome.slo.best:
         out.setdefault(outcome.slo.best.load, []).append("most load meeting SLO")
     return {load: ", ".join(notes) for load, notes in out.items()}
@@ -262,8 +286,13 @@ def verdict_lines(outcome: SweepOutcome) -> list[str]:
         lines.append("operating point: none — the lowest load already saturates")
     lines.append(_saturation_line(outcome))
     if outcome.slo is not None:
-        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {})
+        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {}, further(plan))
     return lines
+
+
+def further(plan: SweepPlan) -> str:
+    """How to look past the top load, in the flag the user gave for the ladder."""
+    return "add a higher load to --loads" if plan.ladder_flag == "--loads" else f"raise {plan.ladder_flag}"
 
 
 def _saturation_line(outcome: SweepOutcome) -> str:
@@ -271,15 +300,16 @@ def _saturation_line(outcome: SweepOutcome) -> str:
     if not k.saturated and not outcome.judged:
         return (f"knee: not reached — the SLO search stopped at {name} {outcome.ladder_points[-1].load:g} "
                 "before any step saturated (run without --slo to find it)")
-    if not k.saturated:
-        return f"not saturated: {k.reason} (raise --stop to look further)"
-    at = outcome.ladder_points[k.saturated_index].load
+    if not k.saturated:  # "not saturated" only while the top load is the best by more than min_gain
+        verdict = "not saturated" if k.climbing else "no knee"
+        return f"{verdict}: {k.reason} ({further(outcome.plan)} to look further)"
+    at = outcome.saturated_at.load
     skipped = [f"{x:g}" for x in outcome.plan.ladder if x > outcome.ladder_points[-1].load]
     tail = f"; stopped early ({', '.join(skipped)} not run)" if skipped and not outcome.slo else ""
     return f"saturated at {name} {at:g}: {k.reason}{tail}"
 
 
-def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float]) -> list[str]:
+def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float], more: str = "raise --stop") -> list[str]:
     loads = ", ".join(f"{p.load:g}" for p in r.evidence)
     lines = [f"SLO: {r.rule}"]
     if r.status == "none-meets":
@@ -288,7 +318,7 @@ def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float]) -> list[st
                      f"{_limit_text(r.first_fail, key, limits)}")
     elif r.status == "all-meet":
         lines.append(f"SLO: every load meets it, up to {load_name} {r.best.load:g} "
-                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); raise --stop")
+                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); {more}")
     else:
         key = binding(r.first_fail, limits)
         lines.append(f"SLO: most load that meets it: {load_name} {r.best.load:g} (measured), "
@@ -306,14 +336,13 @@ def _limit_text(p: Point, key: str, limits: dict[str, float]) -> str:
 def summary(outcome: SweepOutcome) -> dict:
     """``sweep.json``: the plan, every point, the verdicts, the plots."""
     plan, k, slo = outcome.plan, outcome.knee, outcome.slo
-    ladder = outcome.ladder_points
     return {
         "name": plan.name, "engine": plan.engine.name, "over": plan.over, "load_flag": LOADS[plan.over][0],
         "workload_argv": list(workload_spec(plan.spec, plan.slo).argv), "ladder": list(plan.ladder),
         "rule": rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key),
         "points": [_point_dict(p, outcome.folders.get(p.load)) for p in outcome.points],
         "knee": {"operating_load": outcome.operating.load if outcome.operating else None, "judged": outcome.judged,
-                 "saturated_load": ladder[k.saturated_index].load if k.saturated else None,
+                 "saturated_load": outcome.saturated_at.load if k.saturated else None,
                  "reason": k.reason, "stopped_early": outcome.stopped_early},
         "slo": None if slo is None else _slo_dict(slo, plan.slo or {}),
         "verdict": verdict_lines(outcome), "plots": [str(p) for p in outcome.plots],

@@ -1,7 +1,9 @@
 """``servelab tune --simulate``: every knob combination through the simulator's fast
 mode, before any engine starts — a pre-ranking to prune the configurations worth the
 real engine's time. Each combination runs at each load in well under a second; the
-table says SIMULATED, and that the real tune decides.
+table says SIMULATED, and that the real tune decides. With ``--slo`` the table shows the
+limits and, per configuration, at how many loads it met them; the table and every point
+are saved as ``presim.md`` / ``presim.json`` in the tune's results folder.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ import argparse
 import contextlib
 import dataclasses
 import io
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from servelab.errors import InputError
 from servelab.sim.options import add_engine_arguments, from_args
 from servelab.measure.run import execute
+from servelab.results.layout import PRESIM_FILE, PRESIM_REPORT_FILE
 from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
@@ -76,16 +82,50 @@ def score(p: Point | None, objective: str) -> float:
 
 def text(plan, ranked: list[Ranked]) -> str:
     unit = "out tok/s" if plan.objective == "throughput" else "goodput req/s"
+    slo = plan.slo or {}
     lines = ["SIMULATED pre-ranking (servelab's vLLM V1 scheduler model; no engine ran)", "",
-             f"| rank | config | best {LOADS[plan.over][1]} | {unit} | p99 TTFT ms | p99 E2EL ms |",
-             "|:--|:--|--:|--:|--:|--:|"]
+             *([f"SLO: {slo_text(slo)}; a load counts only when it meets every limit, without errors", ""]
+               if slo else []),
+             f"| rank | config | best {LOADS[plan.over][1]} | {unit} | p99 TTFT ms | p99 E2EL ms |"
+             + (" SLO met |" if slo else ""),
+             "|:--|:--|--:|--:|--:|--:|" + ("--:|" if slo else "")]
     for i, r in enumerate(ranked, 1):
+        met = f" {sum(meets(p, slo) for p in r.points)} of {len(r.points)} loads |" if slo else ""
         if r.best is None:
-            lines.append(f"| {i} | {r.name} | - | meets no load | - | - |")
+            lines.append(f"| {i} | {r.name} | - | meets no load | - | - |{met}")
             continue
         p = r.best
         lines.append(f"| {i} | {r.name} | {p.load:g} | {score(p, plan.objective):,.1f} | "
-                     f"{p.latency('p99_ttft'):,.0f} | {p.latency('p99_e2el'):,.0f} |")
+                     f"{p.latency('p99_ttft'):,.0f} | {p.latency('p99_e2el'):,.0f} |{met}")
     lines += ["", "next: tune the leading configurations on the real engine (the same command without "
               "--simulate, fewer --knob values); these numbers are a model's, not a measurement"]
     return "\n".join(lines)
+
+
+def slo_text(slo: dict[str, float]) -> str:
+    """{"p99_ttft": 500} -> "p99 TTFT ≤ 500 ms"."""
+    return ", ".join(f"{k.split('_', 1)[0]} {k.split('_', 1)[1].upper()} ≤ {v:g} ms" for k, v in slo.items())
+
+
+def save(plan, ranked: list[Ranked], shown: str) -> Path:
+    """``presim.md`` (the table as printed) and ``presim.json`` (every point) in the tune's folder."""
+    folder = Path(plan.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / PRESIM_REPORT_FILE).write_text(shown + "\n", encoding="utf-8")
+    data = {"simulated": True, "objective": plan.objective, "slo": plan.slo, "loads": list(plan.loads),
+            "ranked": [{"config": r.name, "best": asdict(r.best) if r.best else None,
+                        "points": [asdict(p) for p in r.points]} for r in ranked]}
+    path = folder / PRESIM_FILE
+    path.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _finite(value):
+    """NaN (a statistic with no samples) and ±inf as null: JSON has neither."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

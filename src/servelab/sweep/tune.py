@@ -1,8 +1,8 @@
 """Tune engine knobs: every combination of the knobs, each started once (a
 ``Session``) and measured at each load; the best few started again and repeated;
-all ranked by a conservative score (``sweep.rank``).
+all ranked by a conservative score (``search.rank``).
 
-Before a launch, a config that cannot fit is skipped (``sweep.fit``: the model's
+Before a launch, a config that cannot fit is skipped (``search.fit``: the model's
 own limits, the KV budget an earlier start reported). A config whose engine
 fails to start (or dies) is recorded as infeasible with its last log lines, and
 the search goes on. Everything is a study run, so a rerun keeps what is done.
@@ -26,15 +26,15 @@ from servelab.engines.embedded import as_vllm
 from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
-from servelab.engines.spec import DEFAULT_PORT, flag_value
-from servelab.config import BenchSpec
+from servelab.engines.spec import flag_value
 from servelab.errors import EngineError, InputError
 from servelab.results import layout as files
 from servelab.study import layout
-from servelab.study.runner import study_record
+from servelab.study.engine_runs import EngineRuns
+from servelab.study.runner import runs_record
 from servelab.study.session import Session, SessionRun, resolve_spec
-from servelab.study.file import EngineEntry, RunKey, Study, Workload
-from servelab.sweep.ladder import LOADS, check_latencies, load_workload
+from servelab.study.file import EngineEntry, Workload
+from servelab.sweep.ladder import LOADS, EnginePlan, check_latencies, load_given, load_workload
 from servelab.search.fit import Budget, Settings, misfit
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.search.points import Point, point_from_result
@@ -47,10 +47,9 @@ MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
 
 
 @dataclass(frozen=True, slots=True)
-class TunePlan:
-    name: str
-    engine: EngineEntry  # the base engine; each config adds its knob flags
-    spec: BenchSpec  # the base workload (its argv: the flags, without the load flag)
+class TunePlan(EnginePlan):
+    """``engine``: the base engine, to which each config adds its knob flags."""
+
     knobs: tuple[Knob, ...]
     loads: tuple[float, ...]
     over: str = "concurrency"
@@ -58,18 +57,6 @@ class TunePlan:
     objective: str = "throughput"
     top: int = 2
     repeats: int = 2
-    results: Path = Path("results")
-    warmup: int = 4
-    port: int = DEFAULT_PORT
-    verbose: bool = False
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        return self.spec.argv
-
-    @property
-    def folder(self) -> Path:
-        return self.results / self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +66,7 @@ class Candidate:
     entry: EngineEntry
     spec: EngineSpec  # as it would launch
     settings: Settings
+    runs: EngineRuns  # where its runs go, and how they are numbered
 
 
 @dataclass(slots=True)
@@ -123,7 +111,7 @@ def candidates(plan: TunePlan) -> list[Candidate]:
 def _candidate(plan: TunePlan, choice: dict[str, str]) -> Candidate:
     entry = config_entry(plan.engine, choice)
     spec = resolve_spec(entry, plan.port if entry.port is None else entry.port)
-    return Candidate(entry.name, choice, entry, spec, settings_of(spec))
+    return Candidate(entry.name, choice, entry, spec, settings_of(spec), tune_runs(plan, entry))
 
 
 def config_entry(base: EngineEntry, choice: dict[str, str]) -> EngineEntry:
@@ -186,38 +174,32 @@ def workloads(plan: TunePlan) -> list[Workload]:
     return [load_workload(plan.spec, plan.over, load, plan.slo) for load in plan.loads]
 
 
-def tune_study(plan: TunePlan, cands: list[Candidate]) -> Study:
-    loads = workloads(plan)
-    source = json.dumps({"tune": plan.name, "argv": list(plan.argv), "loads": list(plan.loads),
-                         "knobs": {k.name: list(k.values) for k in plan.knobs}}, indent=1)
-    return Study(name=plan.name, path=plan.folder / files.TUNE_FILE, repeats=plan.repeats, seed=0,
-                 warmup=plan.warmup, port=plan.port, results=plan.results,
-                 engines={c.name: c.entry for c in cands}, workloads={w.name: w for w in loads},
-                 pairs=tuple((c.name, w.name) for c in cands for w in loads),
-                 description=f"tune {', '.join(k.name for k in plan.knobs)}", source=source)
+def tune_runs(plan: TunePlan, entry: EngineEntry) -> EngineRuns:
+    """One config's runs: repeat 1 for every config, up to ``plan.repeats`` for the top ones."""
+    source = {"tune": plan.name, "argv": list(plan.argv), "loads": list(plan.loads),
+              "knobs": {k.name: list(k.values) for k in plan.knobs}}
+    return plan.engine_runs(entry, plan.folder / files.TUNE_FILE, source, repeats=plan.repeats)
 
 
 def run_tune(plan: TunePlan, say: Callable[[str], None] = print) -> TuneOutcome:
     """Every config once at every load; the top ``plan.top`` repeated; ranked; reported."""
     _check(plan)
     cands = candidates(plan)
-    study = tune_study(plan, cands)
     trials: dict[str, Trial] = {}
     for i, cand in enumerate(cands, 1):
         say(f"config {i}/{len(cands)} {cand.name}")
-        trials[cand.name] = _first(plan, study, cand, _budget(study, cands), say)
-    ranked = _repeat_top(plan, study, trials, say)
+        trials[cand.name] = _first(plan, cand, _budget(cands), say)
+    ranked = _repeat_top(plan, trials, say)
     outcome = TuneOutcome(plan, ranked, trials, None)
     if outcome.winner is not None:
         outcome.command = serve_command(trials[outcome.winner.name].candidate.spec)
-    _write(plan, study, outcome)
+    _write(plan, cands, outcome)
     return outcome
 
 
 def _check(plan: TunePlan) -> None:
-    flag = LOADS[plan.over][0]
-    if any(a.split("=", 1)[0] == flag for a in plan.argv):
-        raise InputError(f"{flag} is the load tune sets: give it with --loads")
+    if load_given(plan.spec, plan.over):
+        raise InputError(f"{LOADS[plan.over][0]} is the load tune sets: give it with --loads")
     if not plan.loads or plan.top < 1 or plan.repeats < 1:
         raise InputError("tune needs at least one load, --top >= 1 and --repeats >= 1")
     if plan.objective == "goodput" and not plan.slo:
@@ -225,23 +207,22 @@ def _check(plan: TunePlan) -> None:
     check_latencies(plan.spec, {k: "--slo" for k in plan.slo or {}})
 
 
-def _first(plan: TunePlan, study: Study, cand: Candidate, budget: Budget | None, say) -> Trial:
+def _first(plan: TunePlan, cand: Candidate, budget: Budget | None, say) -> Trial:
     """Repeat 1 at every load — unless it is known infeasible, or cannot fit."""
     trial = Trial(cand)
-    known = _recorded_infeasible(study, cand)
+    known = _recorded_infeasible(plan, cand)
     if known is not None:
-        say(f"  infeasible (recorded earlier; delete {layout.engine_dir(study, cand.name)} to retry): "
-            f"{known['reason']}")
+        say(f"  infeasible (recorded earlier; delete {cand.runs.folder} to retry): {known['reason']}")
         return dataclasses.replace(trial, status="infeasible", note=known["reason"], log_tail=known["log_tail"])
-    done = all(layout.is_done(study, RunKey(cand.name, w.name, 1)) for w in workloads(plan))
+    done = all(layout.is_done(cand.runs, w, 1) for w in workloads(plan))
     why = None if done else misfit(cand.settings, budget)
     if why:
         say(f"  skipped before launch: {why}")
         return dataclasses.replace(trial, status="skipped", note=why)
-    return _measure(plan, study, trial, [1], say)
+    return _measure(plan, trial, [1], say)
 
 
-def _repeat_top(plan: TunePlan, study: Study, trials: dict[str, Trial], say) -> list[Ranked]:
+def _repeat_top(plan: TunePlan, trials: dict[str, Trial], say) -> list[Ranked]:
     """Repeat the top configs until the top ``plan.top`` are all repeated: a repeat can
     reorder the ranking (its spread lowers a score), and the winner must be a repeated one."""
     repeated: set[str] = set()
@@ -252,27 +233,27 @@ def _repeat_top(plan: TunePlan, study: Study, trials: dict[str, Trial], say) -> 
             return ranked
         for r in todo:
             say(f"repeat {r.name} ({plan.repeats} runs per load): one of the top {plan.top}")
-            _repeat(plan, study, trials[r.name], say)
+            _repeat(plan, trials[r.name], say)
             repeated.add(r.name)
 
 
-def _repeat(plan: TunePlan, study: Study, trial: Trial, say) -> None:
-    more = _measure(plan, study, Trial(trial.candidate), list(range(2, plan.repeats + 1)), say)
+def _repeat(plan: TunePlan, trial: Trial, say) -> None:
+    more = _measure(plan, Trial(trial.candidate), list(range(2, plan.repeats + 1)), say)
     trial.runs += more.runs
     if more.status != "ran":  # it ran before; note why the repeats are missing
         trial.note = f"repeats failed: {more.note}"
 
 
-def _measure(plan: TunePlan, study: Study, trial: Trial, repeats: list[int], say) -> Trial:
+def _measure(plan: TunePlan, trial: Trial, repeats: list[int], say) -> Trial:
     loads = dict(zip([w.name for w in workloads(plan)], plan.loads))
     try:
-        with Session(study, trial.candidate.name, say, plan.port, plan.verbose) as session:
+        with Session(trial.candidate.runs, say, plan.verbose) as session:
             for workload in workloads(plan):
                 for repeat in repeats:
                     run = session.run(workload, repeat)
                     trial.runs.append(_point(run, loads[workload.name], plan, say))
     except EngineError as exc:
-        return _infeasible(study, trial, exc, say)
+        return _infeasible(plan, trial, exc, say)
     return trial
 
 
@@ -284,37 +265,36 @@ def _point(run: SessionRun, load: float, plan: TunePlan, say) -> tuple[Point, st
     return point, str(run.folder)
 
 
-def _infeasible(study: Study, trial: Trial, exc: EngineError, say) -> Trial:
+def _infeasible(plan: TunePlan, trial: Trial, exc: EngineError, say) -> Trial:
     """The engine failed to start (or died): record why, with its last log lines, and go on."""
-    folder = layout.engine_dir(study, trial.candidate.name)
+    runs = trial.candidate.runs
+    folder = runs.folder
     tail = last_lines(folder / ENGINE_LOG, LOG_TAIL)
     said = [line for line in tail if not line.startswith("# servelab engine")]  # not our header
     reason = str(exc).split("\n", 1)[0].split("; last log lines", 1)[0].rstrip(":; ")
     reason = reason.removeprefix(f"engine {trial.candidate.name!r} ")  # the row already names it
     reason += f": {said[-1].strip()}" if said else ""
-    first = RunKey(trial.candidate.name, next(iter(study.workloads)), 1)
-    layout.write_json_atomic(folder / files.INFEASIBLE_FILE, {"reason": reason, "log_tail": tail,
-                                                        "config_hash": layout.config_hash(study, first)})
+    # the hash of the config's first run: a changed config or workload is tried again
+    first = layout.run_hash(runs.engine, workloads(plan)[0].spec)
+    layout.write_json_atomic(folder / files.INFEASIBLE_FILE, {"reason": reason, "log_tail": tail, "config_hash": first})
     say(f"  infeasible: {reason}")
     return dataclasses.replace(trial, status="infeasible", note=reason, log_tail=tail)
 
 
-def _recorded_infeasible(study: Study, cand: Candidate) -> dict | None:
-    path = layout.engine_dir(study, cand.name) / files.INFEASIBLE_FILE
+def _recorded_infeasible(plan: TunePlan, cand: Candidate) -> dict | None:
     try:
-        known = json.loads(path.read_text(encoding="utf-8"))
+        known = json.loads((cand.runs.folder / files.INFEASIBLE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    first = RunKey(cand.name, next(iter(study.workloads)), 1)
-    return known if known.get("config_hash") == layout.config_hash(study, first) else None
+    return known if layout.same_definition(cand.runs, workloads(plan)[0], known.get("config_hash")) else None
 
 
 # --- the KV budget an earlier start reported ---
 
-def _budget(study: Study, cands: list[Candidate]) -> Budget | None:
+def _budget(cands: list[Candidate]) -> Budget | None:
     """From the first config (in order) that started and logged its KV cache size."""
     for cand in cands:
-        facts = _engine_facts(study, cand.name)
+        facts = _engine_facts(cand.runs)
         tokens = (facts.get("memory_report") or {}).get("kv_cache_tokens")
         if tokens:
             report = facts["memory_report"]
@@ -324,9 +304,9 @@ def _budget(study: Study, cands: list[Candidate]) -> Budget | None:
     return None
 
 
-def _engine_facts(study: Study, name: str) -> dict:
+def _engine_facts(runs: EngineRuns) -> dict:
     try:
-        return json.loads((layout.engine_dir(study, name) / files.ENGINE_FILE).read_text(encoding="utf-8"))
+        return json.loads((runs.folder / files.ENGINE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -372,11 +352,14 @@ def _without_where(flags: list[str]) -> list[str]:
     return out
 
 
-def _write(plan: TunePlan, study: Study, outcome: TuneOutcome) -> None:
+def _write(plan: TunePlan, cands: list[Candidate], outcome: TuneOutcome) -> None:
     from servelab.sweep.report import markdown, summary
 
     plan.folder.mkdir(parents=True, exist_ok=True)
-    layout.write_json_atomic(plan.folder / files.STUDY_FILE, study_record(study))
+    loads = workloads(plan)
+    head = tune_runs(plan, plan.engine).head(f"tune {', '.join(k.name for k in plan.knobs)}")
+    record = runs_record(head, [c.entry for c in cands], loads, [(c.name, w.name) for c in cands for w in loads])
+    layout.write_json_atomic(plan.folder / files.STUDY_FILE, record)
     layout.write_json_atomic(plan.folder / files.TUNE_FILE, summary(outcome))
     outcome.report = plan.folder / files.TUNE_REPORT_FILE
     outcome.report.write_text(markdown(outcome), encoding="utf-8")
