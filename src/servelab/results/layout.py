@@ -10,9 +10,9 @@
 
 A sweep's folder adds sweep.json; a tune's adds tune.json, tune.md and, beside a
 config that failed to start, infeasible.json (``tune --simulate``: presim.json,
-presim.md); a scale's adds scale.json. The
-engine's own log keeps its name from ``engines.engine.ENGINE_LOG`` (the engine
-writes it wherever it is started; a run folder holds the slice of its run).
+presim.md); a scale's adds scale.json. The engine's own log keeps its name from
+``engines.engine.ENGINE_LOG`` (the engine writes it wherever it is started; a run
+folder holds the slice of its run).
 
 ``run.json`` is written last, atomically (a temporary file renamed into place), and
 only once the result and its records are complete: it alone says "done". A run
