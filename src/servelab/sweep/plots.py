@@ -24,7 +24,7 @@ LABEL_GAP = 0.08
 SIMULATED = "SIMULATED: servelab's vLLM V1 scheduler model — not measured"
 
 
-def _grid_pyplot():
+def _pyplot():
     """pyplot styled for a sweep's curves: a light grid to read values off."""
     plt = pyplot()
     plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.grid": True, "grid.alpha": 0.3})
@@ -33,7 +33,7 @@ def _grid_pyplot():
 
 def draw(outcome, folder: Path) -> list[Path]:
     try:
-        plt = _grid_pyplot()
+        plt = _pyplot()
     except InputError:  # matplotlib is not installed
         print("servelab: no plots (pip install matplotlib)", file=sys.stderr)
         return []
