@@ -5,7 +5,10 @@ Defaults follow ``vllm bench serve`` so the same flags mean the same traffic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from servelab.errors import InputError
 
 # Every --dataset-name vLLM 0.32 offers, in its order: the one list of choices. Which of them
 # servelab samples is ``datasets.SAMPLERS``; the others stop with a one-line reason.
@@ -186,3 +189,104 @@ class BenchSpec:
     @property
     def seed(self) -> int:
         return self.dataset.seed
+
+    @property
+    def driver(self) -> str:
+        """Where the load runs: a key of ``measure.drivers.DRIVERS``."""
+        if self.simulate is not None:
+            return "simulated"
+        if self.multi_turn.enabled:
+            return "conversations"
+        if self.load.ray is not None:
+            return "ray"
+        return "workers" if self.load.workers > 1 else "local"
+
+
+# ---- the checks every spec passes, however it was built (flags, a study file, code) ----------
+# Run once, by whoever builds the spec from input (flags/bench_serve.bench_spec). Whether a
+# backend or dataset *name* is supported is the flags' check (the reasons live above this layer).
+
+
+def check_spec(spec: BenchSpec) -> None:
+    """The first problem with ``spec``'s values or their combination, as one InputError line."""
+    load = spec.load
+    if load.max_concurrency is not None and load.max_concurrency <= 0:
+        raise InputError("--max-concurrency must be greater than 0")
+    _check_workers(spec)
+    if not load.request_rate > 0 or math.isnan(load.request_rate):
+        raise InputError("--request-rate must be positive (or inf)")
+    if not load.burstiness > 0:
+        raise InputError("--burstiness must be positive")
+    if spec.dataset.name in ("random", "prefix_repetition") and spec.dataset.path:
+        raise InputError(f"--dataset-path cannot be used with --dataset-name {spec.dataset.name}")
+    if load.num_warmups < 0:
+        raise InputError("--num-warmups must be >= 0")
+    if not spec.output.telemetry_interval_s > 0:
+        raise InputError("--telemetry-interval must be positive")
+    check_multi_turn(spec)
+    _check_ramp_up(load)
+    _check_self_timed(spec)
+    if not load.probe_request_rate >= 0:
+        raise InputError("--probe-request-rate must be >= 0")
+    if spec.request.logprobs is not None and spec.request.logprobs < 0:
+        raise InputError("--logprobs must be >= 0")
+
+
+def check_multi_turn(spec: BenchSpec) -> None:
+    """What a --multi-turn run needs."""
+    multi = spec.multi_turn
+    if not multi.enabled:
+        if multi != MultiTurnSpec():
+            raise InputError("--multi-turn-think-time, --multi-turn-max-turns and --multi-turn-no-history "
+                             "need --multi-turn")
+        return
+    if spec.server.backend != "openai-chat":
+        raise InputError("--multi-turn needs --backend openai-chat (the history is sent as chat messages)")
+    if spec.dataset.name not in ("sharegpt", "custom"):
+        raise InputError(f"--multi-turn needs --dataset-name sharegpt or custom, not {spec.dataset.name}")
+    if spec.load.workers > 1 or spec.load.ray is not None or spec.simulate is not None:
+        raise InputError("--multi-turn cannot be used with --workers, --ray or --simulate (not built yet)")
+    if spec.request.lora_modules or spec.load.ramp_up_strategy is not None or spec.load.probe_request_rate:
+        raise InputError("--multi-turn cannot be used with --lora-modules, --ramp-up-strategy or "
+                         "--probe-request-rate (not built yet)")
+    if not multi.think_time_s >= 0:
+        raise InputError("--multi-turn-think-time must be >= 0")
+    if multi.max_turns is not None and multi.max_turns < 1:
+        raise InputError("--multi-turn-max-turns must be >= 1")
+
+
+def _check_ramp_up(load: LoadSpec) -> None:
+    """vLLM's rules for a ramp: no --request-rate beside it, both ends given, start <= end."""
+    if load.ramp_up_strategy is None:
+        return
+    if not math.isinf(load.request_rate):
+        raise InputError("--ramp-up-strategy sets the rate itself: do not give --request-rate")
+    start, end = load.ramp_up_start_rps, load.ramp_up_end_rps
+    if start is None or end is None:
+        raise InputError("--ramp-up-strategy needs both --ramp-up-start-rps and --ramp-up-end-rps")
+    if start > end:
+        raise InputError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
+    if start <= 0:  # vLLM stops on its first request (rate 0) or refuses exponential
+        raise InputError("--ramp-up-start-rps must be > 0 (the first request's rate)")
+
+
+def _check_self_timed(spec: BenchSpec) -> None:
+    if spec.load.self_timed is not None and spec.dataset.name != "timed_trace":
+        raise InputError("--self-timed/--no-self-timed is only for --dataset-name timed_trace")
+
+
+def _check_workers(spec: BenchSpec) -> None:
+    load = spec.load
+    if load.workers < 1:
+        raise InputError("--workers must be at least 1")
+    if load.max_concurrency is not None and load.workers > load.max_concurrency:
+        raise InputError(f"--workers {load.workers} is more than --max-concurrency {load.max_concurrency}: "
+                         f"each worker needs at least one of the run's concurrency slots")
+    if load.ray is not None and (load.workers > 1 or spec.simulate is not None):
+        raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
+    if load.workers > 1 and spec.simulate is not None:
+        raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
+    split = load.workers > 1 or load.ray is not None or spec.simulate is not None
+    for flag, on in (("--probe-request-rate", load.probe_request_rate > 0), ("--profile", spec.server.profile)):
+        if on and split:
+            raise InputError(f"{flag} runs in one client process: not with --workers, --ray or --simulate")

@@ -7,6 +7,7 @@ Linux, so comparable across processes on one machine).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +101,13 @@ class RequestRecord:
     @property
     def lag_ns(self) -> int:
         return self.dispatched_ns - self.intended_ns
+
+
+class RecordSink(Protocol):
+    """Where a run's records go, each once, as it is made: request ``i``'s record, with the
+    run's t0 (a records file writes times from it). Implemented by the run's tally and
+    records file (results/store.py), by a worker's or a Ray shard's outbox (loadgen), and
+    fed by every way a run's load is driven (measure/drivers.py). Whoever makes a sink
+    reads what it gathered; a run never hands it back."""
+
+    def add(self, i: int, record: RequestRecord, t0_ns: int) -> None: ...

@@ -154,6 +154,30 @@ def test_malformed_and_empty_datasets_name_the_file(tmp_path, qwen3_path, capsys
     assert str(empty) in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("named", [True, False])
+def test_nothing_listening_is_one_line_naming_the_url_and_the_ready_check(named, qwen3_path, capsys):
+    from net_helpers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    args = bench_args(url, qwen3_path, "--num-prompts", "2")
+    rc = main(args if named else [a for a in args if a not in ("--model", "mock")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == (f"servelab: error: nothing answered at {url} (is the server running there? "
+                               "pass --ready-check-timeout-sec N to wait up to N s for one that is starting)\n")
+
+
+def test_the_ready_check_waits_for_a_server_and_then_says_so(qwen3_path, capsys):
+    from net_helpers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    rc = main(bench_args(url, qwen3_path, "--num-prompts", "2", "--ready-check-timeout-sec", "2"))
+    err = capsys.readouterr().err
+    assert rc == 2 and time.monotonic() - started >= 2.0
+    assert err.startswith(f"servelab: error: {url} not ready after 2 s: ConnectionRefusedError")
+    assert len(err.splitlines()) == 1
+
+
 def test_unknown_tokenizer_exit_2(capsys):
     rc = main(bench_args("http://127.0.0.1:9", "no-such-org/no-such-model"))
     err = capsys.readouterr().err

@@ -143,6 +143,15 @@ def test_bad_multi_turn_input_is_one_line_exit_2(extra, needle, qwen3_path, caps
     assert rc == 2 and len(err.splitlines()) == 1 and needle in err
 
 
+def test_flags_are_checked_before_the_dataset_is_looked_for(qwen3_path, capsys):
+    # sharegpt without --dataset-path finds the bundled copy and says so: not before a refusal
+    rc = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", qwen3_path,
+               "--multi-turn", "--dataset-name", "sharegpt"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("servelab: error: --multi-turn needs --backend openai-chat "
+                               "(the history is sent as chat messages)\n")
+
+
 def test_options_without_multi_turn_are_refused(qwen3_path, capsys):
     rc = main(["bench", "--base-url", "http://127.0.0.1:9", "--tokenizer", qwen3_path, "--multi-turn-no-history"])
     assert rc == 2 and "need --multi-turn" in capsys.readouterr().err
@@ -171,3 +180,13 @@ def test_the_request_rate_paces_conversation_starts(mock_server, qwen3_path, tmp
     offsets = arrival_offsets_ns(3, 20.0, 1.0, arrival_rng(5)) / 1e6  # vLLM's stream for the seed
     assert firsts == pytest.approx(list(offsets), abs=0.01)
     assert len(result["records"]) == 6
+
+
+def test_the_console_says_which_rows_count_conversations_and_which_turns(mock_server, qwen3_path, tmp_path, capsys):
+    """Issue 19 item 14: "Request rate configured (RPS): 1.00" (conversations) stood beside req/s (turns)."""
+    mock = mock_server(ttft_ms=5, itl_ms=1)
+    run(mock, qwen3_path, tmp_path, "--request-rate", "50")
+    out = capsys.readouterr().out
+    assert "Request rate configured (RPS):" in out  # vLLM's row stays as it is
+    assert ("servelab: multi-turn: 3 conversations (50 conversations/s configured) → 6 turns completed; "
+            "'Request rate configured' counts conversations, every request and req/s row turns") in out

@@ -44,14 +44,14 @@ def entries(cache):
 
 def test_a_repeat_is_read_back_not_sampled_again(cache, dataset, qwen3):
     calls = []
-    first = cached(sharegpt_spec(dataset), qwen3, counting(calls))
-    again = cached(sharegpt_spec(dataset), qwen3, counting(calls))
+    first = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests
+    again = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests
     assert len(calls) == 1 and again == first and len(entries(cache)) == 1
 
 
 def test_request_ids_take_each_runs_prefix(cache, dataset, qwen3):
-    a = prepare_requests(sharegpt_spec(dataset, request_id_prefix="a-"), qwen3)
-    b = prepare_requests(sharegpt_spec(dataset, request_id_prefix="b-"), qwen3)
+    a = prepare_requests(sharegpt_spec(dataset, request_id_prefix="a-"), qwen3).requests
+    b = prepare_requests(sharegpt_spec(dataset, request_id_prefix="b-"), qwen3).requests
     assert [r.request_id for r in a] == [f"a-{i}" for i in range(6)]
     assert [r.request_id for r in b] == [f"b-{i}" for i in range(6)]
     assert [r.prompt for r in a] == [r.prompt for r in b] and len(entries(cache)) == 1
@@ -62,35 +62,36 @@ def test_changed_inputs_make_a_new_key(cache, dataset, qwen3, make_sharegpt):
     cached(sharegpt_spec(dataset), qwen3, counting(calls))
     cached(sharegpt_spec(dataset, seed=4), qwen3, counting(calls))  # a sampling flag
     make_sharegpt([("an entirely different question here", "and a different answer there")] * 10)  # same path
-    changed = cached(sharegpt_spec(dataset), qwen3, counting(calls))  # the file's content
+    changed = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests  # the file's content
     assert len(calls) == 3 and changed[0].prompt == "an entirely different question here"
 
 
 def test_a_corrupted_entry_is_rebuilt(cache, dataset, qwen3, capsys):
-    first = prepare_requests(sharegpt_spec(dataset), qwen3)
+    first = prepare_requests(sharegpt_spec(dataset), qwen3).requests
     [entry] = entries(cache)
     entry.write_text(entry.read_text()[:-40])  # cut off
     calls = []
-    rebuilt = cached(sharegpt_spec(dataset), qwen3, counting(calls))
+    rebuilt = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests
     assert len(calls) == 1 and rebuilt == first
     assert "is not usable" in capsys.readouterr().err
-    assert cached(sharegpt_spec(dataset), qwen3, counting(calls)) == first and len(calls) == 1  # rewritten whole
+    again = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests
+    assert again == first and len(calls) == 1  # rewritten whole
 
 
 def test_an_edited_payload_or_foreign_key_is_rebuilt(cache, dataset, qwen3, capsys):
-    first = prepare_requests(sharegpt_spec(dataset), qwen3)
+    first = prepare_requests(sharegpt_spec(dataset), qwen3).requests
     [entry] = entries(cache)
     head, body = entry.read_text().split("\n", 1)
     payload = json.loads(body)
     payload["prompts"][0] = "tampered"  # checksum no longer matches
     entry.write_text(head + "\n" + json.dumps(payload))
     calls = []
-    assert cached(sharegpt_spec(dataset), qwen3, counting(calls)) == first and len(calls) == 1
+    assert cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests == first and len(calls) == 1
     head, body = entry.read_text().split("\n", 1)
     data = json.loads(head)
     data["key"] = data["key"].replace('"seed": 3', '"seed": 5')  # made for other inputs
     entry.write_text(json.dumps(data) + "\n" + body)
-    assert cached(sharegpt_spec(dataset), qwen3, counting(calls)) == first and len(calls) == 2
+    assert cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests == first and len(calls) == 2
     assert capsys.readouterr().err.count("is not usable") == 2
 
 
@@ -98,7 +99,7 @@ def test_the_arrival_stream_and_notes_come_back(cache, qwen3, capsys, dataset):
     spec = DatasetSpec(name="prefix_repetition", num_prompts=8, prefix_repetition_prefix_len=6,
                        prefix_repetition_suffix_len=4, prefix_repetition_num_prefixes=2)
     cold, warm = prepare_requests(spec, qwen3), prepare_requests(spec, qwen3)
-    assert warm == cold
+    assert warm.requests == cold.requests
     assert warm.arrival_state[0] == cold.arrival_state[0] and warm.arrival_state[2:] == cold.arrival_state[2:]
     assert np.array_equal(warm.arrival_state[1], cold.arrival_state[1])
     capsys.readouterr()
@@ -113,11 +114,11 @@ def test_the_arrival_stream_and_notes_come_back(cache, qwen3, capsys, dataset):
 
 def test_an_oversampled_entry_stores_each_prompt_once_and_shares_it_read_back(cache, dataset, qwen3):
     spec = sharegpt_spec(dataset, num_prompts=40)  # 10 conversations, topped up to 40 requests
-    cold = prepare_requests(spec, qwen3)
+    cold = prepare_requests(spec, qwen3).requests
     [entry] = entries(cache)
     payload = json.loads(entry.read_text().split("\n", 1)[1])
     assert len(payload["prompts"]) == len({r.prompt for r in cold}) < 40 and len(payload["prompt"]) == 40
-    warm = prepare_requests(spec, qwen3)
+    warm = prepare_requests(spec, qwen3).requests
     assert warm == cold
     assert len({id(r.prompt) for r in warm}) == len(payload["prompts"])  # one string per distinct prompt
 
@@ -127,10 +128,10 @@ def test_token_id_prompts_come_back_as_tuples(cache, qwen3):
     from servelab.datasets.sample import Sample
     from servelab.records import SampleRequest
 
-    sample = Sample([SampleRequest((5, 6, 7), 3, 4, "r0", 0.5), SampleRequest("text", 1, None, "r1"),
-                     SampleRequest((5, 6, 7), 3, 2, "r2", 1.0)])
+    sample = Sample.of([SampleRequest((5, 6, 7), 3, 4, "r0", 0.5), SampleRequest("text", 1, None, "r1"),
+                        SampleRequest((5, 6, 7), 3, 2, "r2", 1.0)])
     back = _decode(json.loads(json.dumps(_encode(sample, ""))))
-    assert back == sample and back[0].prompt is back[2].prompt
+    assert back.requests == sample.requests and back.requests[0].prompt is back.requests[2].prompt
 
 
 def test_off_writes_nothing(tmp_path, monkeypatch, dataset, qwen3):
@@ -157,6 +158,6 @@ def test_a_changed_tokenizer_file_is_a_new_key(cache, tmp_path, qwen3, qwen3_pat
     lines = tmp_path / "c.jsonl"
     lines.write_text('{"prompt": "hello"}\n')
     spec = DatasetSpec(name="custom", path=str(lines), num_prompts=1)
-    first = prepare_requests(spec, qwen3)
-    again = prepare_requests(spec, load_tokenizer(TokenizerSpec(str(other))))
+    first = prepare_requests(spec, qwen3).requests
+    again = prepare_requests(spec, load_tokenizer(TokenizerSpec(str(other)))).requests
     assert again[0].prompt == "USER: hello\nASSISTANT:" != first[0].prompt

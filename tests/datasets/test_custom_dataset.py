@@ -29,19 +29,19 @@ def spec(path, **fields):
 
 
 def test_output_tokens_are_read_when_custom_output_len_is_minus_one(tmp_path, qwen3):
-    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), custom_output_len=-1), qwen3)
+    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), custom_output_len=-1), qwen3).requests
     assert [(r.prompt, r.expected_output_len) for r in requests] == [(x["prompt"], x["output_tokens"]) for x in LINES]
     assert [r.prompt_len for r in requests] == [len(qwen3.encode(x["prompt"])) for x in LINES] == [7, 7, 7]
     assert [r.request_id for r in requests] == ["bench-0", "bench-1", "bench-2"]
 
 
 def test_custom_output_len_overrides_the_file_as_in_vllm(tmp_path, qwen3):
-    requests = sample_requests(spec(write_jsonl(tmp_path, LINES)), qwen3)
+    requests = sample_requests(spec(write_jsonl(tmp_path, LINES)), qwen3).requests
     assert {r.expected_output_len for r in requests} == {256}
 
 
 def test_chat_template_wraps_each_prompt_and_is_counted(tmp_path, qwen3):
-    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), skip_chat_template=False), qwen3)
+    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), skip_chat_template=False), qwen3).requests
     first = requests[0]
     assert first.prompt == "<|im_start|>user\nWhat is the capital of India?<|im_end|>\n<|im_start|>assistant\n"
     assert first.prompt_len == len(qwen3.encode(first.prompt)) == 7 + 8  # 8 template tokens
@@ -50,16 +50,16 @@ def test_chat_template_wraps_each_prompt_and_is_counted(tmp_path, qwen3):
 def test_shuffle_is_seeded_and_num_prompts_zero_takes_all(tmp_path, qwen3):
     rows = [{"prompt": f"prompt number {i}"} for i in range(12)]
     path = write_jsonl(tmp_path, rows)
-    first = sample_requests(spec(path, num_prompts=0, shuffle=True), qwen3)
+    first = sample_requests(spec(path, num_prompts=0, shuffle=True), qwen3).requests
     assert sorted(r.prompt for r in first) == sorted(r["prompt"] for r in rows)
     assert [r.prompt for r in first] != [r["prompt"] for r in rows]
-    assert sample_requests(spec(path, num_prompts=0, shuffle=True), qwen3) == first
-    other = sample_requests(spec(path, num_prompts=0, shuffle=True, seed=5), qwen3)
+    assert sample_requests(spec(path, num_prompts=0, shuffle=True), qwen3).requests == first
+    other = sample_requests(spec(path, num_prompts=0, shuffle=True, seed=5), qwen3).requests
     assert [r.prompt for r in other] != [r.prompt for r in first]
 
 
 def test_oversampled_to_num_prompts(tmp_path, qwen3, capsys):
-    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), num_prompts=7), qwen3)
+    requests = sample_requests(spec(write_jsonl(tmp_path, LINES), num_prompts=7), qwen3).requests
     assert len(requests) == 7 and len({r.request_id for r in requests}) == 7
     assert {r.prompt for r in requests[3:]} <= {x["prompt"] for x in LINES}
     assert "only 3 of 7 requests available; oversampled with replacement to 7" in capsys.readouterr().err
@@ -68,14 +68,14 @@ def test_oversampled_to_num_prompts(tmp_path, qwen3, capsys):
 def test_blank_lines_are_skipped_and_errors_name_the_line(tmp_path, qwen3):
     path = write_jsonl(tmp_path, [LINES[0], "\n", {"text": "no prompt here"}])
     with pytest.raises(DatasetError) as err:
-        sample_requests(spec(path), qwen3)
+        sample_requests(spec(path), qwen3).requests
     assert str(err.value) == f"{path}:3: each line must be an object with a string field 'prompt'"
 
 
 def test_malformed_line_names_line_and_column(tmp_path, qwen3):
     path = write_jsonl(tmp_path, [LINES[0], '{"prompt": "x" "output_tokens": 3}\n'])
     with pytest.raises(DatasetError, match=f"^{path}:2:16: invalid JSON: Expecting ',' delimiter$"):
-        sample_requests(spec(path), qwen3)
+        sample_requests(spec(path), qwen3).requests
 
 
 @pytest.mark.parametrize("bad", [None, "12", 0, True, 2.5])
@@ -83,12 +83,12 @@ def test_missing_or_bad_output_tokens_with_minus_one(tmp_path, qwen3, bad):
     row = {"prompt": "hi"} if bad is None else {"prompt": "hi", "output_tokens": bad}
     path = write_jsonl(tmp_path, [LINES[0], row])
     with pytest.raises(DatasetError, match=f"^{path}:2: field 'output_tokens' must be a positive integer"):
-        sample_requests(spec(path, custom_output_len=-1), qwen3)
+        sample_requests(spec(path, custom_output_len=-1), qwen3).requests
 
 
 def test_empty_file_and_missing_path(tmp_path, qwen3):
     path = write_jsonl(tmp_path, ["\n"])
     with pytest.raises(DatasetError, match=f"^custom {path}: no requests"):
-        sample_requests(spec(path), qwen3)
+        sample_requests(spec(path), qwen3).requests
     with pytest.raises(DatasetError, match="--dataset-path is required for --dataset-name custom"):
-        sample_requests(DatasetSpec(name="custom"), qwen3)
+        sample_requests(DatasetSpec(name="custom"), qwen3).requests

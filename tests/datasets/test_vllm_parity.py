@@ -331,7 +331,7 @@ def _vllm_trace_in_child(qwen3_path, flags) -> list[dict]:
 
 def _servelab_requests(flags, tokenizer):
     spec = parse_bench_spec(flags + ["--request-id-prefix", "p-"])
-    samples = sample_requests(spec.dataset, tokenizer)
+    sample = sample_requests(spec.dataset, tokenizer)
     config = BenchConfig(base_url="http://127.0.0.1:1", endpoint="/v1/completions", kind="completions", model="m",
                          load=spec.load, seed=spec.seed)
-    return samples, schedule(config, samples)
+    return sample.requests, schedule(config, sample.requests, sample.arrival_state)

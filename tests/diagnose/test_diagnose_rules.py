@@ -246,7 +246,7 @@ def test_ties_rank_in_the_documented_order():
 
 
 def test_bandwidth_share_counts_each_gpus_shard_and_names_resolve_most_specific_first():
-    from servelab.diagnose.rules import peak_tbs
+    from servelab.diagnose.gpu import peak_tbs
 
     assert [peak_tbs(n) for n in ("NVIDIA GH200 480GB", "NVIDIA H200", "NVIDIA H20", "NVIDIA A100-SXM4-80GB",
                                   "NVIDIA A10G", "Tesla T4", "Some GPU")] == [4.0, 4.8, 4.0, 2.039, 0.6, 0.32, None]

@@ -11,7 +11,9 @@ ray = pytest.importorskip("ray")
 from servelab.config import LoadSpec  # noqa: E402
 from servelab.loadgen.drive import BenchConfig, schedule  # noqa: E402
 from servelab.loadgen.ray_shards import run_ray  # noqa: E402
+from servelab.metrics.tally import Tally  # noqa: E402
 from servelab.records import SampleRequest  # noqa: E402
+from servelab.results.store import RecordSink  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,9 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
     config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
                          load=LoadSpec(request_rate=200.0, max_concurrency=5), seed=3)
     reqs = [SampleRequest(f"hi {i}", 2, 5, f"ray-{i}") for i in range(30)]
-    got = run_ray(config, reqs, None, two_nodes.address)
+    sink = RecordSink(Tally(reqs))
+    got = run_ray(config, reqs, None, two_nodes.address, sink=sink)
+    records = sink.tally.records()
     section = got.section
     nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     assert section["count"] == 2 and {w["node"] for w in section["per_worker"]} == nodes
@@ -38,10 +42,10 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
                for w in section["per_worker"])
     # the merge is exactly what the shards measured, on the driver's clock
     assert [s.made for s in got.shards] == [15, 15]
-    assert sorted(r.request_id for r in got.run.records) == sorted(s.request_id for s in reqs)
-    assert all(r.success for r in got.run.records) and len(got.run.records) == 30
+    assert sorted(r.request_id for r in records) == sorted(s.request_id for s in reqs)
+    assert all(r.success for r in records) and len(records) == 30
     # and follows the one schedule from the one start instant
-    by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
+    by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in records}
     assert [by_id[s.request_id] for s in reqs] == [int(o) for o in schedule(config, reqs)]
     assert sorted(r.request_id for r in mock.truth().requests) == sorted(by_id)
 
@@ -65,10 +69,11 @@ def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(tw
                          load=LoadSpec(request_rate=20.0), seed=3)
     reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(60)]
     killer = threading.Thread(target=kill_one_shard)
-    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start())
+    sink = RecordSink(Tally(reqs))
+    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start(), sink=sink)
     killer.join()
     failed = [w for w in got.section["per_worker"] if w["failed"]]
-    kept = got.run.records
+    kept = sink.tally.records()
     from_dead = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == failed[0]["worker"]]
     # what the dead shard had handed over before it died is kept; only its tail is lost
     assert len(failed) == 1 and failed[0]["records"] == len(from_dead) > 0 and "Actor" in failed[0]["failed"]

@@ -16,8 +16,10 @@ import pytest
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.loadgen.drive import BenchConfig, schedule
 from servelab.loadgen.workers import run_workers
+from servelab.metrics.tally import Tally
 from servelab.records import SampleRequest
 from servelab.measure.run import execute
+from servelab.results.store import RecordSink
 
 
 def spec_for(url: str, tmp_path, tokenizer: str, workers: int) -> BenchSpec:
@@ -57,7 +59,7 @@ def test_two_workers_give_the_same_block_and_keys_as_one(mock_server, qwen3_path
     assert [w["requests"] for w in workers["per_worker"]] == [15, 15]
     assert all(w["cpu_s"] > 0 and "p99" in w["schedule_lag_ms"] for w in workers["per_worker"])
     # the server saw exactly the run's requests, once each
-    assert sorted(r.request_id for r in mock.truth().requests) == sorted(r.request_id for r in two.run.records)
+    assert sorted(r.request_id for r in mock.truth().requests) == sorted(r.request_id for r in two.tally.records())
 
 
 def bench_config(url: str, rate: float, cap: int | None) -> BenchConfig:
@@ -73,14 +75,16 @@ def test_merged_records_are_the_shards_and_follow_the_one_schedule(mock_server):
     mock = mock_server(ttft_ms=1, itl_ms=1)
     config = bench_config(mock.url, 300.0, None)
     reqs = samples(41)
-    got = run_workers(config, reqs, None, 2)
+    sink = RecordSink(Tally(reqs))
+    got = run_workers(config, reqs, None, 2, sink=sink)
+    records = sink.tally.records()
     # every record each worker made came back, once: the merge is their union
     assert [s.made for s in got.shards] == [w["records"] for w in got.section["per_worker"]] == [21, 20]
-    assert sorted(r.request_id for r in got.run.records) == sorted(s.request_id for s in reqs)
-    assert len(got.run.records) == 41 and all(r.success for r in got.run.records)
+    assert sorted(r.request_id for r in records) == sorted(s.request_id for s in reqs)
+    assert len(records) == 41 and all(r.success for r in records)
     # every request went out at t0 + the offset one worker would have drawn for it
     offsets = schedule(config, reqs)
-    by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in got.run.records}
+    by_id = {r.request_id: r.intended_ns - got.run.outcome.t0_ns for r in records}
     assert [by_id[s.request_id] for s in reqs] == [int(o) for o in offsets]
     assert {s.t0_ns for s in got.shards} == {got.run.outcome.t0_ns}  # one start instant
 
@@ -99,11 +103,13 @@ def peak_in_flight(records) -> int:
 def test_global_concurrency_never_exceeds_the_cap(mock_server):
     mock = mock_server(ttft_ms=5, itl_ms=3)
     reqs = samples(40, 8)
-    got = run_workers(bench_config(mock.url, float("inf"), 5), reqs, None, 2)
-    assert len(got.run.records) == 40
-    assert peak_in_flight(got.run.records) == 5  # reached, never passed
+    sink = RecordSink(Tally(reqs))
+    run_workers(bench_config(mock.url, float("inf"), 5), reqs, None, 2, sink=sink)
+    records = sink.tally.records()
+    assert len(records) == 40
+    assert peak_in_flight(records) == 5  # reached, never passed
     shard_ids = [{s.request_id for s in reqs[k::2]} for k in range(2)]
-    assert [peak_in_flight([r for r in got.run.records if r.request_id in ids]) for ids in shard_ids] == [3, 2]
+    assert [peak_in_flight([r for r in records if r.request_id in ids]) for ids in shard_ids] == [3, 2]
 
 
 def kill_worker_after(index: int, delay_s: float) -> threading.Thread:
@@ -119,8 +125,7 @@ def kill_worker_after(index: int, delay_s: float) -> threading.Thread:
 def test_a_worker_killed_mid_run_ends_the_run_and_keeps_every_record_it_had_returned(mock_server, tmp_path):
     """SIGKILL to a worker 2 s in: it returned its records in batches while it ran, so those are
     in the counts and the records file; it took only its un-sent tail with it; no orphan."""
-    from servelab.metrics.tally import Tally
-    from servelab.results.store import RecordsFile, RecordSink
+    from servelab.results.store import RecordsFile
 
     mock = mock_server(ttft_ms=5, itl_ms=20)
     killer = kill_worker_after(1, 2.0)
@@ -131,7 +136,7 @@ def test_a_worker_killed_mid_run_ends_the_run_and_keeps_every_record_it_had_retu
     killer.join()
     sink.file.close(tmp_path / "kill.records.jsonl")
     dead = got.section["per_worker"][1]
-    kept = got.run.records
+    kept = sink.tally.records()
     from_dead = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == 1]
     assert dead["failed"] == "killed by SIGKILL" and dead["records"] == len(from_dead) > 0
     assert dead["lost_requests"] == 30 - len(from_dead) > 0
@@ -150,7 +155,7 @@ def test_bad_worker_counts_are_one_line_errors():
     import pytest
 
     from servelab.errors import InputError
-    from servelab.flags.bench_serve import check_spec
+    from servelab.config import check_spec
 
     for load, text in ((LoadSpec(workers=0), "at least 1"), (LoadSpec(workers=4, max_concurrency=3), "more than")):
         with pytest.raises(InputError, match=text):
@@ -218,7 +223,7 @@ def test_ray_without_ray_installed_is_a_one_line_error():
     import pytest
 
     from servelab.errors import InputError
-    from servelab.flags.bench_serve import check_spec
+    from servelab.config import check_spec
     from servelab.loadgen.ray_shards import run_ray
 
     with pytest.raises(InputError, match="--ray cannot be used with --workers"):
@@ -226,7 +231,7 @@ def test_ray_without_ray_installed_is_a_one_line_error():
     if importlib.util.find_spec("ray") is not None:
         pytest.skip("ray is installed here")
     with pytest.raises(InputError, match=r"pip install 'servelab\[ray\]'"):
-        run_ray(bench_config("http://127.0.0.1:9", 1.0, None), samples(2), None, "auto")
+        run_ray(bench_config("http://127.0.0.1:9", 1.0, None), samples(2), None, "auto", sink=RecordSink(Tally([])))
 
 
 def test_a_worker_that_fails_before_the_start_calls_the_run_off_in_one_line():
@@ -242,5 +247,5 @@ def test_a_worker_that_fails_before_the_start_calls_the_run_off_in_one_line():
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     config = dataclasses.replace(bench_config(url, 10.0, None), load=LoadSpec(ready_check_timeout_s=1))
     with pytest.raises(ServerError, match=r"^worker 0: .* not ready after 1 s"):
-        run_workers(config, samples(4), None, 2)
+        run_workers(config, samples(4), None, 2, sink=RecordSink(Tally(samples(4))))
     assert not multiprocessing.active_children()

@@ -3,7 +3,8 @@
 import hashlib
 
 from servelab.measure.facts import launch_line, model_identity, parse_engine_config
-from servelab.study.session import reset_prefix_cache, write_log_slice
+from servelab.engines.vllm import reset_prefix_cache
+from servelab.study.session import write_log_slice
 
 CONFIG_LINE = ("(EngineCore pid=1) INFO 11-29 19:43:19 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
                "config: model='/m/SmolLM2', speculative_config=None, tokenizer='/m/SmolLM2', revision=None, "

@@ -40,7 +40,7 @@ def test_a_spec_built_in_code_runs_a_bench_against_the_mock(mock_server, qwen3_p
     assert "Maximum request concurrency: 3" in capsys.readouterr().out
     # a plain stream's record lives in the tally's columns: nothing kept per request beside them
     # (50 MB at 500k requests when every record set one rare field)
-    assert outcome.run.tally.added == 10 and not any(outcome.run.tally.other.values())
+    assert outcome.tally.added == 10 and not any(outcome.tally.other.values())
 
 
 def test_request_ids_are_drawn_per_run_when_no_prefix_is_given(mock_server, qwen3_path, tmp_path):

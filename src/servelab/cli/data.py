@@ -46,7 +46,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     check_dataset(spec.name)
     with elapsed(f"sampling {args.num_prompts} requests ({spec.name})"):
         tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
-        requests = sample_requests(spec, tokenizer)
+        requests = sample_requests(spec, tokenizer).requests
     dataset = spec.name if spec.path is None else f"{spec.name} ({spec.path})"
     print(render_report(inspect_requests(requests), requests, dataset, tokenizer.name, args.num_samples_to_show),
           end="")

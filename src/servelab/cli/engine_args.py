@@ -20,10 +20,16 @@ WHERE_DESTS = ("base_url", "host", "port", "model")
 SHOWN_DESTS = ("dataset_name",)  # in the shown flags even at their default: a reader sees what the workload is
 
 
-def add_load_arguments(g) -> None:
+# --loads: a sweep walks a geometric ladder without it; a tune has no ladder, only the workload's own load.
+LOADS_HELP = {"sweep": "the loads, instead of a geometric ladder",
+              "tune": "the loads each config is measured at (default: the one load the workload's "
+                      "--max-concurrency or --request-rate gives)"}
+
+
+def add_load_arguments(g, command: str = "sweep") -> None:
     g.add_argument("--over", choices=("concurrency", "rate"), default="concurrency",
                    help="the load varied: --max-concurrency or --request-rate (default %(default)s)")
-    g.add_argument("--loads", default=None, metavar="L1,L2,…", help="the loads, instead of a geometric ladder")
+    g.add_argument("--loads", default=None, metavar="L1,L2,…", help=LOADS_HELP[command])
     g.add_argument("--slo", default=None, metavar="ttft:MS,tpot:MS,e2el:MS",
                    help="p99 latency limits; a point meets them with no failed request")
 

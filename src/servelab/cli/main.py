@@ -37,6 +37,32 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def format_help(self) -> str:
+        """A command that takes bench's workload flags (sweep, tune, scale) shows its own options
+        first: its group carries its name, and what came before that group is bench's, shown
+        last under one heading (~400 lines a reader looking for --loads scrolls past otherwise)."""
+        name = self.prog.split()[-1]
+        groups = self._action_groups[2:]  # [0], [1]: argparse's positionals and "options"
+        first = next((i for i, g in enumerate(groups) if g.title == name), None)
+        if not first:
+            return super().format_help()
+        f = self._get_formatter()
+        f.add_usage(f"{self.prog} [{name.upper()} OPTIONS] [BENCH WORKLOAD FLAGS] [-- ENGINE ARGS]", None, [])
+        f.add_text(self.description)
+        for group in [*groups[first:], self._action_groups[1]]:
+            _section(f, group.title, group._group_actions)
+        f.add_text(f"bench workload flags — `servelab bench`'s (vLLM's `vllm bench serve` flags), the same "
+                   f"for every run of this {name}:")
+        for group in groups[:first]:
+            _section(f, group.title, group._group_actions)
+        return f.format_help()
+
+
+def _section(formatter, title: str, actions) -> None:
+    formatter.start_section(title)
+    formatter.add_arguments(actions)
+    formatter.end_section()
+
 
 def _top_parser() -> argparse.ArgumentParser:
     from servelab import __version__

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="engine knob and its values (repeatable): max-num-seqs, max-num-batched-tokens, "
                         "gpu-memory-utilization, block-size, max-model-len, enable-prefix-caching=on,off, "
                         "enable-chunked-prefill=on,off, model=default,PATH; other names pass as --NAME VALUE")
-    add_load_arguments(g)
+    add_load_arguments(g, "tune")
     g.add_argument("--objective", choices=("throughput", "goodput"), default="throughput",
                    help="what the score counts: output tok/s, or req/s meeting the SLO (default %(default)s)")
     g.add_argument("--top", type=int, default=2, help="configs repeated (default %(default)s)")

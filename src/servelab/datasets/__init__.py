@@ -1,6 +1,7 @@
 """Datasets (layer 1): turn a DatasetSpec and a tokenizer into SampleRequests.
 
-Each sampler is a function ``(spec, tokenizer) -> list[SampleRequest]`` with
+Each sampler is a function ``(spec, tokenizer) -> list[SampleRequest]`` (a ``Sample``
+when it drew from vLLM's arrival stream: datasets/sample.py) with
 vLLM's semantics (see each module's docstring); every random draw comes from a
 ``numpy.random.Generator`` seeded with ``spec.seed``, so a seed names a sample.
 """
@@ -55,7 +56,8 @@ __all__ = ["SAMPLERS", "UNSUPPORTED", "Sample", "Sampler", "Tokenizer", "load_to
 
 
 def sample_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
-    """The requests ``spec`` describes, in the order they will be sent."""
+    """The requests ``spec`` describes, in the order they will be sent, and the arrival
+    stream's state after the dataset's draws (``Sample``)."""
     spec, sampler = _checked(spec)
     return _as_sample(sampler(spec, tokenizer))
 
@@ -91,5 +93,6 @@ def _with_id_prefix(spec: DatasetSpec) -> DatasetSpec:
     return spec
 
 
-def _as_sample(requests: list[SampleRequest]) -> Sample:
-    return requests if isinstance(requests, Sample) else Sample(requests)
+def _as_sample(requests: list[SampleRequest] | Sample) -> Sample:
+    """A sampler returns its requests, or a ``Sample`` when it drew from the arrival stream."""
+    return requests if isinstance(requests, Sample) else Sample.of(requests)

@@ -134,13 +134,14 @@ def _write(path: Path, key: str, requests: Sample, notes: str) -> None:
         print(f"servelab: note: cannot write the prepared-request cache {path.parent}: {exc}", file=sys.stderr)
 
 
-def _encode(requests: Sample, notes: str) -> dict:
+def _encode(sample: Sample, notes: str) -> dict:
     """Columns, each prompt once: an oversampled run repeats a few prompts many times, and
     read back they are shared again, not one string per request."""
+    requests = sample.requests
     where: dict = {}
     index = [where.setdefault(r.prompt, len(where)) for r in requests]
     prompts = [p if isinstance(p, str) else list(p) for p in where]
-    state = requests.arrival_state
+    state = sample.arrival_state
     if state is not None:  # RandomState.get_state(): (name, uint32 key array, pos, has_gauss, cached_gaussian)
         state = [state[0], state[1].tolist(), *state[2:]]
     return {"prompts": prompts, "prompt": index, "prompt_len": [r.prompt_len for r in requests],
@@ -161,11 +162,11 @@ def _decode(payload: dict) -> Sample:
     state = payload["arrival_state"]
     if state is not None:
         state = (state[0], np.array(state[1], dtype=np.uint32), *state[2:])
-    return Sample(requests, arrival_state=state)
+    return Sample.of(requests, arrival_state=state)
 
 
-def _prefixed(requests: Sample, prefix: str) -> Sample:
+def _prefixed(sample: Sample, prefix: str) -> Sample:
     if not prefix:
-        return requests
-    return Sample([dataclasses.replace(r, request_id=prefix + r.request_id) for r in requests],
-                  arrival_state=requests.arrival_state)
+        return sample
+    return Sample.of([dataclasses.replace(r, request_id=prefix + r.request_id) for r in sample.requests],
+                     arrival_state=sample.arrival_state)

@@ -48,7 +48,7 @@ def sample_prefix_repetition(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
     output_len = spec.prefix_repetition_output_len
     requests = [SampleRequest(texts[k], len(parts[k]), output_len, f"{spec.request_id_prefix}{i}")
                 for i, k in enumerate(order)]
-    return Sample(requests, arrival_state=rng.get_state())
+    return Sample.of(requests, arrival_state=rng.get_state())
 
 
 def _random_part(tokenizer: Tokenizer, length: int, draw) -> list[int]:

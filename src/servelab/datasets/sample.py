@@ -1,20 +1,27 @@
-"""What a sampler returns: the requests in send order, and where vLLM's arrival
-stream stands after the dataset drew from it.
+"""What a dataset yields for a run: the requests in send order, and where vLLM's
+arrival stream stands after the dataset drew from it.
 
 ``vllm bench serve`` draws the send times from numpy's global legacy stream,
 seeded with ``--seed``; most datasets never touch that stream, but
 ``prefix_repetition`` draws its prompts from it first, so its schedule starts
 further along. ``arrival_state`` (``RandomState.get_state()``, or None for a fresh
-stream) lets the load generator continue exactly there. A plain list, so every
-caller that only wants the requests still gets them.
+stream) lets the load generator continue exactly there. Both travel together as one
+frozen value and are handed to the schedule by name (loadgen/drive.schedule): a
+slice or a copy of the requests carries no hidden state that could change it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from servelab.records import SampleRequest
 
 
-class Sample(list[SampleRequest]):
-    def __init__(self, requests=(), arrival_state: tuple | None = None) -> None:
-        super().__init__(requests)
-        self.arrival_state = arrival_state
+@dataclass(frozen=True, slots=True, eq=False)  # eq: the state holds a numpy array
+class Sample:
+    requests: tuple[SampleRequest, ...]
+    arrival_state: tuple | None = None
+
+    @classmethod
+    def of(cls, requests, arrival_state: tuple | None = None) -> Sample:
+        return cls(tuple(requests), arrival_state)

@@ -2,7 +2,7 @@
 
     evidence.py  facts from the result + views of the timeline (pure)
     spans.py     when a state held: its share of the run and its times, for a verdict to quote
-    rules.py     one pure rule per limit: Evidence -> Verdict | None
+    rules.py     one pure rule per limit: Evidence -> Verdict | None (gpu.py: the rules on NVML counters)
     host.py      the machine's CPUs: a saturated host, named only when it is the cause
     decide.py    run the rules, rank, list what was and was not checked
     verdict.py   Verdict, Diagnosis, the text block

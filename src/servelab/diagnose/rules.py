@@ -40,10 +40,6 @@ CPU_LIMIT = 0.90  # client CPU (fraction of one core) above which the client may
 CPU_HOT = 0.95  # a sampler tick this busy is saturated …
 CPU_HOT_SHARE = 0.25  # … and this share of saturated ticks is a problem
 LAG_P99_LIMIT_MS = 10.0  # schedule lag p99 above which arrivals were late
-GPU_UTIL_LOW = 50.0  # % busy under load
-GPU_UTIL_HIGH = 80.0
-GPU_POWER_HIGH = 0.70  # of the enforced power limit
-GPU_MEM_BUSY = 40.0  # % of time the memory controller was busy
 
 
 def mean(xs) -> float:
@@ -54,7 +50,7 @@ def share(xs, pred) -> float:
     return sum(1 for x in xs if pred(x)) / len(xs) if xs else 0.0
 
 
-def _r(x, nd: int = 3):
+def rounded(x, nd: int = 3):
     return None if x is None else round(float(x), nd)
 
 
@@ -89,7 +85,7 @@ def client_bound(ev: Evidence) -> Verdict | None:
     return Verdict(
         "client-bound", max(conf for conf, _ in found),
         "The client limits this run (" + "; ".join(r for _, r in found) + "): the numbers understate the server.",
-        {"client_cpu_fraction": _r(cpu), "cpu_saturated_share": _r(hot), "schedule_lag_p99_ms": _r(lag)},
+        {"client_cpu_fraction": rounded(cpu), "cpu_saturated_share": rounded(hot), "schedule_lag_p99_ms": rounded(lag)},
         "Split the load across client processes — re-run with `--workers N` (one core each, one "
         "schedule), or give the client its own cores (taskset) — and compare; if throughput rises, "
         "this run measured the client.")
@@ -108,8 +104,8 @@ def client_concurrency_cap(ev: Evidence) -> Verdict | None:
     held = spell(c.t_s, at_cap, ev.tick_s)
     if held.share < PARTIAL:
         return None
-    evidence = {"max_concurrency": cap, "in_flight_mean": _r(mean(c.in_flight), 2), "at_cap_share": _r(held.share),
-                "bound": held.to_dict(), "client_waiting_mean": _r(mean(c.waiting), 2)}
+    evidence = {"max_concurrency": cap, "in_flight_mean": rounded(mean(c.in_flight), 2), "at_cap_share": rounded(held.share),
+                "bound": held.to_dict(), "client_waiting_mean": rounded(mean(c.waiting), 2)}
     head = (f"The client's --max-concurrency {cap} limits the load: in flight at the cap for {held.text()} "
             f"({mean(c.in_flight):.1f} in flight on average, {mean(c.waiting):.1f} more waiting for a slot)")
     room = _engine_room(ev, cap, [t for t, m in zip(c.t_s, at_cap) if m], evidence)
@@ -128,8 +124,8 @@ def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -
     if share(bound_t, lambda t: _at(e.t_s, e.waiting, t) >= 1) >= QUEUED:
         return None
     kv_max = max(e.kv) if e.kv else None
-    evidence.update(engine_waiting_mean=_r(mean(e.waiting), 2), engine_running_mean=_r(mean(e.running), 2),
-                    kv_usage_max=_r(kv_max), max_num_seqs=seqs)
+    evidence.update(engine_waiting_mean=rounded(mean(e.waiting), 2), engine_running_mean=rounded(mean(e.running), 2),
+                    kv_usage_max=rounded(kv_max), max_num_seqs=seqs)
     room = f"; the engine's scheduler had room: {mean(e.waiting):.1f} waiting, {mean(e.running):.1f} running"
     room += f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
     if host is not None and host.cpu_engine and host.saturated:  # its compute had none: cpu-compute-bound
@@ -184,7 +180,7 @@ def scheduler_cap(ev: Evidence) -> Verdict | None:
                f"{statistics.median(waiting):.0f} waiting (median; max {max(waiting):.0f}) and "
                f"{statistics.median(running):.0f} running; over the whole run running mean {mean(e.running):.1f}, "
                f"waiting mean {mean(e.waiting):.1f}; {kv}, {preemptions_text(e.preemptions)}.")
-    evidence = {**top.evidence, "at_cap_share": _r(top.held.share), "bound": top.held.to_dict(), **_queue_numbers(e)}
+    evidence = {**top.evidence, "at_cap_share": rounded(top.held.share), "bound": top.held.to_dict(), **_queue_numbers(e)}
     return Verdict("scheduler-cap", conf, summary, evidence, top.next)
 
 
@@ -259,7 +255,7 @@ def _token_budget(ev: Evidence) -> Limit | None:
                   f"Raise --max-num-batched-tokens from {budget} (e.g. to {2 * budget}) and re-run the same load; "
                   "each step then admits more prompt tokens (and takes longer: watch TPOT).",
                   {"max_num_batched_tokens": budget, "limit": "max_num_batched_tokens",
-                   "tokens_per_step": _r(e.tokens_per_step, 1)}, full)
+                   "tokens_per_step": rounded(e.tokens_per_step, 1)}, full)
 
 
 def _unknown_budget(ev: Evidence) -> Limit | None:
@@ -284,10 +280,10 @@ def preemptions_text(n: float | None) -> str:
 
 
 def _queue_numbers(e) -> dict:
-    return {"running_mean": _r(mean(e.running), 2), "running_max": max(e.running),
-            "waiting_mean": _r(mean(e.waiting), 2), "waiting_median": statistics.median(e.waiting),
-            "waiting_max": max(e.waiting), "kv_usage_mean": _r(mean(e.kv)) if e.kv else None,
-            "kv_usage_max": _r(max(e.kv)) if e.kv else None, "preemptions": e.preemptions}
+    return {"running_mean": rounded(mean(e.running), 2), "running_max": max(e.running),
+            "waiting_mean": rounded(mean(e.waiting), 2), "waiting_median": statistics.median(e.waiting),
+            "waiting_max": max(e.waiting), "kv_usage_mean": rounded(mean(e.kv)) if e.kv else None,
+            "kv_usage_max": rounded(max(e.kv)) if e.kv else None, "preemptions": e.preemptions}
 
 
 def kv_capacity(ev: Evidence) -> Verdict | None:
@@ -337,76 +333,4 @@ def more_load(ev: Evidence) -> str:
     return "raise the offered load (a higher --request-rate or --max-concurrency)"
 
 
-def gpu_underutilized(ev: Evidence) -> Verdict | None:
-    gpus = [g for g in ev.gpus if g.util]
-    if not gpus:
-        return None
-    util = mean([mean(g.util) for g in gpus])
-    if util >= GPU_UTIL_LOW:
-        return None
-    running = f" with {mean(ev.engine.running):.1f} requests running" if ev.engine else ""
-    return Verdict("gpu-underutilized", 0.7 if util < GPU_UTIL_LOW / 2 else 0.55,
-                   f"The GPU idles under load: utilization {util:.0f}% on average while requests were in "
-                   f"flight{running}.",
-                   {"gpu_util_mean": _r(util, 1), "gpus": [g.index for g in gpus]},
-                   f"Batch more: {more_load(ev)}, and the engine's --max-num-seqs; a model this small for the GPU "
-                   "may serve better as several replicas.")
-
-
-# Peak memory bandwidth (TB/s) by NVML device name, most specific first: datasheet figures.
-# First match wins: a name that contains another's ("GH200" ⊃ "H200" ⊃ "H20") comes before it.
-PEAK_TBS = (("GH200", 4.0), ("H200", 4.8), ("H100 NVL", 3.9), ("H100 PCIe", 2.0), ("H100", 3.35), ("H20", 4.0),
-            ("B200", 8.0), ("A100-SXM4-80GB", 2.039), ("A100 80GB PCIe", 1.935),
-            ("A100", 1.555), ("L40S", 0.864), ("L40", 0.864), ("A10G", 0.6), ("A10", 0.6), ("L4", 0.3),
-            ("RTX 4090", 1.008), ("T4", 0.32))
-BANDWIDTH_SHARE = 0.4  # weights re-read at ≥ 40 % of peak: decode is bound by memory
-
-
-def peak_tbs(name: str | None) -> float | None:
-    return next((tbs for key, tbs in PEAK_TBS if name and key in name), None)
-
-
-def weight_read_share(ev: Evidence, g) -> float | None:
-    """Weights read per second ÷ the GPU's peak bandwidth. Each decode step reads every
-    weight once: steps/s = output tok/s ÷ mean running requests; bytes/s ≥ steps/s ×
-    weight bytes (a lower bound: KV reads come on top). None where a part is unknown."""
-    peak, f = peak_tbs(g.name), ev.facts
-    running = mean(ev.engine.running) if ev.engine and ev.engine.running else None
-    if not (peak and f.weights_gib and f.output_throughput and running and running >= 1):
-        return None
-    per_gpu = f.weights_gib / (f.tensor_parallel or 1)  # tensor parallel: each GPU holds its shard
-    return f.output_throughput / running * per_gpu * 2**30 / (peak * 1e12)
-
-
-def memory_bandwidth_bound(ev: Evidence) -> Verdict | None:
-    hot = [g for g in ev.gpus if g.util and g.power_w and _hot(g)]
-    if not hot:
-        return None
-    g = hot[0]
-    power, tok_s = mean(g.power_w), ev.facts.output_throughput
-    share = weight_read_share(ev, g)
-    if share is not None and share < BANDWIDTH_SHARE:
-        return None  # hot, but its throughput reads memory well below peak: not the bandwidth
-    per_w = f", {tok_s / power:.2f} output tok/s per W" if tok_s else ""
-    reads = (f" Reading the weights once per decode step takes at least {share:.0%} of its "
-             f"{peak_tbs(g.name):g} TB/s." if share is not None else
-             " NVML sees neither bytes/s nor FLOPs, and the weights' size or this GPU's peak bandwidth is not "
-             "known here: this is inferred from power and memory activity alone.")
-    return Verdict(
-        "memory-bandwidth-bound", 0.75 if share is not None else 0.5,
-        f"GPU {g.index} is busy and hot: utilization {mean(g.util):.0f}%, memory controller busy "
-        f"{mean(g.mem_util):.0f}%, power {power:.0f} W of {g.power_limit_w:.0f} W{per_w}.{reads}",
-        {"gpu": g.index, "util_mean": _r(mean(g.util), 1), "mem_util_mean": _r(mean(g.mem_util), 1),
-         "power_w_mean": _r(power, 1), "power_limit_w": g.power_limit_w, "output_tok_s": _r(tok_s, 1),
-         "weight_read_share": _r(share, 3) if share is not None else None},
-        "Cut the bytes read per token: quantize the weights (AWQ/FP8) or the KV cache (fp8); a larger batch "
-        "spreads each weight read over more tokens, if latency allows.")
-
-
-def _hot(g) -> bool:
-    return (mean(g.util) >= GPU_UTIL_HIGH and g.power_limit_w is not None
-            and mean(g.power_w) >= GPU_POWER_HIGH * g.power_limit_w and mean(g.mem_util) >= GPU_MEM_BUSY)
-
-
-RULES = (client_bound, kv_capacity, scheduler_cap, client_concurrency_cap, memory_bandwidth_bound,
-         gpu_underutilized)
+RULES = (client_bound, kv_capacity, scheduler_cap, client_concurrency_cap)  # GPU rules: diagnose/gpu.py

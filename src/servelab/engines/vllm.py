@@ -9,9 +9,13 @@ user's own flags or environment.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import time
+import urllib.error
+import urllib.request
 from importlib import metadata
 from pathlib import Path
 
@@ -119,3 +123,25 @@ def check_model(model: str) -> None:
     looks_local = model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")
     if looks_local and not Path(model).expanduser().exists():
         raise InputError(f"model path {model} does not exist")
+
+
+# vLLM refuses a reset while blocks are held; they free within moments.
+RESET_TRIES = 10
+
+
+def reset_prefix_cache(base_url: str) -> str:
+    """"reset", "unsupported" (no such route: the engine keeps its cache) or "failed"."""
+    request = urllib.request.Request(f"{base_url}/reset_prefix_cache", data=b"", method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for _ in range(RESET_TRIES):
+        try:
+            with opener.open(request, timeout=10) as response:
+                if json.loads(response.read() or b"{}").get("success", True):
+                    return "reset"
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405):
+                return "unsupported"
+        except (OSError, ValueError):
+            return "failed"
+        time.sleep(0.5)
+    return "failed"

@@ -6,11 +6,11 @@ Light on purpose (argparse only at import): ``--help`` must stay instant.
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 
-from servelab.config import BenchSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_spec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
-from servelab.flags.multi_turn import add_multi_turn_arguments, check_multi_turn, multi_turn_spec
+from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
@@ -211,81 +211,6 @@ def parse_percentiles(metrics: str, percentiles: str) -> tuple[list[str], list[f
     return names, pcts
 
 
-def check_spec(spec: BenchSpec) -> None:
-    """The checks a spec must pass however it was built (flags, a study file, code)."""
-    from servelab.errors import InputError
-
-    from servelab.flags.unsupported import check_backend, check_dataset, check_skip_tokenizer
-
-    check_backend(spec.server.backend)
-    check_dataset(spec.dataset.name)
-    check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
-    load = spec.load
-    if load.max_concurrency is not None and load.max_concurrency <= 0:
-        raise InputError("--max-concurrency must be greater than 0")
-    _check_workers(spec)
-    if not load.request_rate > 0 or math.isnan(load.request_rate):
-        raise InputError("--request-rate must be positive (or inf)")
-    if not load.burstiness > 0:
-        raise InputError("--burstiness must be positive")
-    if spec.dataset.name in ("random", "prefix_repetition") and spec.dataset.path:
-        raise InputError(f"--dataset-path cannot be used with --dataset-name {spec.dataset.name}")
-    if load.num_warmups < 0:
-        raise InputError("--num-warmups must be >= 0")
-    if not spec.output.telemetry_interval_s > 0:
-        raise InputError("--telemetry-interval must be positive")
-    check_multi_turn(spec)
-    _check_ramp_up(load)
-    _check_self_timed(spec)
-    if not load.probe_request_rate >= 0:
-        raise InputError("--probe-request-rate must be >= 0")
-    if spec.request.logprobs is not None and spec.request.logprobs < 0:
-        raise InputError("--logprobs must be >= 0")
-
-
-def _check_ramp_up(load: LoadSpec) -> None:
-    """vLLM's rules for a ramp: no --request-rate beside it, both ends given, start <= end."""
-    from servelab.errors import InputError
-
-    if load.ramp_up_strategy is None:
-        return
-    if not math.isinf(load.request_rate):
-        raise InputError("--ramp-up-strategy sets the rate itself: do not give --request-rate")
-    start, end = load.ramp_up_start_rps, load.ramp_up_end_rps
-    if start is None or end is None:
-        raise InputError("--ramp-up-strategy needs both --ramp-up-start-rps and --ramp-up-end-rps")
-    if start > end:
-        raise InputError("--ramp-up-start-rps must not exceed --ramp-up-end-rps")
-    if start <= 0:  # vLLM stops on its first request (rate 0) or refuses exponential
-        raise InputError("--ramp-up-start-rps must be > 0 (the first request's rate)")
-
-
-def _check_self_timed(spec: BenchSpec) -> None:
-    from servelab.errors import InputError
-
-    if spec.load.self_timed is not None and spec.dataset.name != "timed_trace":
-        raise InputError("--self-timed/--no-self-timed is only for --dataset-name timed_trace")
-
-
-def _check_workers(spec: BenchSpec) -> None:
-    from servelab.errors import InputError
-
-    load = spec.load
-    if load.workers < 1:
-        raise InputError("--workers must be at least 1")
-    if load.max_concurrency is not None and load.workers > load.max_concurrency:
-        raise InputError(f"--workers {load.workers} is more than --max-concurrency {load.max_concurrency}: "
-                         f"each worker needs at least one of the run's concurrency slots")
-    if load.ray is not None and (load.workers > 1 or spec.simulate is not None):
-        raise InputError("--ray cannot be used with --workers or --simulate (Ray places one shard per node)")
-    if load.workers > 1 and spec.simulate is not None:
-        raise InputError("--workers cannot be used with --simulate (the simulator has no client to split)")
-    split = load.workers > 1 or load.ray is not None or spec.simulate is not None
-    for flag, on in (("--probe-request-rate", load.probe_request_rate > 0), ("--profile", spec.server.profile)):
-        if on and split:
-            raise InputError(f"{flag} runs in one client process: not with --workers, --ray or --simulate")
-
-
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
     """Parse bench flags given as a list (a study workload, the demo). Any
     argparse complaint becomes one InputError line instead of an exit."""
@@ -308,17 +233,21 @@ def parse_bench_spec(argv: list[str] | tuple[str, ...], prog: str = "servelab be
 
 
 def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpec:
-    """The one place parsed bench flags become a ``BenchSpec``; every check happens here."""
-    from servelab.flags.unsupported import check_flags
+    """The one place parsed bench flags become a ``BenchSpec``; every check happens here,
+    once, and before any dataset work (the dataset's spec may find its file and say so)."""
+    from servelab.flags.unsupported import check_backend, check_dataset, check_flags, check_skip_tokenizer
 
     check_flags(args)
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
-                     dataset=dataset_spec_from_args(args, draw_ids=True), multi_turn=multi_turn_spec(args),
-                     tokenizer=args.tokenizer,
+                     dataset=DatasetSpec(name=args.dataset_name, path=args.dataset_path),  # as given
+                     multi_turn=multi_turn_spec(args), tokenizer=args.tokenizer,
                      trust_remote_code=args.trust_remote_code, tokenizer_mode=args.tokenizer_mode,
                      skip_tokenizer_init=args.skip_tokenizer_init, simulate=_simulate(args), argv=tuple(argv))
+    check_backend(spec.server.backend)
+    check_dataset(spec.dataset.name)
+    check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
     check_spec(spec)
-    return spec
+    return dataclasses.replace(spec, dataset=dataset_spec_from_args(args, draw_ids=True))
 
 
 def _simulate(args: argparse.Namespace) -> tuple | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from servelab.config import BenchSpec, MultiTurnSpec
+from servelab.config import MultiTurnSpec
 
 
 def add_multi_turn_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,28 +27,3 @@ def add_multi_turn_arguments(p: argparse.ArgumentParser) -> None:
 def multi_turn_spec(args: argparse.Namespace) -> MultiTurnSpec:
     return MultiTurnSpec(enabled=args.multi_turn, think_time_s=args.multi_turn_think_time,
                          history=not args.multi_turn_no_history, max_turns=args.multi_turn_max_turns)
-
-
-def check_multi_turn(spec: BenchSpec) -> None:
-    """What a --multi-turn run needs, however the spec was built."""
-    from servelab.errors import InputError
-
-    multi = spec.multi_turn
-    if not multi.enabled:
-        if multi != MultiTurnSpec():
-            raise InputError("--multi-turn-think-time, --multi-turn-max-turns and --multi-turn-no-history "
-                             "need --multi-turn")
-        return
-    if spec.server.backend != "openai-chat":
-        raise InputError("--multi-turn needs --backend openai-chat (the history is sent as chat messages)")
-    if spec.dataset.name not in ("sharegpt", "custom"):
-        raise InputError(f"--multi-turn needs --dataset-name sharegpt or custom, not {spec.dataset.name}")
-    if spec.load.workers > 1 or spec.load.ray is not None or spec.simulate is not None:
-        raise InputError("--multi-turn cannot be used with --workers, --ray or --simulate (not built yet)")
-    if spec.request.lora_modules or spec.load.ramp_up_strategy is not None or spec.load.probe_request_rate:
-        raise InputError("--multi-turn cannot be used with --lora-modules, --ramp-up-strategy or "
-                         "--probe-request-rate (not built yet)")
-    if not multi.think_time_s >= 0:
-        raise InputError("--multi-turn-think-time must be >= 0")
-    if multi.max_turns is not None and multi.max_turns < 1:
-        raise InputError("--multi-turn-max-turns must be >= 1")

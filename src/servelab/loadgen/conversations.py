@@ -26,12 +26,9 @@ from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
 from servelab.config import MultiTurnSpec
-from servelab.loadgen.drive import (
-    _CUT, BenchConfig, BenchRun, _cpu_s, fetch_models, schedule, to_record, wait_ready, warm_up,
-)
-from servelab.metrics.summary import tally_of
+from servelab.loadgen.drive import _CUT, BenchConfig, BenchRun, _cpu_s, schedule, to_record, wait_ready, warm, warm_up
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, _drain, _one, _wait_until
-from servelab.records import Conversation, RequestRecord, SampleRequest
+from servelab.records import Conversation, RecordSink, RequestRecord, SampleRequest
 
 _now = time.perf_counter_ns
 
@@ -55,18 +52,25 @@ class Replay:
     prompt_tokens_from: dict[str, int] = field(default_factory=dict)  # "usage" | "tokenizer" -> turns
 
 
+def turns(conversations: list[Conversation]) -> list[SampleRequest]:
+    """Every turn, conversation by conversation: what a multi-turn run's records are indexed by."""
+    return [turn for conv in conversations for turn in conv.turns]
+
+
 async def run_conversations(config: BenchConfig, conversations: list[Conversation], multi: MultiTurnSpec,
                             tokenizer, stop: asyncio.Event, counters: Counters | None = None,
-                            on_start=None) -> tuple[BenchRun, Replay]:
-    """Replay ``conversations``; ``stop`` ends the run early, keeping completed turns."""
+                            on_start=None, *, sink: RecordSink,
+                            server_models: dict | None = None) -> tuple[BenchRun, Replay]:
+    """Replay ``conversations``; ``stop`` ends the run early, keeping completed turns. Each
+    turn's record goes to ``sink`` once the run ended (indexed as ``turns``, added in the
+    order the turns were sent); ``server_models``: the caller's /v1/models answer."""
     counters = counters or Counters()
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
     replay = Replay()
     try:
-        models = await fetch_models(pool)
         await _probe(config, pool, conversations[0].turns[0])
         offsets = schedule(config, conversations)  # one start per conversation
-        await pool.warm(min(config.load.max_concurrency or len(conversations), len(conversations), 1024))
+        await warm(config, pool, len(conversations))
         if on_start is not None:
             on_start()
         cpu0, wall0 = _cpu_s(), time.time()
@@ -74,12 +78,23 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()
-    records = [turn_record(config, conversations[t.conversation], t, tokenizer, replay) for t in replay.turns
-               if t.attempt.sent_ns or t.attempt.response is not None]
-    if outcome.interrupted:
-        records = [r for r in records if r.error != _CUT]
-    # texts kept: the run holds them anyway (its histories), and --save-detailed writes them
-    return BenchRun(tally_of(records, detailed=True), outcome, wall0, cpu, models), replay
+    _sink_turns(config, conversations, tokenizer, replay, outcome, sink)
+    return BenchRun(outcome, wall0, cpu, server_models), replay
+
+
+def _sink_turns(config: BenchConfig, conversations, tokenizer, replay: Replay, outcome: RunOutcome,
+                sink: RecordSink) -> None:
+    """Each sent turn's record (made after the run: the histories are in memory anyway), at
+    its place among every conversation's turns; a turn cut by a stop is not measured."""
+    first = [0]
+    for conv in conversations:
+        first.append(first[-1] + len(conv.turns))
+    for t in replay.turns:
+        if not (t.attempt.sent_ns or t.attempt.response is not None):
+            continue
+        record = turn_record(config, conversations[t.conversation], t, tokenizer, replay)
+        if not (outcome.interrupted and record.error == _CUT):
+            sink.add(first[t.conversation] + t.index, record, outcome.t0_ns)
 
 
 async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offsets, stop, counters,

@@ -26,8 +26,7 @@ from servelab.errors import InputError, ServerError
 from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, trace_offsets_ns
 from servelab.loadgen.digest import Digest
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
-from servelab.metrics.tally import Tally
-from servelab.records import RequestRecord, SampleRequest
+from servelab.records import RecordSink, RequestRecord, SampleRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +56,14 @@ class BenchConfig:
 
 @dataclass(slots=True)
 class BenchRun:
-    """The outcome of one run, before metrics: every record is in ``tally``."""
+    """The outcome of one run, before metrics; its records went to the run's sink as they
+    were made (whoever made the sink reads them there)."""
 
-    tally: Tally
     outcome: RunOutcome
     wall_start: float  # time.time() at t0, the run's wall-clock anchor
     client_cpu_s: float
-    server_models: dict | None = None
+    server_models: dict | None = None  # the server's /v1/models answer, asked once per bench
     probes: list[RequestRecord] = field(default_factory=list)  # --probe-request-rate's requests
-
-    @property
-    def records(self) -> list[RequestRecord]:
-        """Every record, rebuilt from the tally (small runs, tests; a big run reads the tally)."""
-        return self.tally.records()
 
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
@@ -115,9 +109,18 @@ class Payloads:
         return serialize(self.config, s, self.pool, s.request_id)
 
 
+def nothing_answered(base_url: str) -> str:
+    """The one line for a server that is not there (yet)."""
+    return (f"nothing answered at {base_url} (is the server running there? pass --ready-check-timeout-sec N "
+            "to wait up to N s for one that is starting)")
+
+
 async def fetch_models(pool: Pool, headers: dict | None = None) -> dict | None:
-    """The server's ``/v1/models`` answer, for provenance and a default model."""
+    """The server's ``/v1/models`` answer, for provenance and a default model; None when
+    it answered something else; ServerError (the socket's error) when nothing answered."""
     resp = await pool.request("GET", "/v1/models", headers=headers)
+    if resp.error and resp.status == 0:
+        raise ServerError(resp.error)
     if resp.error or resp.status != 200:
         return None
     try:
@@ -150,25 +153,26 @@ async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
 
 
 async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
-                    stop: asyncio.Event, counters: Counters | None = None,
-                    on_start=None, offsets_ns=None, sink=None, digest_age_s: float | None = None) -> BenchRun:
+                    stop: asyncio.Event, counters: Counters | None = None, *, sink: RecordSink,
+                    on_start=None, offsets_ns=None, arrival_state: tuple | None = None,
+                    server_models: dict | None = None, digest_age_s: float | None = None) -> BenchRun:
     """Run ``samples`` against the server; ``stop`` ends it early, keeping results.
 
+    ``sink.add(i, record, t0_ns)`` takes each request's record as it is made.
     ``offsets_ns``: the schedule, when a caller drew it (a worker's shard of one
-    schedule); ``on_start`` may return the absolute t0 (the workers' shared instant).
-    ``sink.add(i, record, t0_ns)`` takes each request's record as it is made (a
-    ``Tally`` of the run when not given); ``digest_age_s``: make records no later than
-    that after their response ended (loadgen/digest.py).
+    schedule), else drawn here from the seed and ``arrival_state`` (``schedule``);
+    ``on_start`` may return the absolute t0 (the workers' shared instant);
+    ``server_models``: the /v1/models answer the caller fetched (once per bench), kept
+    in the run; ``digest_age_s``: make records no later than that after their response
+    ended (loadgen/digest.py).
     """
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
-    sink = sink if sink is not None else Tally(samples)
     counters = counters or Counters()
     digest = Digest(lambda a: to_record(config.kind, samples[a.index], a, tokenizer),
                     lambda i, record: sink.add(i, record, counters.t0_ns),
                     max_age_ns=None if digest_age_s is None else int(digest_age_s * 1e9))
     try:
         payloads = Payloads(config, samples, pool)
-        models = await fetch_models(pool, {**config.auth_headers(), **config.headers})
         # probes and warm-ups reuse the first prompt under their own ids, so a
         # server-side log never shows one request id twice
         probe = serialize(config, samples[0], pool, f"{samples[0].request_id}-warmup")
@@ -178,8 +182,8 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
             await warm_up(config, pool, probe)
         if config.profile:
             await profile(config, pool, "start")
-        offsets = offsets_ns if offsets_ns is not None else schedule(config, samples)
-        await pool.warm(min(config.load.max_concurrency or len(samples), len(samples), 1024))
+        offsets = offsets_ns if offsets_ns is not None else schedule(config, samples, arrival_state)
+        await warm(config, pool, len(samples))
         t0 = on_start() if on_start is not None else None
         cpu0, wall0 = _cpu_s(), time.time()
         digesting = asyncio.ensure_future(digest.run())
@@ -198,7 +202,15 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         pool.close()
     digest.flush()  # a request cut in flight was not answered: not measured, not a failure
     probe_records = [to_record(config.kind, s, a, tokenizer) for s, a in probes]
-    return BenchRun(getattr(sink, "tally", None), outcome, wall0, cpu, models, probe_records)
+    return BenchRun(outcome, wall0, cpu, server_models, probe_records)
+
+
+async def warm(config: BenchConfig, pool: Pool, n: int) -> None:
+    """Open the run's connections before t0 (``Pool.warm``); a refused one is one line."""
+    try:
+        await pool.warm(min(config.load.max_concurrency or n, n, 1024))
+    except OSError:
+        raise ServerError(nothing_answered(config.base_url)) from None
 
 
 async def _raise_from(task: asyncio.Task) -> None:
@@ -222,17 +234,18 @@ async def profile(config: BenchConfig, pool: Pool, action: str) -> None:
           flush=True)
 
 
-def schedule(config: BenchConfig, samples: list[SampleRequest]):
+def schedule(config: BenchConfig, samples, arrival_state: tuple | None = None):
     """The run's arrival offsets: a trace's own send times when its requests carry
     them (vLLM's self-timed replay; --no-self-timed draws instead), else drawn from the
     seed as vLLM draws them — continuing the stream where the dataset left it
-    (``Sample.arrival_state``). A ramp (--ramp-up-strategy) gives each request its own
-    rate, by its index. The same for one worker or many."""
+    (``arrival_state``: datasets/sample.Sample's; None, a fresh stream). A ramp
+    (--ramp-up-strategy) gives each request its own rate, by its index. The same for
+    one worker or many."""
     load = config.load
     if load.self_timed is not False and samples and all(getattr(s, "timestamp_s", None) is not None
                                                         for s in samples):
         return trace_offsets_ns([s.timestamp_s for s in samples])
-    rng = arrival_rng(config.seed, getattr(samples, "arrival_state", None))
+    rng = arrival_rng(config.seed, arrival_state)
     ramp = None if load.ramp_up_strategy is None else (
         load.ramp_up_strategy, load.ramp_up_start_rps, load.ramp_up_end_rps)
     return arrival_offsets_ns(len(samples), load.request_rate, load.burstiness, rng, ramp)

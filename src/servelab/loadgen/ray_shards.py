@@ -28,8 +28,7 @@ from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
                                      WorkersRun, global_index, live_row, shard_config, shard_run, split)
-from servelab.metrics.tally import Tally
-from servelab.records import RequestRecord
+from servelab.records import RecordSink, RequestRecord
 
 CLOCK_SAMPLES = 16
 POLL_S = 0.25  # the nodes' counters, for the progress line and telemetry's client samples
@@ -86,13 +85,14 @@ class ShardActor(RayParty):
 FINAL_TAKE_S = 120.0  # an ended shard's last batch: the whole tail of a big shard may be in it
 
 
-def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, sink=None) -> WorkersRun:
+def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, *, sink: RecordSink,
+            arrival_state: tuple | None = None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
-    ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
+    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's."""
     ray, nodes = connect(address)
     if len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
-    shards = split(samples, schedule(config, samples), config.load.max_concurrency, len(nodes))
+    shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, len(nodes))
     actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
     runs = [a.run.remote() for a in actors]
     if not all(ray.get([a.wait_ready.remote(300.0) for a in actors])):
@@ -100,7 +100,6 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     clocks = [clock_offset(ray, a) for a in actors]
     t0 = time.perf_counter_ns() + RAY_START_LEAD_NS
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
-    sink = sink if sink is not None else Tally(samples)
     returned = [0] * len(actors)
 
     def take(k: int, timeout_s: float = 10.0) -> None:
@@ -115,7 +114,7 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
         returned[k] += len(batch)
 
     got = loop_run(_supervise(ray, runs, actors, t0, on_start, take))
-    return _merged(shards, nodes, clocks, got, t0, returned, getattr(sink, "tally", None))
+    return _merged(shards, nodes, clocks, got, t0, returned)
 
 
 def connect(address: str | None) -> tuple:
@@ -214,14 +213,13 @@ def shifted(r: RequestRecord, by: int) -> RequestRecord:
                                first_answer_ns=r.first_answer_ns and r.first_answer_ns + by)  # 0: none seen
 
 
-def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returned: list[int],
-            tally: Tally | None) -> WorkersRun:
+def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returned: list[int]) -> WorkersRun:
     runs = [g for g in got if isinstance(g, ShardRun)]
     ends = [g.end_ns - off for g, (off, _) in zip(got, clocks) if isinstance(g, ShardRun)]
     failed = [g for g in got if not isinstance(g, ShardRun)]
     outcome = RunOutcome(t0, max(ends, default=t0), bool(failed) or any(g.interrupted for g in runs),
                          sum(g.not_sent for g in runs))
-    run = BenchRun(tally, outcome, min((g.wall_start for g in runs), default=time.time()),
+    run = BenchRun(outcome, min((g.wall_start for g in runs), default=time.time()),
                    max((g.cpu_s for g in runs), default=0.0),
                    next((g.server_models for g in runs if g.server_models), None))
     entries = [_entry(s, n, c, g, k) for s, n, c, g, k in zip(shards, nodes, clocks, got, returned)]

@@ -104,13 +104,11 @@ class Outbox:
     sender (the publishing thread, or Ray's driver) takes them in batches. A deque: one
     producer and one consumer need no lock."""
 
-    tally = None  # the records leave; nothing is tallied here
-
     def __init__(self) -> None:
         self._queue: deque = deque()
         self.lags = array("q")  # every record's schedule lag (8 B each), for the worker's section
 
-    def add(self, i: int, record: RequestRecord, t0_ns: int = 0) -> None:
+    def add(self, i: int, record: RequestRecord, t0_ns: int) -> None:
         self._queue.append((i, record))
         self.lags.append(record.lag_ns)
 

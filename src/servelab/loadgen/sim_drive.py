@@ -14,15 +14,15 @@ import time
 
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.pacer import RunOutcome
-from servelab.metrics.summary import tally_of
-from servelab.records import RequestRecord, SampleRequest
+from servelab.records import RecordSink, RequestRecord, SampleRequest
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
 from servelab.sim.prompt import pseudo_token_ids
 from servelab.sim.simulate import Emission, SimResult, simulate
 
 
-def sim_requests(config: BenchConfig, samples: list[SampleRequest]) -> list[SimRequest]:
-    offsets = schedule(config, samples)  # the real run's schedule, ramp included
+def sim_requests(config: BenchConfig, samples: list[SampleRequest], arrival_state: tuple | None = None
+                 ) -> list[SimRequest]:
+    offsets = schedule(config, samples, arrival_state)  # the real run's schedule, ramp included
     return [SimRequest(int(off), s.prompt_len, s.expected_output_len or DEFAULT_OUTPUT_LEN,
                        _ids(s))
             for off, s in zip(offsets, samples)]
@@ -33,16 +33,21 @@ def _ids(s: SampleRequest) -> tuple[int, ...]:
     return pseudo_token_ids(s.prompt, s.prompt_len) if isinstance(s.prompt, str) else tuple(s.prompt)
 
 
-def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: EngineLimits,
-                  model: StepModel) -> tuple[BenchRun, SimResult]:
-    requests = sim_requests(config, samples)
+def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: EngineLimits, model: StepModel,
+                  sink: RecordSink, arrival_state: tuple | None = None
+                  ) -> tuple[BenchRun, SimResult, list[RequestRecord]]:
+    """The run, the simulation, and its records (each also added to ``sink``): the fast
+    mode holds them all, and its telemetry timeline is drawn from them."""
+    requests = sim_requests(config, samples, arrival_state)
     t0, wall0 = time.perf_counter_ns(), time.time()
     sim = simulate(requests, limits, model, config.load.max_concurrency)
     records = [to_record(s, r, e, t0) for s, r, e in zip(samples, requests, sim.emissions)]
+    for i, r in enumerate(records):
+        sink.add(i, r, t0)
     end = max((r.done_ns for r in records), default=t0)
-    run = BenchRun(tally_of(records), RunOutcome(t0, end), wall0, client_cpu_s=0.0,
+    run = BenchRun(RunOutcome(t0, end), wall0, client_cpu_s=0.0,
                    server_models={"object": "list", "data": [{"id": config.model, "owned_by": "servelab-sim"}]})
-    return run, sim
+    return run, sim, records
 
 
 def to_record(s: SampleRequest, req: SimRequest, em: Emission, t0: int) -> RequestRecord:

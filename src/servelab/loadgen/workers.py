@@ -13,8 +13,8 @@ from that instant.
 Records come back in batches while the run goes on (every RECORDS_EVERY_S, each
 made within that of its response's end: loadgen/digest.py), and the rest when a
 worker's shard ends or is stopped (SIGTERM/SIGINT: it keeps what completed, like
-one worker on Ctrl-C); the parent hands each to one sink (a ``Tally`` and, in a
-bench, the records file) and keeps nothing else per request. A worker that dies
+one worker on Ctrl-C); the parent hands each to one sink (records.RecordSink: in a
+bench, the run's tally and records file) and keeps nothing else per request. A worker that dies
 hard (SIGKILL, a crash) loses only the tail it had not sent: the parent stops the
 others, keeps every record returned, and the result names the dead worker and the
 requests it took with it. Every worker asks the kernel to end it if the parent
@@ -39,7 +39,7 @@ from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.progress import Progress
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
                                      WorkersRun, global_index, live_row, shard_config, shard_run, split)
-from servelab.metrics.tally import Tally
+from servelab.records import RecordSink
 
 PUBLISH_S = 0.05  # how often a worker copies its counters into shared memory
 REAP_GRACE_S = 10.0  # a stopped worker sends its last records, then exits
@@ -59,17 +59,16 @@ class _Worker:
     exitcode: int | None = None
 
 
-def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False,
-                sink=None) -> WorkersRun:
+def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False, *,
+                sink: RecordSink, arrival_state: tuple | None = None) -> WorkersRun:
     """Drive ``samples`` with ``n`` worker processes; ``on_start(counters)`` at the shared t0,
     inside the parent's event loop, with counters summed from the workers' (``Live``).
-    ``sink.add(i, record, t0_ns)`` takes every record returned (a ``Tally`` when not given)."""
+    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's."""
     if len(samples) < n:
         raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
-    shards = split(samples, schedule(config, samples), config.load.max_concurrency, n)
+    shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, n)
     barrier = Barrier.for_processes(n)
     workers = [_start(config, s, tokenizer, core, barrier) for s, core in zip(shards, _cores(n))]
-    sink = sink if sink is not None else Tally(samples)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stopped: list[int] = []  # the signal that stopped the run, if one did
     try:
@@ -79,7 +78,7 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, 
         for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
             signal.signal(sig, handler)
         reap([(w.proc, w.conn) for w in workers], REAP_GRACE_S)
-    merged = _merged(workers, barrier.t0_ns, getattr(sink, "tally", None))
+    merged = _merged(workers, barrier.t0_ns)
     merged.run.outcome.stopped_by = stopped[0] if stopped else None
     return merged
 
@@ -185,7 +184,7 @@ def _first_error(workers: list[_Worker]) -> str:
     return f"worker {w.shard.index} (pid {w.proc.pid}) exited with code {w.exitcode} before the start"
 
 
-def _merged(workers: list[_Worker], t0_ns: int, tally: Tally | None) -> WorkersRun:
+def _merged(workers: list[_Worker], t0_ns: int) -> WorkersRun:
     runs = [w.run for w in workers if w.run is not None]
     failed = [w for w in workers if w.run is None]
     end = max((r.end_ns for r in runs), default=t0_ns)
@@ -195,7 +194,7 @@ def _merged(workers: list[_Worker], t0_ns: int, tally: Tally | None) -> WorkersR
     cpu = max((r.cpu_s for r in runs), default=0.0)
     wall = min((r.wall_start for r in runs), default=time.time())
     models = next((r.server_models for r in runs if r.server_models), None)
-    run = BenchRun(tally, outcome, wall, cpu, models)
+    run = BenchRun(outcome, wall, cpu, models)
     lines = [f"worker {w.shard.index} (pid {w.proc.pid}) died ({_how(w.exitcode)}) mid-run: "
              f"{len(w.shard.samples) - w.returned} of its {len(w.shard.samples)} requests are lost "
              f"({w.returned} returned before are kept)" for w in failed]

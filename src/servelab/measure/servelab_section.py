@@ -16,23 +16,25 @@ from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
 from servelab.loadgen.drive import BenchConfig, BenchRun
 from servelab.metrics.summary import NS_PER_MS, Summary, stat
+from servelab.metrics.tally import Tally
 from servelab.telemetry import machine
 
 
-def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summary: Summary, tokenizer) -> dict:
+def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally: Tally, summary: Summary,
+                     tokenizer) -> dict:
     """What we add to vLLM's keys: client fidelity, rules used, provenance."""
     duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
-    lags_ms = run.tally.lag_ns() / NS_PER_MS
+    lags_ms = tally.lag_ns() / NS_PER_MS
     lag = stat(lags_ms, (50, 99))
     cpu_frac = run.client_cpu_s / duration_s if duration_s > 0 else 0.0
-    sources = run.tally.sources()
+    sources = tally.sources()
     return {
         "version": __version__,
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
         "t0_perf_ns": run.outcome.t0_ns,  # records' *_ms are from here (perf_counter_ns clock)
         "interrupted": run.outcome.interrupted,
         # successes whose stream ended with neither a finish_reason nor [DONE] (counted, as vLLM does)
-        "unfinished_streams": run.tally.unfinished(),
+        "unfinished_streams": tally.unfinished(),
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
                             "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
@@ -40,7 +42,7 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, summar
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
         # usage: the server's usage.prompt_tokens (as vLLM counts); dataset: the sampler's count
-        "prompt_tokens_source": run.tally.prompt_sources(),
+        "prompt_tokens_source": tally.prompt_sources(),
         "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},

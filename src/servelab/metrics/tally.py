@@ -60,12 +60,8 @@ class Tally:
         self.other: dict[str, dict[int, object]] = {name: {} for name in _OTHER}
         self.added = 0
 
-    @property
-    def tally(self) -> Tally:
-        return self  # a sink's tally (RecordSink) is itself here
-
-    def add(self, i: int, r: RequestRecord, t0_ns: int = 0) -> None:
-        """Request ``i`` ended as ``r`` (``t0_ns``: a sink's; unused here)."""
+    def add(self, i: int, r: RequestRecord) -> None:
+        """Request ``i`` ended as ``r`` (a run's sink, results/store.RecordSink, adds it here)."""
         c = self.col
         c["status"][i] = OK if r.success else FAILED
         for name in ("intended_ns", "dispatched_ns", "sent_ns", "done_ns", "prompt_len", "output_tokens"):

@@ -173,9 +173,10 @@ class RecordsFile:
 
 
 class RecordSink:
-    """Where every record of a run goes, once, as it is made — by this process's run or
-    returned by a worker or a Ray shard: into the run's ``tally`` (what the summary and
-    the result are computed from) and, when the run is saved, the records file."""
+    """A bench's ``records.RecordSink``: every record of the run, once, as it is made — by
+    this process's run or returned by a worker or a Ray shard — into the run's ``tally``
+    (what the summary and the result are computed from) and, when the run is saved, the
+    records file. Whoever made it reads ``tally`` after the run."""
 
     def __init__(self, tally: Tally, file: RecordsFile | None = None) -> None:
         self.tally, self.file = tally, file

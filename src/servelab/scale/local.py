@@ -163,4 +163,5 @@ def _child(job: Job, barrier: Barrier, party: int, conn) -> None:
             conn.send(("error", str(exc)))
             return
     run = outcome.run
-    conn.send(("done", JobRun(job.replica, run.records, outcome.result, outcome.exit_code, run.outcome.t0_ns)))
+    conn.send(("done", JobRun(job.replica, outcome.tally.records(), outcome.result, outcome.exit_code,
+                              run.outcome.t0_ns)))

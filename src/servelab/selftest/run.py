@@ -8,6 +8,9 @@ import os
 
 from servelab.config import LoadSpec
 from servelab.loadgen.drive import BenchConfig, run_bench
+from servelab.loadgen.loop import loop_run
+from servelab.metrics.tally import Tally
+from servelab.results.store import RecordSink
 from servelab.mock.config import MockConfig
 from servelab.mock.launch import run_in_subprocess
 from servelab.selftest.fidelity import client_view, compare, pin_to_cpus, synthetic_requests
@@ -25,14 +28,12 @@ def _cpus() -> tuple[set[int], list[int] | None]:
 
 
 def _bench(url: str, samples, concurrency: int):
+    """(the run, its records) against the mock at ``url``."""
     config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
                          load=LoadSpec(max_concurrency=concurrency), ignore_eos=True)
-    try:
-        import uvloop
-
-        return uvloop.run(run_bench(config, samples, None, asyncio.Event()))
-    except ImportError:
-        return asyncio.run(run_bench(config, samples, None, asyncio.Event()))
+    sink = RecordSink(Tally(samples))
+    run = loop_run(run_bench(config, samples, None, asyncio.Event(), sink=sink))
+    return run, sink.tally.records()
 
 
 def fidelity(mock_cpus, args) -> tuple[dict, float]:
@@ -40,9 +41,9 @@ def fidelity(mock_cpus, args) -> tuple[dict, float]:
     streams = min(args.concurrency, n)  # what runs: 50 requests never open 512 streams
     cfg = MockConfig(ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, port=0, model="mock")
     with run_in_subprocess(cfg, cpu=mock_cpus) as mock:
-        run = _bench(mock.url, synthetic_requests(n, args.output_len), streams)
+        run, records = _bench(mock.url, synthetic_requests(n, args.output_len), streams)
         truth = mock.truth()
-    result = compare(client_view(run.records), truth, streams)
+    result = compare(client_view(records), truth, streams)
     duration = (run.outcome.end_ns - run.outcome.t0_ns) / 1e9
     return result.to_dict(), run.client_cpu_s / duration
 
@@ -50,11 +51,11 @@ def fidelity(mock_cpus, args) -> tuple[dict, float]:
 def ceiling(mock_cpus, streams: int, tokens: int) -> dict:
     cfg = MockConfig(ttft_ms=0, itl_ms=0, port=0, model="mock")
     with run_in_subprocess(cfg, cpu=mock_cpus) as mock:
-        run = _bench(mock.url, synthetic_requests(streams, tokens), streams)
+        run, records = _bench(mock.url, synthetic_requests(streams, tokens), streams)
     duration = (run.outcome.end_ns - run.outcome.t0_ns) / 1e9
-    out_tokens = sum(r.output_tokens for r in run.records if r.success)
+    out_tokens = sum(r.output_tokens for r in records if r.success)
     return {"streams": streams, "tokens": tokens, "output_tok_s": out_tokens / duration,
-            "client_cpu": run.client_cpu_s / duration, "failed": sum(not r.success for r in run.records)}
+            "client_cpu": run.client_cpu_s / duration, "failed": sum(not r.success for r in records)}
 
 
 def run_selftest(args) -> dict:

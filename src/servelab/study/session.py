@@ -25,8 +25,6 @@ import json
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from pathlib import Path
 from servelab.engines import EngineSpec, start_engine
 from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import kind_of
+from servelab.engines.vllm import reset_prefix_cache
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
 from servelab.results.runs import run_result
@@ -45,7 +44,6 @@ from servelab.measure.facts import engine_context, engine_facts, footprint_gib, 
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.file import EngineEntry, RunKey, Workload
 
-RESET_TRIES = 10  # vLLM refuses a reset while blocks are held; they free within moments
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report
 
 
@@ -250,24 +248,6 @@ def run_line(outcome: BenchOutcome, wall_s: float, folder: Path) -> str:
             f"mean TTFT {ttft:.0f} ms · {wall_s:.0f} s → {folder}")
 
 
-def reset_prefix_cache(base_url: str) -> str:
-    """"reset", "unsupported" (no such route: the engine keeps its cache) or "failed"."""
-    request = urllib.request.Request(f"{base_url}/reset_prefix_cache", data=b"", method="POST")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    for _ in range(RESET_TRIES):
-        try:
-            with opener.open(request, timeout=10) as response:
-                if json.loads(response.read() or b"{}").get("success", True):
-                    return "reset"
-        except urllib.error.HTTPError as exc:
-            if exc.code in (404, 405):
-                return "unsupported"
-        except (OSError, ValueError):
-            return "failed"
-        time.sleep(0.5)
-    return "failed"
-
-
 def _save_prompts(spec: BenchSpec, path: Path) -> None:
     """The first prompts of this workload, for the report. Drawn again with the run's
     own seed, dataset and tokenizer — the same sample the run sends."""
@@ -275,7 +255,7 @@ def _save_prompts(spec: BenchSpec, path: Path) -> None:
 
     with contextlib.redirect_stderr(io.StringIO()):  # its notes repeat in the run's own output
         tokenizer = bench_tokenizer(spec, spec.server.model)
-        samples = prepare_requests(spec.dataset, tokenizer)  # the run's own, from the cache
+        samples = prepare_requests(spec.dataset, tokenizer).requests  # the run's own, from the cache
     rows = [{"prompt": s.prompt, "prompt_len": s.prompt_len, "output_len": s.expected_output_len}
             for s in samples[:PROMPT_SAMPLES]]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec, OutputSpec
+from servelab.config import BenchSpec, OutputSpec, check_spec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files
@@ -182,6 +182,7 @@ def load_workload(spec: BenchSpec, over: str, load: float, slo: dict[str, float]
     varied = {"max_concurrency": int(load)} if integer else {"request_rate": float(load)}
     at_load = dataclasses.replace(base, load=dataclasses.replace(base.load, **varied),
                                   argv=(*base.argv, flag, value))
+    check_spec(at_load)  # a varied spec is checked as a parsed one is (e.g. a load below --workers)
     return Workload(f"{prefix}{value}", at_load, f"{name} {value}")
 
 

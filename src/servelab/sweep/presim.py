@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from servelab.config import check_spec
 from servelab.errors import InputError
 from servelab.sim.options import add_engine_arguments, from_args
 from servelab.measure.run import execute
@@ -61,6 +62,7 @@ def measure(plan, choice: dict[str, str], load: float) -> Point:
     spec = load_workload(plan.spec, plan.over, load, None).spec  # p50/p99 of E2EL too, at this load
     quiet = dataclasses.replace(spec.output, progress=False, telemetry=False)
     spec = dataclasses.replace(spec, simulate=engine_for(plan.argv, choice), output=quiet)
+    check_spec(spec)  # as bench checks a parsed one (e.g. --simulate with --workers is refused)
     with contextlib.redirect_stdout(io.StringIO()):
         result = execute(spec).result
     return point_from_result(load, result)
