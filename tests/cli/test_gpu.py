@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from servelab.cli import gpu
+from servelab.telemetry import host
 
 HOST = {"cpu_model": "AMD EPYC", "logical_cores": 2, "physical_cores": 2, "usable_cores": 2,
         "memory_total_gib": 23.54, "memory_available_gib": 22.54, "numa_nodes": 1}
@@ -22,7 +23,7 @@ def run(capsys, *argv: str) -> str:
 
 @pytest.fixture
 def fixed_host(monkeypatch):
-    monkeypatch.setattr(gpu, "host_report", lambda: dict(HOST))
+    monkeypatch.setattr(host, "host_report", lambda: dict(HOST))
 
 
 def test_without_nvidia_ml_py_says_so_and_describes_the_cpu(monkeypatch, capsys, fixed_host):
@@ -124,8 +125,3 @@ def test_nvml_that_will_not_start_is_not_an_error(monkeypatch, capsys, fixed_hos
     out = run(capsys, "--json")
     assert json.loads(out)["nvml_error"] == "NVML unavailable (Driver Not Loaded)"
 
-
-def test_the_real_host_report_has_sane_values():
-    host = gpu.host_report()
-    assert set(host) == set(HOST)
-    assert host["logical_cores"] >= 1 and host["memory_total_gib"] > 0 and host["cpu_model"]

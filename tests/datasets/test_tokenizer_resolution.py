@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,14 +26,14 @@ def fake_snapshot(root, repo_id, rev, source, files=QWEN3_FILES):
     snapshot = root / ("models--" + repo_id.replace("/", "--")) / "snapshots" / rev
     snapshot.mkdir(parents=True)
     for name in files:
-        shutil.copy(source / name, snapshot / name)
+        shutil.copy(Path(source) / name, snapshot / name)
     return snapshot
 
 
-def test_qwen3_folder_loads_with_the_fast_library(qwen3_dir):
-    tok = load_tokenizer(TokenizerSpec(str(qwen3_dir)))
+def test_qwen3_folder_loads_with_the_fast_library(qwen3_path):
+    tok = load_tokenizer(TokenizerSpec(qwen3_path))
     assert isinstance(tok, FastTokenizer)
-    assert tok.name == str(qwen3_dir)
+    assert tok.name == qwen3_path
     assert tok.vocab_size == 151643  # base vocabulary, as Hugging Face reports it
     assert {151643, 151644, 151645} <= tok.special_ids  # <|endoftext|>, <|im_start|>, <|im_end|>
     assert 151667 not in tok.special_ids  # <think> is an added token but not special
@@ -43,14 +44,14 @@ def test_qwen3_folder_loads_with_the_fast_library(qwen3_dir):
     assert tok.encode_batch(["hello world", "hello"]) == [[14990, 1879], [14990]]
 
 
-def test_a_tokenizer_json_file_path_loads(qwen3_dir):
-    tok = load_tokenizer(TokenizerSpec(str(qwen3_dir / "tokenizer.json")))
+def test_a_tokenizer_json_file_path_loads(qwen3_path):
+    tok = load_tokenizer(TokenizerSpec(str(Path(qwen3_path) / "tokenizer.json")))
     assert tok.encode("hello world") == [14990, 1879]
 
 
-def test_hub_id_resolves_in_hf_hub_cache_honouring_refs_main(qwen3_dir, tmp_path, monkeypatch):
+def test_hub_id_resolves_in_hf_hub_cache_honouring_refs_main(qwen3_path, tmp_path, monkeypatch):
     hub = tmp_path / "hub"
-    fake_snapshot(hub, "Qwen/Qwen3-14B", "abc123", qwen3_dir)
+    fake_snapshot(hub, "Qwen/Qwen3-14B", "abc123", qwen3_path)
     newer = hub / "models--Qwen--Qwen3-14B" / "snapshots" / "zzz999"
     newer.mkdir()
     (newer / "tokenizer.json").write_text("not a tokenizer")  # newest on disk, but not refs/main
@@ -63,11 +64,11 @@ def test_hub_id_resolves_in_hf_hub_cache_honouring_refs_main(qwen3_dir, tmp_path
     assert tok.encode("hello world") == [14990, 1879]
 
 
-def test_hf_home_hub_without_refs_takes_the_newest_snapshot(qwen3_dir, tmp_path, monkeypatch):
-    older = fake_snapshot(tmp_path / "home" / "hub", "Qwen/Qwen3-14B", "old", qwen3_dir, files=["tokenizer.json"])
+def test_hf_home_hub_without_refs_takes_the_newest_snapshot(qwen3_path, tmp_path, monkeypatch):
+    older = fake_snapshot(tmp_path / "home" / "hub", "Qwen/Qwen3-14B", "old", qwen3_path, files=["tokenizer.json"])
     (older / "tokenizer.json").write_text("broken")
     os.utime(older, (time.time() - 600, time.time() - 600))
-    fake_snapshot(tmp_path / "home" / "hub", "Qwen/Qwen3-14B", "new", qwen3_dir)
+    fake_snapshot(tmp_path / "home" / "hub", "Qwen/Qwen3-14B", "new", qwen3_path)
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     assert load_tokenizer(TokenizerSpec("Qwen/Qwen3-14B")).encode("hello") == [14990]
@@ -97,13 +98,13 @@ def test_a_corrupt_tokenizer_json_names_the_file(tmp_path):
         load_tokenizer(TokenizerSpec(str(tmp_path)))
 
 
-def test_folder_without_tokenizer_json_falls_back_to_transformers(qwen3_dir, tmp_path):
+def test_folder_without_tokenizer_json_falls_back_to_transformers(qwen3_path, tmp_path):
     pytest.importorskip("transformers")
     for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
-        shutil.copy(qwen3_dir / name, tmp_path / name)
+        shutil.copy(Path(qwen3_path) / name, tmp_path / name)
     tok = load_tokenizer(TokenizerSpec(str(tmp_path)))
     assert not isinstance(tok, FastTokenizer)
-    fast = load_tokenizer(TokenizerSpec(str(qwen3_dir)))
+    fast = load_tokenizer(TokenizerSpec(qwen3_path))
     text = "Déjà vu: 12 tokens, maybe more?\n"
     assert tok.encode(text) == fast.encode(text)
     assert (tok.vocab_size, tok.special_ids) == (fast.vocab_size, fast.special_ids)
@@ -114,8 +115,8 @@ def test_chat_template_renders_one_user_turn_and_the_generation_prompt(qwen3):
     assert qwen3.apply_chat_template("Hi") == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_a_bare_tokenizer_json_has_no_chat_template(qwen3_dir, tmp_path):
-    shutil.copy(qwen3_dir / "tokenizer.json", tmp_path / "tokenizer.json")
+def test_a_bare_tokenizer_json_has_no_chat_template(qwen3_path, tmp_path):
+    shutil.copy(Path(qwen3_path) / "tokenizer.json", tmp_path / "tokenizer.json")
     tok = load_tokenizer(TokenizerSpec(str(tmp_path / "tokenizer.json")))
     with pytest.raises(TokenizerError, match="no chat template.*--skip-chat-template"):
         tok.apply_chat_template("Hi")

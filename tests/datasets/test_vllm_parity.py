@@ -49,8 +49,8 @@ def vllm():
 
 
 @pytest.fixture(scope="module")
-def vllm_tokenizer(vllm, qwen3_dir):
-    return vllm[2].get_tokenizer(str(qwen3_dir))
+def vllm_tokenizer(vllm, qwen3_path):
+    return vllm[2].get_tokenizer(qwen3_path)
 
 
 @pytest.fixture(scope="module")
@@ -224,13 +224,13 @@ def test_same_requests_and_send_times(case, seed, vllm, vllm_tokenizer, qwen3, d
     np.testing.assert_allclose(np.asarray(our_offsets) / 1e9, their_offsets, rtol=1e-12, atol=TOLERANCE_S)
 
 
-def test_timed_trace_replays_vllms_tokens_and_times(vllm, vllm_tokenizer, qwen3, qwen3_dir, data, monkeypatch):
+def test_timed_trace_replays_vllms_tokens_and_times(vllm, vllm_tokenizer, qwen3, qwen3_path, data, monkeypatch):
     # vLLM seeds each chunk's tokens with Python's hash() of a string, which Python
     # randomizes per process: its tokens are reproducible only under PYTHONHASHSEED=0,
     # so vLLM's side runs in a child process with it.
     flags = (f"--dataset-name timed_trace --dataset-path {data}/trace.jsonl --num-prompts 35 "
              "--timed-trace-sec-multiplier 0.001").split()
-    theirs = _vllm_trace_in_child(qwen3_dir, flags)
+    theirs = _vllm_trace_in_child(qwen3_path, flags)
     ours, our_offsets = _servelab_requests(flags, qwen3)
     assert [list(r.prompt) for r in ours] == [t["prompt"] for t in theirs]
     assert [r.prompt_len for r in ours] == [t["prompt_len"] for t in theirs]
@@ -319,9 +319,9 @@ print(json.dumps([{"prompt": r.prompt, "prompt_len": r.prompt_len, "output_len":
 """
 
 
-def _vllm_trace_in_child(qwen3_dir, flags) -> list[dict]:
+def _vllm_trace_in_child(qwen3_path, flags) -> list[dict]:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(qwen3_dir), *flags], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", _CHILD, qwen3_path, *flags], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -18,8 +18,8 @@ def _statuses(port: int, n: int) -> list[int]:
     return out
 
 
-def test_error_rate_with_seed_fails_an_exact_set(start_mock):
-    mock = start_mock(error_rate=0.3, seed=11)
+def test_error_rate_with_seed_fails_an_exact_set(mock_server):
+    mock = mock_server(error_rate=0.3, seed=11)
     statuses = _statuses(mock.port, 100)
     planner = Planner(MockConfig(error_rate=0.3, seed=11))
     expected = [500 if planner.next(6, False).failure else 200 for _ in range(100)]
@@ -30,28 +30,28 @@ def test_error_rate_with_seed_fails_an_exact_set(start_mock):
     assert finishes.count("ok") == statuses.count(200)
 
 
-def test_same_seed_same_failures_other_seed_differs(start_mock):
-    a = _statuses(start_mock(error_rate=0.5, seed=1).port, 40)
-    b = _statuses(start_mock(error_rate=0.5, seed=1).port, 40)
-    c = _statuses(start_mock(error_rate=0.5, seed=2).port, 40)
+def test_same_seed_same_failures_other_seed_differs(mock_server):
+    a = _statuses(mock_server(error_rate=0.5, seed=1).port, 40)
+    b = _statuses(mock_server(error_rate=0.5, seed=1).port, 40)
+    c = _statuses(mock_server(error_rate=0.5, seed=2).port, 40)
     assert a == b and a != c
 
 
 @pytest.mark.parametrize("rate,expect", [(0.0, 0), (1.0, 20)])
-def test_error_rate_bounds(start_mock, rate, expect):
-    assert _statuses(start_mock(error_rate=rate).port, 20).count(500) == expect
+def test_error_rate_bounds(mock_server, rate, expect):
+    assert _statuses(mock_server(error_rate=rate).port, 20).count(500) == expect
 
 
-def test_http500_body_is_vllm_error(start_mock):
-    mock = start_mock(error_rate=1.0)
+def test_http500_body_is_vllm_error(mock_server):
+    mock = mock_server(error_rate=1.0)
     r = request(mock.port, "POST", "/v1/chat/completions", {"messages": [], "max_tokens": 3, "stream": True})
     assert r.status == 500
     err = r.json()["error"]
     assert err["code"] == 500 and err["type"] == "InternalServerError" and err["message"]
 
 
-def test_pipelined_failures_keep_open_edges_in_order(start_mock):
-    mock = start_mock(error_rate=1.0)
+def test_pipelined_failures_keep_open_edges_in_order(mock_server):
+    mock = mock_server(error_rate=1.0)
     conn = Conn(mock.port)
     for _ in range(3):
         conn.send("POST", "/v1/completions", BODY)
@@ -68,8 +68,8 @@ def test_failure_kinds_are_mixed_by_the_seed():
     assert kinds == {"http500", "abort"}
 
 
-def test_abort_closes_mid_stream(start_mock):
-    mock = start_mock(error_rate=1.0, failure_kinds=("abort",))
+def test_abort_closes_mid_stream(mock_server):
+    mock = mock_server(error_rate=1.0, failure_kinds=("abort",))
     conn = Conn(mock.port)
     r = conn.request("POST", "/v1/completions", {**BODY, "max_tokens": 10})
     assert r.status == 200 and not r.complete
@@ -79,8 +79,8 @@ def test_abort_closes_mid_stream(start_mock):
     assert log.finish == "abort" and log.output_tokens == 5 and log.planned_tokens == 10
 
 
-def test_stall_stops_mid_stream_and_keeps_running(start_mock):
-    mock = start_mock(error_rate=1.0, failure_kinds=("stall",))
+def test_stall_stops_mid_stream_and_keeps_running(mock_server):
+    mock = mock_server(error_rate=1.0, failure_kinds=("stall",))
     conn = Conn(mock.port, timeout=0.5)
     conn.send("POST", "/v1/completions", {**BODY, "max_tokens": 8})
     with pytest.raises(TimeoutError):
@@ -95,8 +95,8 @@ def test_stall_stops_mid_stream_and_keeps_running(start_mock):
     assert log.output_tokens == 4
 
 
-def test_client_disconnect_mid_stream_is_recorded(start_mock):
-    mock = start_mock(itl_ms=20)
+def test_client_disconnect_mid_stream_is_recorded(mock_server):
+    mock = mock_server(itl_ms=20)
     conn = Conn(mock.port)
     conn.send("POST", "/v1/completions", {**BODY, "max_tokens": 50})
     conn.file.readline()  # status line: the stream has started

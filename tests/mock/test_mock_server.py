@@ -50,8 +50,8 @@ def test_stop_ends_open_streams_as_stopped():
     assert req.finish == "stopped" and req.output_tokens == 0
 
 
-def test_http_client_decodes_stream_and_reuses_connection(start_mock):
-    mock = start_mock()
+def test_http_client_decodes_stream_and_reuses_connection(mock_server):
+    mock = mock_server()
     conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=10)
     for max_tokens in (3, 5):
         body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
@@ -68,11 +68,11 @@ def test_http_client_decodes_stream_and_reuses_connection(start_mock):
     conn.close()
 
 
-def test_a_client_that_shuts_its_side_is_gone_and_nothing_after_is_recorded_as_sent(start_mock):
+def test_a_client_that_shuts_its_side_is_gone_and_nothing_after_is_recorded_as_sent(mock_server):
     """As vLLM's server (uvicorn) takes it: EOF from the client ends its request as a disconnect."""
     import socket
 
-    mock = start_mock(ttft_ms=50, itl_ms=20)
+    mock = mock_server(ttft_ms=50, itl_ms=20)
     body = json.dumps({"model": "mock", "prompt": "hi", "max_tokens": 50, "stream": True}).encode()
     with socket.create_connection(("127.0.0.1", mock.port), timeout=10) as s:
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -32,8 +32,8 @@ def alarm(request, monkeypatch):
     return request.param
 
 
-def test_truth_follows_the_schedule(start_mock, alarm):
-    mock = start_mock(ttft_ms=80, itl_ms=15)
+def test_truth_follows_the_schedule(mock_server, alarm):
+    mock = mock_server(ttft_ms=80, itl_ms=15)
     t_send = time.perf_counter_ns()
     r = _stream(mock.port, 8, rid="timed")
     t_done = time.perf_counter_ns()
@@ -111,8 +111,8 @@ def test_linux_alarm_is_a_timerfd():
         loop.close()
 
 
-def test_non_streamed_response_comes_when_the_last_token_would(start_mock):
-    mock = start_mock(ttft_ms=30, itl_ms=10)
+def test_non_streamed_response_comes_when_the_last_token_would(mock_server):
+    mock = mock_server(ttft_ms=30, itl_ms=10)
     request(mock.port, "POST", "/v1/completions", {"prompt": "a", "max_tokens": 5})
     (req,) = mock.truth().requests
     assert req.event_tokens == (5,)
@@ -139,8 +139,8 @@ def _wait_for(port, want, timeout=5.0):
         time.sleep(0.01)
 
 
-def test_running_gauge_counts_open_streams(start_mock):
-    mock = start_mock(ttft_ms=300, itl_ms=10)
+def test_running_gauge_counts_open_streams(mock_server):
+    mock = mock_server(ttft_ms=300, itl_ms=10)
     threads = _background_streams(mock.port, 3, 2)
     _wait_for(mock.port, (3, 0))
     for t in threads:
@@ -148,8 +148,8 @@ def test_running_gauge_counts_open_streams(start_mock):
     assert _gauges(mock.port) == (0, 0)
 
 
-def test_max_open_makes_requests_wait(start_mock):
-    mock = start_mock(ttft_ms=100, itl_ms=10, max_open=1)
+def test_max_open_makes_requests_wait(mock_server):
+    mock = mock_server(ttft_ms=100, itl_ms=10, max_open=1)
     threads = _background_streams(mock.port, 3, 2)
     _wait_for(mock.port, (1, 2))
     for t in threads:
@@ -162,8 +162,8 @@ def test_max_open_makes_requests_wait(start_mock):
     assert max(r.ttft_ns for r in truth.requests) >= 200 * MS  # the third waited for two
 
 
-def test_open_edges_give_mean_concurrency(start_mock):
-    mock = start_mock(ttft_ms=200)
+def test_open_edges_give_mean_concurrency(mock_server):
+    mock = mock_server(ttft_ms=200)
     threads = _background_streams(mock.port, 4, 1)
     for t in threads:
         t.join()
@@ -178,8 +178,8 @@ def test_open_edges_give_mean_concurrency(start_mock):
     assert abs(mean_open(truth, first, last) * (last - first) - area) <= 4 * (max(arrived) - first)
 
 
-def test_zero_delay_streams_everything_in_batches(start_mock):
-    mock = start_mock()
+def test_zero_delay_streams_everything_in_batches(mock_server):
+    mock = mock_server()
     conn = Conn(mock.port)
     r = conn.request("POST", "/v1/completions", {"prompt": "a", "max_tokens": 1000, "stream": True,
                                                  "stream_options": {"include_usage": True}})
@@ -191,8 +191,8 @@ def test_zero_delay_streams_everything_in_batches(start_mock):
     assert len(set(req.event_ns)) < 1000  # several events per write
 
 
-def test_truth_reset_keeps_open_count(start_mock):
-    mock = start_mock()
+def test_truth_reset_keeps_open_count(mock_server):
+    mock = mock_server()
     _stream(mock.port, 2)
     mock.reset_truth()
     assert mock.truth().requests == ()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from servelab.mock.truth import Recorder, RequestLog, RequestTruth, Truth, lateness_ns, mean_open, summarize
+from servelab.mock.truth import RequestLog, RequestTruth, Truth, TruthLog, lateness_ns, mean_open, summarize
 
 
 def _req(rid="r", recv=100, admit=100, events=(150, 160, 175), tokens=None, finish="ok", stream=True):
@@ -51,8 +51,8 @@ def test_summarize_pools_ok_requests_only():
     assert s.events == 7
 
 
-def test_recorder_edges_and_json_roundtrip():
-    rec = Recorder({"ttft_ms": 1.0})
+def test_truth_log_edges_and_json_roundtrip():
+    rec = TruthLog({"ttft_ms": 1.0})
     a, b = RequestLog("a", "chat", True, rec.start_ns + 5), RequestLog("b", "chat", False, rec.start_ns + 6)
     rec.begin(a)
     rec.begin(b)

@@ -43,10 +43,10 @@ def test_token_budget_chunks_a_long_prompt(prompt_len, budget):
     limits = replace(LIMITS, max_num_batched_tokens=budget, num_blocks=1000)
     res = simulate([req(prompt_len, 2)], limits, MODEL)
     chunks = -(-prompt_len // budget)
-    assert res.timeline.step_tokens[:chunks] == [budget] * (prompt_len // budget) + (
+    assert res.steps.step_tokens[:chunks] == [budget] * (prompt_len // budget) + (
         [prompt_len % budget] if prompt_len % budget else [])
     # first token at the end of the chunks-th step
-    assert res.emissions[0].token_ns[0] == res.timeline.t_ns[chunks - 1] + MODEL.step_ns(1, res.timeline.step_tokens[chunks - 1], 0)
+    assert res.emissions[0].token_ns[0] == res.steps.t_ns[chunks - 1] + MODEL.step_ns(1, res.steps.step_tokens[chunks - 1], 0)
     assert res.counters.steps == chunks + 1
 
 
@@ -59,7 +59,7 @@ def test_kv_exhaustion_preempts_the_newest_running_request():
     assert old.preemptions == 0 and new.preemptions >= 1
     assert len(old.token_ns) == len(new.token_ns) == 40
     assert new.token_ns[-1] > old.token_ns[-1]  # recomputed after the old one finished
-    assert max(res.timeline.kv_usage) <= 1.0
+    assert max(res.steps.kv_usage) <= 1.0
 
 
 def test_identical_prompts_hit_the_prefix_cache_by_full_blocks_only():
@@ -70,7 +70,7 @@ def test_identical_prompts_hit_the_prefix_cache_by_full_blocks_only():
     assert res.counters.prefix_hits == 64
     assert res.counters.prefix_queries == 140
     # its prefill computed only the 6 tokens past the cached blocks
-    assert 6 in res.timeline.step_tokens
+    assert 6 in res.steps.step_tokens
 
 
 def test_a_prompt_found_whole_still_computes_its_last_block():

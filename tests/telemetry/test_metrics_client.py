@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from servelab.errors import ServerError
 from servelab.telemetry.engine import MetricsClient, describe_error
 from servelab.telemetry.scrape import EngineScraper
 
@@ -74,17 +75,40 @@ def test_a_server_that_closes_each_time_still_answers(server):
     assert srv.connections == 3
 
 
-def test_errors(server):
-    with pytest.raises(Exception) as caught:
+def test_every_failure_is_one_server_error_with_its_phrase(server):
+    with pytest.raises(ServerError, match=r"^HTTP 404$") as status:
         MetricsClient(server(status=404).url, timeout_s=2.0).get()
-    assert describe_error(caught.value) == "HTTP 404"
+    assert describe_error(status.value) == "HTTP 404"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(OSError) as refused:
+    with pytest.raises(ServerError, match=r"^unreachable \(Connection refused\)$") as refused:
         MetricsClient(f"http://127.0.0.1:{port}/metrics", timeout_s=2.0).get()
-    assert describe_error(refused.value) == "unreachable (Connection refused)"
-    assert describe_error(TimeoutError()) == "timed out"
+    assert isinstance(refused.value.__cause__, ConnectionRefusedError)  # the original, chained
+    with socket.socket() as silent:  # accepts (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        with pytest.raises(ServerError, match=r"^timed out$"):
+            MetricsClient(f"http://127.0.0.1:{silent.getsockname()[1]}/metrics", timeout_s=0.2).get()
+
+
+def test_a_reply_that_is_not_http_is_a_server_error():
+    with socket.socket() as bad:
+        bad.bind(("127.0.0.1", 0))
+        bad.listen()
+
+        def answer_garbage():
+            for _ in range(2):  # the first try and its retry
+                conn, _ = bad.accept()
+                conn.recv(4096)
+                conn.sendall(b"SSH-2.0-OpenSSH\r\n")
+                conn.close()
+
+        threading.Thread(target=answer_garbage, daemon=True).start()
+        with pytest.raises(ServerError, match=r"^BadStatusLine: ") as caught:
+            MetricsClient(f"http://127.0.0.1:{bad.getsockname()[1]}/metrics", timeout_s=2.0).get()
+    assert describe_error(caught.value) == str(caught.value)
+    assert describe_error(ValueError("a bug")) == "ValueError: a bug"
 
 
 def test_a_malformed_page_is_one_error_sample_and_the_scraper_goes_on(server):

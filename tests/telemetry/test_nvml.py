@@ -6,6 +6,8 @@ import sys
 import types
 from types import SimpleNamespace
 
+import pytest
+
 from servelab.telemetry import gpu
 
 
@@ -69,3 +71,23 @@ def test_no_driver_no_gpu_no_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
     gpus, why = gpu.open_gpus()
     assert gpus is None and "nvidia-ml-py" in why
+
+
+def test_gpu_devices_opens_reads_and_closes(monkeypatch):
+    fake = fake_pynvml(count=2)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert [(d["index"], d["name"], d["memory_total_gib"]) for d in gpu.gpu_devices()] == [
+        (0, "NVIDIA H200", 141.0), (1, "NVIDIA H200", 141.0)]
+    assert fake.shutdowns == 1
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_fails=True))
+    assert gpu.gpu_devices() == []
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert gpu.gpu_devices() == []
+
+
+def test_an_error_that_is_not_nvml_is_not_hidden(monkeypatch):
+    fake = fake_pynvml()
+    fake.nvmlDeviceGetMemoryInfo = lambda h: 1 / 0  # a bug, not an unsupported query
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with pytest.raises(ZeroDivisionError):
+        gpu.gpu_devices()

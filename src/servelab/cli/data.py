@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from servelab.errors import InputError
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 
 
@@ -37,7 +38,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     from servelab.flags.unsupported import check_dataset, check_flags
 
     if args.plot:
-        _require_matplotlib()  # fail before the (possibly long) sampling
+        from servelab.results.plots import require_matplotlib
+
+        require_matplotlib("--plot", " (or pip install matplotlib)")  # fail before the (possibly long) sampling
     check_flags(args)  # the same one-line refusals as bench
     spec = dataset_spec_from_args(args)
     check_dataset(spec.name)
@@ -66,27 +69,14 @@ def save_samples(requests, path: Path) -> None:
     try:
         path.write_text(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
-        from servelab.errors import InputError
-
         raise InputError(f"cannot write --samples-filename {path}: {exc}") from exc
-
-
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        from servelab.errors import InputError
-
-        raise InputError("--plot needs matplotlib: pip install 'servelab[plot]' (or pip install matplotlib)") from None
 
 
 def plot_lengths(requests, path: Path) -> None:
     """Prompt and output length histograms side by side, as a PNG."""
-    import matplotlib
+    from servelab.results.plots import pyplot
 
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.hist([r.prompt_len for r in requests], bins=30)
     left.set(title="Prompt length", xlabel="tokens", ylabel="requests")
@@ -96,8 +86,6 @@ def plot_lengths(requests, path: Path) -> None:
     try:
         fig.savefig(path)
     except OSError as exc:
-        from servelab.errors import InputError
-
         raise InputError(f"cannot write --plot {path}: {exc}") from exc
     finally:
         plt.close(fig)

@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from servelab.errors import InputError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", type=Path, metavar="RUN", help="a result JSON, or a folder holding one")
@@ -39,8 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(saved, out_dir: Path, quiet: bool) -> None:
-    from servelab.errors import InputError
-    from servelab.telemetry.plot import plot_timeline
+    from servelab.reports.timeline_plots import plot_timeline
 
     if saved.timeline is None:
         raise InputError(f"{saved.result_path}: no timeline beside it to plot (was telemetry off?)")

@@ -103,7 +103,9 @@ def workload(args: argparse.Namespace):
 def _print_consoles(result: dict) -> None:
     from pathlib import Path
 
+    from servelab.results.layout import CONSOLE_FILE
+
     for r in result["together"]["replicas"]:
         if r["result"]:
             print(f"\n--- replica {r['replica']} (together) ---")
-            print((Path(r["result"]) / "console.txt").read_text(encoding="utf-8"))
+            print((Path(r["result"]) / CONSOLE_FILE).read_text(encoding="utf-8"))

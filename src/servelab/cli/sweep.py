@@ -93,10 +93,11 @@ def ladder(args: argparse.Namespace) -> list[float]:
 
 
 def report(outcome, elapsed_s: float) -> str:
-    from servelab.sweep.ladder import SUMMARY_FILE, table, verdict_lines
+    from servelab.results.layout import SWEEP_FILE
+    from servelab.sweep.ladder import table, verdict_lines
 
     plan = outcome.plan
     lines = ["", *engine_args.simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]
     lines += [f"plot: {p}" for p in outcome.plots]
-    lines += [f"summary: {plan.folder / SUMMARY_FILE}", f"sweep done in {elapsed_s:.0f} s"]
+    lines += [f"summary: {plan.folder / SWEEP_FILE}", f"sweep done in {elapsed_s:.0f} s"]
     return "\n".join(lines)

@@ -51,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.sweep.tune import run_tune
+    from servelab.results.layout import TUNE_FILE
     from servelab.sweep.report import text
 
     plan = tune_plan(args)
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(outcome, int):
         return outcome
     print("\n".join(simulated_line(outcome.plan.engine)) + text(outcome))
-    print(f"\nsection: {outcome.report}\nsummary: {plan.folder / 'tune.json'}\n"
+    print(f"\nsection: {outcome.report}\nsummary: {plan.folder / TUNE_FILE}\n"
           f"tune done in {time.monotonic() - started:.0f} s")
     return 0 if outcome.winner is not None else 1
 

@@ -25,6 +25,8 @@ from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import served_dtype, vllm_build
 from servelab.errors import EngineError, InputError
 
+ENGINE_LOG = "engine.log"  # the engine's output, written in the folder it is started with
+
 PORT_FREE_WAIT_S = 5.0
 
 
@@ -101,7 +103,7 @@ def start_engine(spec: EngineSpec, log_dir: Path, progress: bool = True) -> Engi
     argv = kind.command(spec)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    engine = Engine(spec, kind, log_dir / "engine.log")
+    engine = Engine(spec, kind, log_dir / ENGINE_LOG)
     env = {**kind.environment(spec), **spec.env}
     _write_header(engine.log_path, spec, argv, env)
     try:

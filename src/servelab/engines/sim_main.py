@@ -109,7 +109,7 @@ class SimServer(MockServer):
             gen._write_one()
 
     def release(self, gen, t_ns: int, finish: str) -> None:
-        self.recorder.end(gen.log, t_ns, finish)
+        self.truth_log.end(gen.log, t_ns, finish)
         seq = self.seq_of.pop(id(gen), None)
         if seq is not None:
             self.engine.abort(seq)  # a no-op for a request that finished

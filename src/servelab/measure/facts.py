@@ -17,6 +17,8 @@ from pathlib import Path
 
 from servelab.engines.process import group_members
 from servelab.engines.ready import http_get
+from servelab.telemetry.gpu import gpu_devices
+from servelab.telemetry.host import cpu_model
 
 GIB = 2**30
 # vLLM's engine config line: field -> regex for its value (quoted or bare, up to the next ", ")
@@ -127,38 +129,13 @@ def hardware() -> dict:
     """The machine the study ran on: CPU, cores, memory, GPUs (NVML when available)."""
     import psutil
 
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / GIB, 1),
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / GIB, 1),
             "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
             "gpus": _gpus()}
 
 
-def _cpu_model() -> str:
-    for line in _read(Path("/proc/cpuinfo")).splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def _gpus() -> list[str]:
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no driver, no GPU: a CPU machine, not an error
-        return []
-    try:
-        return [_gpu_name(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())]
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _gpu_name(pynvml, index: int) -> str:
-    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-    name = pynvml.nvmlDeviceGetName(handle)
-    memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total / GIB
-    return f"{name.decode() if isinstance(name, bytes) else name} ({memory:.0f} GiB)"
+    return [f"{d['name']} ({d['memory_total_gib'] or 0:.0f} GiB)" for d in gpu_devices()]  # [] on a CPU machine
 
 
 def _read(path: Path) -> str:

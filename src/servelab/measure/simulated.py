@@ -12,12 +12,12 @@ import argparse
 from servelab.config import BenchSpec
 from servelab.datasets.sample import Sample
 from servelab.loadgen.drive import BenchConfig, BenchRun
-from servelab.loadgen.simulated import run_simulated
+from servelab.loadgen.sim_drive import run_simulated
 from servelab.records import RecordSink
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
 from servelab.sim.options import add_engine_arguments, from_args, to_argv
 from servelab.sim.simulate import SimResult
-from servelab.telemetry import simulated as sim_timeline
+from servelab.telemetry import sim_timeline
 from servelab.telemetry.timeline import Timeline
 
 MODEL_NAME = "sim"  # the served name when --model is not given
@@ -28,7 +28,7 @@ def run(spec: BenchSpec, config: BenchConfig, sample: Sample, sink: RecordSink) 
     limits, model = spec.simulate
     bench_run, sim, records = run_simulated(config, sample.requests, limits, model, sink, sample.arrival_state)
     timeline = None if not spec.output.telemetry else sim_timeline.build(
-        sim.timeline, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns,
+        sim.steps, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns,
         spec.output.telemetry_interval_s, limits)
     return bench_run, timeline, sections(limits, model, sim, mode="fast")
 

@@ -7,7 +7,7 @@ thousands of events a second, or the mock, not the client, would be what a test 
 Flow: a connection parses a request → ``MockServer.route`` → for a generation, the
 ``Planner`` decides failure and length, the ``Wire`` pre-encodes its events, and a
 ``Generation`` is put on the shared ``Scheduler``, which writes each event at its
-absolute due time and stamps the write in the ``Recorder``.
+absolute due time and stamps the write in the ``TruthLog``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from servelab.mock.dialect import (
 )
 from servelab.mock.plan import Plan, Planner
 from servelab.mock.schedule import Scheduler
-from servelab.mock.truth import Recorder, RequestLog, Truth
+from servelab.mock.truth import RequestLog, Truth, TruthLog
 from servelab.mock.wire import Listener, SocketTransport
 
 try:  # msgspec decodes request bodies several times faster than json; optional.
@@ -63,7 +63,7 @@ class MockServer:
 
     def __init__(self, config: MockConfig) -> None:
         self.config = config
-        self.recorder = Recorder(config.to_dict())
+        self.truth_log = TruthLog(config.to_dict())
         self.planner = Planner(config)
         self.host, self.port = config.host, config.port
         self.scheduler: Scheduler | None = None
@@ -103,19 +103,19 @@ class MockServer:
 
     @property
     def truth(self) -> Truth:
-        return self.recorder.snapshot()
+        return self.truth_log.snapshot()
 
     def truth_dict(self) -> dict:
-        return self.recorder.to_dict()
+        return self.truth_log.to_dict()
 
     def reset_truth(self) -> None:
-        self.recorder.reset()
+        self.truth_log.reset()
 
     # -- routing -------------------------------------------------------------------
 
     def route(self, conn: Connection, req: http.Request, now: int) -> None:
         if self.config.keep_requests and not req.path.startswith("/_servelab/"):
-            self.recorder.received.append({"method": req.method, "path": req.path, "headers": dict(req.headers),
+            self.truth_log.received.append({"method": req.method, "path": req.path, "headers": dict(req.headers),
                                            "body": req.body.decode("utf-8", errors="replace")})
         route = ROUTES.get(req.path)
         if route is None:
@@ -172,7 +172,7 @@ class MockServer:
             log.messages = ask.messages
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
         log.planned_tokens = plan.n_tokens
-        self.recorder.begin(log)
+        self.truth_log.begin(log)
         if plan.failure == "http500":
             self._fail_500(conn, req, log)
             return
@@ -186,7 +186,7 @@ class MockServer:
     def _fail_500(self, conn: Connection, req: http.Request, log: RequestLog) -> None:
         body = error_body("mock: injected failure", 500, "InternalServerError")
         conn.reply(500, body, req.keep_alive, extra=[("x-request-id", log.request_id)])
-        self.recorder.end(log, perf_counter_ns(), "http500")
+        self.truth_log.end(log, perf_counter_ns(), "http500")
 
     def _queue_or_admit(self, gen: Generation, now: int) -> None:
         cap = self.config.max_open
@@ -202,7 +202,7 @@ class MockServer:
 
     def release(self, gen: Generation, t_ns: int, finish: str) -> None:
         """A generation ended (any way): record it, free its slot, admit the next."""
-        self.recorder.end(gen.log, t_ns, finish)
+        self.truth_log.end(gen.log, t_ns, finish)
         if gen.log.admit_ns is None:
             self.waiting.remove(gen)  # it never left the waiting queue
             return

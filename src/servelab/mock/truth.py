@@ -65,7 +65,7 @@ class RequestLog:
         }
 
 
-class Recorder:
+class TruthLog:
     """All request logs plus every edge of the open-request count."""
 
     def __init__(self, config_dict: dict) -> None:

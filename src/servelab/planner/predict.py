@@ -18,6 +18,7 @@ from servelab.errors import InputError
 from servelab.planner.files import load_model
 from servelab.planner.gpus import GPUS, Gpu, find_gpu
 from servelab.planner.plan import Plan, PlanSpec, make_plan
+from servelab.telemetry.gpu import gpu_devices
 
 GIB = 2**30
 COMPARED = ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency", "num_gpu_blocks", "slots",
@@ -83,15 +84,11 @@ def local_device(cpu: bool) -> Gpu:
 
     if cpu:
         return replace(GPUS["cpu"], memory_gib=psutil.virtual_memory().total / GIB)
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name, total = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetMemoryInfo(handle).total
-    except Exception:  # pynvml missing or no GPU visible (its errors share no base): plan for the host
+    first = next(iter(gpu_devices()), None)
+    if first is None or first["memory_total_gib"] is None:  # no GPU visible (or no NVML): plan for the host
         return replace(GPUS["cpu"], memory_gib=psutil.virtual_memory().total / GIB)
-    return replace(match_gpu(str(name), total / GIB), memory_gib=total / GIB)
+    total = first["memory_total_gib"]
+    return replace(match_gpu(str(first["name"]), total), memory_gib=total)
 
 
 def match_gpu(device_name: str, memory_gib: float) -> Gpu:

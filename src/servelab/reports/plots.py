@@ -10,25 +10,16 @@ from __future__ import annotations
 import io
 import re
 
+from servelab.results.plots import pyplot
+
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
 MEMORY_COLORS = {"weights": "#4c72b0", "KV cache": "#55a868", "other": "#c44e52"}
 
 
-def available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; must precede pyplot
-    import matplotlib.pyplot as plt
-
+def svg_pyplot():
+    """pyplot styled for inline SVG: text kept as text, a fixed hash salt so a page is reproducible."""
+    plt = pyplot()
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                          "axes.spines.right": False, "svg.hashsalt": "servelab"})
     return plt
@@ -40,7 +31,7 @@ _count = 0
 def _svg(fig) -> str:
     """The figure as an inline <svg> (no XML prolog, no fixed pt size: it scales with the page)."""
     global _count
-    plt = _pyplot()
+    plt = svg_pyplot()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -60,7 +51,7 @@ def _scoped_ids(svg: str, prefix: str) -> str:
 
 def memory_bars(engines: list[dict]) -> str:
     """Stacked horizontal bars, one per engine: {"name", "weights", "KV cache", "other"} in GiB."""
-    plt = _pyplot()
+    plt = svg_pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(engines) + 1.1))
     names = [e["name"] for e in engines]
     left = [0.0] * len(engines)
@@ -78,7 +69,7 @@ def throughput_bars(configs: list[str], series: dict[str, list[tuple[float, floa
                     colors: dict[str, str]) -> str:
     """Grouped bars: per metric (e.g. output tok/s), a bar per config at its mean,
     whiskers from min to max over repeats. ``series[metric][i] = (mean, lo, hi)``."""
-    plt = _pyplot()
+    plt = svg_pyplot()
     metrics = list(series)
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 0.35 * len(configs) + 1.6))
     axes = [axes] if len(metrics) == 1 else list(axes)
@@ -96,7 +87,7 @@ def throughput_bars(configs: list[str], series: dict[str, list[tuple[float, floa
 def distributions(series: dict[str, list[float]], colors: dict[str, str], xlabel: str) -> str:
     """Empirical CDFs, one line per config (values pooled over its repeats); log x when
     values span more than 20×."""
-    plt = _pyplot()
+    plt = svg_pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.0))
     for config, values in series.items():
         xs = sorted(v for v in values if v > 0)
@@ -121,7 +112,7 @@ def in_flight(panels: list[dict], colors: dict[str, str]) -> str:
     """Requests in flight over time, a panel per config, a line per repeat:
     ``{"config", "lines": [(label, xs_s, ys)], "engine": [(label, xs_s, ys)]}`` (engine:
     running/waiting from telemetry, dashed)."""
-    plt = _pyplot()
+    plt = svg_pyplot()
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.5 * len(panels) + 0.6), sharex=True, squeeze=False)
     for ax, panel in zip(axes[:, 0], panels):
         for i, (label, xs, ys) in enumerate(panel["lines"]):
@@ -140,7 +131,7 @@ def in_flight(panels: list[dict], colors: dict[str, str]) -> str:
 def engine_rates(panels: list[dict], colors: dict[str, str]) -> str:
     """A panel per config: KV cache usage in % (solid, left axis) and generated tokens/s
     (dashed, right axis) over time: ``{"config", "kv": [(s, %)], "tok_s": [(s, tok/s)]}``."""
-    plt = _pyplot()
+    plt = svg_pyplot()
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.5 * len(panels) + 0.6), sharex=True, squeeze=False)
     for ax, panel in zip(axes[:, 0], panels):
         color = colors[panel["config"]]

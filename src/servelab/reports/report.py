@@ -16,6 +16,8 @@ from servelab import __version__
 from servelab.reports import methodology, plots
 from servelab.reports import verdict as v
 from servelab.reports.compare import METRICS, Table, build_tables, metric_value
+from servelab.results.layout import REPORT_HTML, REPORT_MD
+from servelab.results.plots import has_matplotlib
 from servelab.results.runs import Run, load_runs, study_info
 from servelab.reports.table import grid
 
@@ -51,7 +53,7 @@ def write_report(folder: Path, baseline: str | None = None, floor: float = v.NOI
     from servelab.reports.markdown import render_markdown
 
     report = build_report([folder], baseline, floor, allow_simulated)
-    html, md = Path(folder) / "report.html", Path(folder) / "report.md"
+    html, md = Path(folder) / REPORT_HTML, Path(folder) / REPORT_MD
     html.write_text(render_html(report), encoding="utf-8")
     md.write_text(render_markdown(report), encoding="utf-8")
     return html, md
@@ -125,7 +127,7 @@ def _measured_total(run: Run, mem: dict) -> tuple[float | None, str]:
 
 
 def _add_figures(report: Report, runs: list[Run], tables: list[Table]) -> None:
-    if not plots.available():
+    if not has_matplotlib():
         report.plot_note = "matplotlib is not installed (pip install 'servelab[plot]'): no plots."
         return
     colors = {c: plots.PALETTE[i % len(plots.PALETTE)] for i, c in enumerate(dict.fromkeys(r.config for r in runs))}

@@ -1,11 +1,18 @@
 """The run folder: where a run's files live, and the marker that says it is complete.
 
     <root>/<study>/study.toml, study.json              the study as it was run, and what it resolved to
+    <root>/<study>/report.html, report.md              ``servelab report`` (a scale folder's too)
     <root>/<study>/<engine>/engine.log, engine.json    the engine's latest start
     <root>/<study>/<engine>/<workload>/<repeat>/
         result.json  result.records.jsonl  [result.timeline.jsonl]
         console.txt  engine.log  memory.json  prompts.json (repeat 1)
         run.json     ← the marker, written last
+
+A sweep's folder adds sweep.json; a tune's adds tune.json, tune.md and, beside a
+config that failed to start, infeasible.json (``tune --simulate``: presim.json,
+presim.md); a scale's adds scale.json. The engine's own log keeps its name from
+``engines.engine.ENGINE_LOG`` (the engine writes it wherever it is started; a run
+folder holds the slice of its run).
 
 ``run.json`` is written last, atomically (a temporary file renamed into place), and
 only once the result and its records are complete: it alone says "done". A run
@@ -28,6 +35,15 @@ ENGINE_FILE = "engine.json"
 MEMORY_FILE = "memory.json"
 PROMPTS_FILE = "prompts.json"
 SCALE_FILE = "scale.json"  # a `servelab scale` folder's result (scale/run.py)
+SWEEP_FILE = "sweep.json"  # a `servelab sweep` folder's summary (sweep/ladder.py)
+TUNE_FILE = "tune.json"  # a `servelab tune` folder's ranking (sweep/tune.py)
+TUNE_REPORT_FILE = "tune.md"  # the tune's section a report can include as is
+INFEASIBLE_FILE = "infeasible.json"  # beside a tuned config whose engine failed to start
+PRESIM_FILE, PRESIM_REPORT_FILE = "presim.json", "presim.md"  # `tune --simulate`'s ranking: every point, the table
+CONSOLE_FILE = "console.txt"  # what a run printed, as the console showed it
+STUDY_SOURCE_FILE = "study.toml"  # the study file as it was run
+WARMUP_FILE = "warmup.txt"  # what the warm-up printed (kept apart from the run's console)
+REPORT_HTML, REPORT_MD = "report.html", "report.md"  # `servelab report`'s page (and its Markdown)
 # Files in a run folder that are not results.
 NOT_RESULTS = frozenset({RUN_MARKER, MEMORY_FILE, ENGINE_FILE, STUDY_FILE, PROMPTS_FILE})
 

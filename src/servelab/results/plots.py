@@ -7,6 +7,10 @@ when asked; servelab[plot]):
   vLLM draws it with plotly; here it is an SVG inside the HTML page, no script needed.
 * ``<result>.dataset_stats.png`` (--plot-dataset-stats): histograms of the prompt,
   output and total tokens of the requests that completed.
+
+It also opens matplotlib for every other picture servelab draws (the report's SVGs,
+a sweep's curves, a saved run's timeline, a dataset's lengths): ``pyplot()`` here is
+the one place the backend is chosen, in the lowest layer that draws.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import html
 import io
 from pathlib import Path
 
+from servelab.errors import InputError
 from servelab.metrics.summary import NS_PER_S
 from servelab.records import RequestRecord
 
@@ -22,20 +27,32 @@ COLORS = ("#2ca02c", "#ff7f0e", "#d62728")  # ITL below, between, above the thre
 WAIT = "#9e9e9e"  # send to first token
 
 
-def require_matplotlib(flag: str) -> None:
-    """Before the run: a plot flag without matplotlib is a one-line error, not a lost plot."""
+INSTALL = "pip install 'servelab[plot]'"
+
+
+def has_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        from servelab.errors import InputError
+        return False
+    return True
 
-        raise InputError(f"{flag} needs matplotlib: pip install 'servelab[plot]'") from None
+
+def require_matplotlib(flag: str, hint: str = "") -> None:
+    """Before the run: a plot flag without matplotlib is a one-line error, not a lost plot."""
+    if not has_matplotlib():
+        raise InputError(f"{flag} needs matplotlib: {INSTALL}{hint}")
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, never a window
+def pyplot():
+    """``matplotlib.pyplot``, imported on first use (``servelab --help`` stays instant), drawing
+    to files only: the Agg backend, chosen before pyplot loads, never opens a window.
+    Without matplotlib: InputError, one line saying how to get it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError(f"plots need matplotlib: {INSTALL}") from None
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
@@ -71,7 +88,7 @@ def merge_runs(spans: list[tuple[float, float]], colors: list[str]):
 
 def write_request_timeline(records: list[RequestRecord], t0_ns: int, thresholds_ms: tuple[float, float],
                            path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     done = sorted((r for r in records if r.success and r.token_ns), key=lambda r: r.sent_ns)
     fig, ax = plt.subplots(figsize=(12, max(3.0, min(40.0, 0.12 * len(done) + 1.5))))
     # Past a few hundred requests the bars are drawn as one embedded image (text stays
@@ -95,7 +112,7 @@ def write_request_timeline(records: list[RequestRecord], t0_ns: int, thresholds_
 
 
 def write_dataset_stats(records: list[RequestRecord], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     done = [r for r in records if r.success]
     series = {"prompt tokens": [r.prompt_len for r in done], "output tokens": [r.output_tokens for r in done],
               "prompt + output tokens": [r.prompt_len + r.output_tokens for r in done]}

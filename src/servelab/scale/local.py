@@ -26,6 +26,7 @@ from pathlib import Path
 
 from servelab.config import BenchSpec
 from servelab.engines import start_engine
+from servelab.engines.engine import ENGINE_LOG
 from servelab.errors import EngineError, InputError, ServelabError, ServerError
 from servelab.loadgen.barrier import PROCESS_START_LEAD_NS, Aborted, Barrier, reap, spawn, terminate
 from servelab.measure.facts import engine_context
@@ -34,7 +35,6 @@ from servelab.results import layout
 from servelab.scale.plan import ScalePlan, replica_name, share_text, start_failure
 from servelab.telemetry import machine
 
-CONSOLE_FILE = "console.txt"
 REAP_GRACE_S = 30.0  # a stopped run writes its result files before it exits
 
 
@@ -82,7 +82,7 @@ def start_local(plan: ScalePlan, stack: contextlib.ExitStack, say) -> LocalFleet
         try:
             engine = start_engine(spec, folder, progress=plan.progress)
         except (EngineError, InputError) as exc:
-            raise EngineError(start_failure(i, spec, exc, folder / "engine.log", len(fleet.engines))) from None
+            raise EngineError(start_failure(i, spec, exc, folder / ENGINE_LOG, len(fleet.engines))) from None
         stack.callback(engine.stop)
         fleet.engines.append(engine)
     fleet.contexts.extend(engine_context(e) for e in fleet.engines)
@@ -153,7 +153,7 @@ def _child(job: Job, barrier: Barrier, party: int, conn) -> None:
         return barrier.arrive(party)
 
     job.folder.mkdir(parents=True, exist_ok=True)
-    with open(job.folder / CONSOLE_FILE, "w", encoding="utf-8") as out, \
+    with open(job.folder / layout.CONSOLE_FILE, "w", encoding="utf-8") as out, \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             outcome = execute(job.spec, context=job.context, on_start=on_start)

@@ -82,7 +82,6 @@ def machine_shares() -> tuple[list[int], list[str]]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return cores, [d.strip() for d in visible.split(",") if d.strip()]
-    from servelab.telemetry.gpu import open_gpus
+    from servelab.telemetry.gpu import gpu_devices
 
-    gpus, _ = open_gpus()
-    return cores, [str(d["index"]) for d in gpus.devices] if gpus else []
+    return cores, [str(d["index"]) for d in gpu_devices()]

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
+from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.replicas import with_share
 from servelab.errors import EngineError, InputError, ServerError
 from servelab.loadgen.barrier import RAY_START_LEAD_NS, Aborted, RayParty
@@ -58,7 +59,7 @@ class ReplicaActor(RayParty):
             spec = _shared(spec, slot)
             self.engine = start_engine(spec, folder, progress=progress)
         except (EngineError, InputError) as exc:
-            return {"error": start_failure(i, spec, exc, Path(folder) / "engine.log", started)}
+            return {"error": start_failure(i, spec, exc, Path(folder) / ENGINE_LOG, started)}
         e = self.engine
         return {"base_url": e.base_url, "model": e.model, "context": engine_context(e), "host": platform.node(),
                 "pid": e.pid}

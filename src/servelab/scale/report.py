@@ -14,10 +14,10 @@ from pathlib import Path
 from markupsafe import Markup
 
 from servelab.reports import plots
+from servelab.results.layout import REPORT_HTML, REPORT_MD
+from servelab.results.plots import has_matplotlib
 from servelab.scale.result import explain
 
-REPORT_FILE = "report.html"
-MARKDOWN_FILE = "report.md"
 
 LIMITS = [
     "The clients run on the same machine as the replicas; each replica's own result says whether its client "
@@ -76,9 +76,9 @@ def write_scale_report(scale_json: Path) -> Path:
     page = Environment(autoescape=True).from_string(TEMPLATE).render(
         r=result, w=result["together"]["window"], single=result["single"]["output_tok_s"], limits=LIMITS,
         eff="-" if eff is None else f"{eff:.1%}", ttft=_ttft, figure=_figure(result), explained=explain(result))
-    path = Path(scale_json).with_name(REPORT_FILE)
+    path = Path(scale_json).with_name(REPORT_HTML)
     path.write_text(page, encoding="utf-8")
-    path.with_name(MARKDOWN_FILE).write_text(markdown(result), encoding="utf-8")
+    path.with_name(REPORT_MD).write_text(markdown(result), encoding="utf-8")
     return path
 
 
@@ -110,14 +110,14 @@ def _ttft(replica: dict) -> str:
 
 
 def _figure(result: dict) -> Markup:
-    if not plots.available():
+    if not has_matplotlib():
         return Markup('<p class="meta">no plot (matplotlib is not installed).</p>')
     return Markup(timelines(result["together"]["window"]))
 
 
 def timelines(window: dict) -> str:
     """A panel per replica: output tok/s over time, the common window shaded."""
-    plt = plots._pyplot()
+    plt = plots.svg_pyplot()
     series, bin_s = window["timeline"]["output_tok_s"], window["timeline"]["bin_s"]
     fig, axes = plt.subplots(len(series), 1, figsize=(7.5, 1.3 * len(series) + 0.6), sharex=True, squeeze=False)
     for i, (ax, ys) in enumerate(zip(axes[:, 0], series)):

@@ -69,8 +69,8 @@ class Step:
 
 
 @dataclass(slots=True)
-class Counters:
-    """vLLM's counters, same meaning (prefix ones in tokens)."""
+class EngineCounters:
+    """vLLM's engine counters (not the client's: loadgen/pacer.Counters), same meaning (prefix ones in tokens)."""
 
     preemptions: int = 0
     prompt_tokens: int = 0
@@ -88,7 +88,7 @@ class Scheduler:
         self.pool = BlockPool(limits.num_blocks)
         self.running: list[Seq] = []
         self.waiting: deque[Seq] = deque()
-        self.counters = Counters()
+        self.counters = EngineCounters()
 
     def add(self, seq: Seq) -> None:
         self.waiting.append(seq)

@@ -14,7 +14,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
-from servelab.sim.scheduler import Counters, Scheduler, Seq
+from servelab.sim.scheduler import EngineCounters, Scheduler, Seq
 
 TOO_LONG = "request does not fit in the simulated KV cache (prompt + output > KV tokens)"
 
@@ -32,9 +32,10 @@ class Emission:
 
 
 @dataclass(slots=True)
-class Timeline:
+class StepTrace:
     """The engine's state at the start of every step, after it was scheduled, and
-    vLLM's counters so far (``steps_tokens_sum`` includes this step's tokens)."""
+    vLLM's counters so far (``steps_tokens_sum`` includes this step's tokens): one entry
+    per step, not per interval (telemetry/sim_timeline.py resamples it into a Timeline)."""
 
     t_ns: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
@@ -66,8 +67,8 @@ class Timeline:
 @dataclass(slots=True)
 class SimResult:
     emissions: list[Emission]
-    timeline: Timeline
-    counters: Counters
+    steps: StepTrace
+    counters: EngineCounters
     end_ns: int
 
 
@@ -106,7 +107,7 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
     client = _Client(requests, max_concurrency)
     emissions: list[Emission | None] = [None] * len(requests)
     seqs: list[Seq | None] = [None] * len(requests)
-    timeline, t = Timeline(), 0
+    steps, t = StepTrace(), 0
     while True:
         _deliver(client, sched, requests, emissions, seqs, t)
         step = sched.begin(t)
@@ -116,13 +117,13 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
                 break
             t = max(t, nxt)
             continue
-        timeline.sample(t, sched, step.tokens)
+        steps.sample(t, sched, step.tokens)
         for seq in sched.end(step):
             client.free_slot(step.end_ns)
             emissions[seq.index].token_ns = seq.token_ns
         t = step.end_ns
     _finish(emissions, seqs)
-    return SimResult(emissions, timeline, sched.counters, t)
+    return SimResult(emissions, steps, sched.counters, t)
 
 
 def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int) -> None:

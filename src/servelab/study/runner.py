@@ -81,7 +81,7 @@ def run_study(study: Study, *, port: int | None = None, verbose: bool = False, s
 def _write_study_files(study: Study) -> None:
     folder = layout.study_dir(study)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "study.toml").write_text(study.source, encoding="utf-8")
+    (folder / files.STUDY_SOURCE_FILE).write_text(study.source, encoding="utf-8")
     layout.write_json_atomic(folder / files.STUDY_FILE, study_record(study))
 
 

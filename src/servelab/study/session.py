@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
+from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import kind_of
 from servelab.engines.vllm import reset_prefix_cache
 from servelab.errors import EngineError
@@ -155,7 +156,7 @@ def _warm_up(runs: EngineRuns, engine, first: Workload, folder: Path, say) -> No
     # Warming the engine needs no spread client: one process, whatever --workers/--ray say
     # (a few requests cannot be shared between many workers).
     load = dataclasses.replace(spec.load, workers=1, ray=None)
-    with _captured(folder / "warmup.txt", echo=False):
+    with _captured(folder / files.WARMUP_FILE, echo=False):
         warm = execute(dataclasses.replace(spec, server=_where(spec, engine), dataset=dataset, output=output,
                                            load=load))
     say(f"engine {runs.engine.name}: warmed up with {warm.summary.completed} requests "
@@ -182,7 +183,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
-    with _captured(folder / "console.txt", echo=verbose):
+    with _captured(folder / files.CONSOLE_FILE, echo=verbose):
         outcome = execute(spec, context=context)
     _after_run(engine, folder, facts, log_from)
     if outcome.run.outcome.interrupted:
@@ -216,7 +217,7 @@ def _study_context(runs: EngineRuns, workload: Workload, repeat: int, reset: str
 def _after_run(engine, folder: Path, facts: dict, log_from: int) -> None:
     """Beside the result: the engine's log (its start, then this run) and its memory report."""
     if engine.log_path.is_file():
-        write_log_slice(engine.log_path, folder / "engine.log", facts.get("log_ready_bytes", 0), log_from)
+        write_log_slice(engine.log_path, folder / ENGINE_LOG, facts.get("log_ready_bytes", 0), log_from)
     memory = {**engine.memory_report.to_dict(), "footprint_gib": facts.get("footprint_gib"),
               "checkpoint_gib": (facts.get("model_files") or {}).get("weights_gib"), "plan": facts.get("plan")}
     (folder / files.MEMORY_FILE).write_text(json.dumps(memory, indent=1), encoding="utf-8")

@@ -36,7 +36,6 @@ LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
 # What every point reports unless the workload says otherwise: p50 and p99 of E2EL too.
 DEFAULT_METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILES = (50.0, 99.0)
-SUMMARY_FILE = "sweep.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +189,7 @@ def load_workload(spec: BenchSpec, over: str, load: float, slo: dict[str, float]
 def sweep_runs(plan: SweepPlan) -> EngineRuns:
     """The sweep's engine and where its points go; each point is given its workload as it is measured."""
     source = {"sweep": plan.name, "over": plan.over, "argv": list(plan.argv), "ladder": list(plan.ladder)}
-    return plan.engine_runs(plan.engine, plan.folder / SUMMARY_FILE, source)
+    return plan.engine_runs(plan.engine, plan.folder / files.SWEEP_FILE, source)
 
 
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> SweepOutcome:
@@ -257,7 +256,7 @@ def _write(plan: SweepPlan, runs: EngineRuns, workloads: list[Workload], outcome
         from servelab.sweep.plots import draw
 
         outcome.plots = draw(outcome, plan.folder)
-    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
+    layout.write_json_atomic(plan.folder / files.SWEEP_FILE, summary(outcome))
 
 
 # --- what is shown and kept ---

@@ -14,6 +14,9 @@ import math
 import sys
 from pathlib import Path
 
+from servelab.errors import InputError
+from servelab.results.plots import pyplot
+
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2EL", "e2el"))
 # Two load labels closer than this share of the log axis's span would overlap (a label is ~0.3 in
 # wide on an axis ~4.5 in wide); a bisection packs loads far closer (34, 37, 40 between 4 and 64).
@@ -22,11 +25,8 @@ SIMULATED = "SIMULATED: servelab's vLLM V1 scheduler model — not measured"
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; must precede pyplot
-    import matplotlib.pyplot as plt
-
+    """pyplot styled for a sweep's curves: a light grid to read values off."""
+    plt = pyplot()
     plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.grid": True, "grid.alpha": 0.3})
     return plt
 
@@ -34,7 +34,7 @@ def _pyplot():
 def draw(outcome, folder: Path) -> list[Path]:
     try:
         plt = _pyplot()
-    except ImportError:
+    except InputError:  # matplotlib is not installed
         print("servelab: no plots (pip install matplotlib)", file=sys.stderr)
         return []
     if not outcome.points:

@@ -21,6 +21,7 @@ from servelab.config import check_spec
 from servelab.errors import InputError
 from servelab.sim.options import add_engine_arguments, from_args
 from servelab.measure.run import execute
+from servelab.results.layout import PRESIM_FILE, PRESIM_REPORT_FILE
 from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
@@ -112,11 +113,11 @@ def save(plan, ranked: list[Ranked], shown: str) -> Path:
     """``presim.md`` (the table as printed) and ``presim.json`` (every point) in the tune's folder."""
     folder = Path(plan.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "presim.md").write_text(shown + "\n", encoding="utf-8")
+    (folder / PRESIM_REPORT_FILE).write_text(shown + "\n", encoding="utf-8")
     data = {"simulated": True, "objective": plan.objective, "slo": plan.slo, "loads": list(plan.loads),
             "ranked": [{"config": r.name, "best": asdict(r.best) if r.best else None,
                         "points": [asdict(p) for p in r.points]} for r in ranked]}
-    path = folder / "presim.json"
+    path = folder / PRESIM_FILE
     path.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec
 from servelab.engines.embedded import as_vllm
+from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import kind_of
 from servelab.engines.ready import last_lines
 from servelab.engines.spec import flag_value
@@ -38,8 +39,8 @@ from servelab.search.fit import Budget, Settings, misfit
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.search.points import Point, point_from_result
 from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
+from servelab.telemetry.gpu import gpu_devices
 
-SUMMARY_FILE, REPORT_FILE, INFEASIBLE_FILE = "tune.json", "tune.md", "infeasible.json"
 LOG_TAIL = 15
 # Set only so the study can empty the prefix cache between runs: not part of what to serve.
 MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
@@ -177,7 +178,7 @@ def tune_runs(plan: TunePlan, entry: EngineEntry) -> EngineRuns:
     """One config's runs: repeat 1 for every config, up to ``plan.repeats`` for the top ones."""
     source = {"tune": plan.name, "argv": list(plan.argv), "loads": list(plan.loads),
               "knobs": {k.name: list(k.values) for k in plan.knobs}}
-    return plan.engine_runs(entry, plan.folder / SUMMARY_FILE, source, repeats=plan.repeats)
+    return plan.engine_runs(entry, plan.folder / files.TUNE_FILE, source, repeats=plan.repeats)
 
 
 def run_tune(plan: TunePlan, say: Callable[[str], None] = print) -> TuneOutcome:
@@ -268,21 +269,21 @@ def _infeasible(plan: TunePlan, trial: Trial, exc: EngineError, say) -> Trial:
     """The engine failed to start (or died): record why, with its last log lines, and go on."""
     runs = trial.candidate.runs
     folder = runs.folder
-    tail = last_lines(folder / "engine.log", LOG_TAIL)
+    tail = last_lines(folder / ENGINE_LOG, LOG_TAIL)
     said = [line for line in tail if not line.startswith("# servelab engine")]  # not our header
     reason = str(exc).split("\n", 1)[0].split("; last log lines", 1)[0].rstrip(":; ")
     reason = reason.removeprefix(f"engine {trial.candidate.name!r} ")  # the row already names it
     reason += f": {said[-1].strip()}" if said else ""
     # the hash of the config's first run: a changed config or workload is tried again
     first = layout.run_hash(runs.engine, workloads(plan)[0].spec)
-    layout.write_json_atomic(folder / INFEASIBLE_FILE, {"reason": reason, "log_tail": tail, "config_hash": first})
+    layout.write_json_atomic(folder / files.INFEASIBLE_FILE, {"reason": reason, "log_tail": tail, "config_hash": first})
     say(f"  infeasible: {reason}")
     return dataclasses.replace(trial, status="infeasible", note=reason, log_tail=tail)
 
 
 def _recorded_infeasible(plan: TunePlan, cand: Candidate) -> dict | None:
     try:
-        known = json.loads((cand.runs.folder / INFEASIBLE_FILE).read_text(encoding="utf-8"))
+        known = json.loads((cand.runs.folder / files.INFEASIBLE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return known if layout.same_definition(cand.runs, workloads(plan)[0], known.get("config_hash")) else None
@@ -312,20 +313,7 @@ def _engine_facts(runs: EngineRuns) -> dict:
 
 def _device_gib() -> float | None:
     """The first GPU's memory (NVML); None on a CPU machine — then utilization changes are not estimated."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no driver, no GPU: a CPU machine, nothing to estimate with
-        return None
-    try:
-        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total / 2**30
-    except pynvml.NVMLError:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
+    return next((d["memory_total_gib"] for d in gpu_devices()), None)
 
 
 # --- the winner ---
@@ -372,8 +360,8 @@ def _write(plan: TunePlan, cands: list[Candidate], outcome: TuneOutcome) -> None
     head = tune_runs(plan, plan.engine).head(f"tune {', '.join(k.name for k in plan.knobs)}")
     record = runs_record(head, [c.entry for c in cands], loads, [(c.name, w.name) for c in cands for w in loads])
     layout.write_json_atomic(plan.folder / files.STUDY_FILE, record)
-    layout.write_json_atomic(plan.folder / SUMMARY_FILE, summary(outcome))
-    outcome.report = plan.folder / REPORT_FILE
+    layout.write_json_atomic(plan.folder / files.TUNE_FILE, summary(outcome))
+    outcome.report = plan.folder / files.TUNE_REPORT_FILE
     outcome.report.write_text(markdown(outcome), encoding="utf-8")
 
 

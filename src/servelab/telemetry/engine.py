@@ -1,4 +1,10 @@
-"""An engine's ``/metrics``: fetch it, and turn it into timeline fields via ``names``."""
+"""An engine's ``/metrics``: fetch it, and turn it into timeline fields via ``names``.
+
+``MetricsClient.get`` is the boundary with ``http.client``: whatever goes wrong there
+(refused, timed out, a non-200 answer, a broken reply) leaves it as one ``ServerError``
+whose message is the short phrase a timeline records ("HTTP 404", "timed out",
+"unreachable (Connection refused)"), the original chained as its cause.
+"""
 
 from __future__ import annotations
 
@@ -25,15 +31,15 @@ class MetricsClient:
         self.conn: http.client.HTTPConnection | None = None
 
     def get(self) -> str:
-        """The body; raises OSError or ``HTTPStatus`` on failure. One retry on a
-        fresh connection, for a kept-alive one the server closed meanwhile."""
+        """The body; ``ServerError`` on failure. One retry on a fresh connection, for a
+        kept-alive one the server closed meanwhile (a non-200 answer is not retried)."""
         for attempt in (1, 2):
             try:
                 return self._get()
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 if attempt == 2:
-                    raise
+                    raise ServerError(_failure(exc)) from exc
         raise AssertionError("unreachable")
 
     def _get(self) -> str:
@@ -42,7 +48,7 @@ class MetricsClient:
         response = self.conn.getresponse()
         body = response.read()
         if response.status != 200:
-            raise HTTPStatus(response.status)
+            raise ServerError(f"HTTP {response.status}")
         return body.decode("utf-8", "replace")
 
     def _connect(self) -> http.client.HTTPConnection:
@@ -57,20 +63,18 @@ class MetricsClient:
             self.conn = None
 
 
-class HTTPStatus(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, (HTTPStatus, ServerError)):  # ServerError: a page that is not Prometheus text
-        return str(exc)
-    if isinstance(exc, TimeoutError):
+def _failure(exc: OSError | http.client.HTTPException) -> str:
+    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError, an OSError: test it first
         return "timed out"
     if isinstance(exc, OSError):
         return f"unreachable ({exc.strerror or exc})"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}"  # a reply http.client could not read (BadStatusLine …)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A failed scrape in one phrase: a ServerError's own (the fetch, or a page that is not
+    Prometheus text); anything else is a bug, named by its type."""
+    return str(exc) if isinstance(exc, ServerError) else f"{type(exc).__name__}: {exc}"
 
 
 def fields(expo: Exposition) -> tuple[dict[str, float], dict[str, str]]:

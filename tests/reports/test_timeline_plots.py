@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.telemetry.plot import rate, series
+from servelab.reports.timeline_plots import rate, series
 from servelab.telemetry.timeline import Timeline
 
 pytest.importorskip("matplotlib")
@@ -27,7 +27,7 @@ def timeline(engine_ok: bool = True, gpu: bool = False) -> Timeline:
 
 
 def test_writes_the_plots(tmp_path):
-    from servelab.telemetry.plot import plot_timeline
+    from servelab.reports.timeline_plots import plot_timeline
 
     paths = plot_timeline(timeline(gpu=True), tmp_path / "plots")
     assert [p.name for p in paths] == ["queue.png", "kv_usage.png", "tokens_per_s.png", "gpu.png"]
@@ -35,7 +35,7 @@ def test_writes_the_plots(tmp_path):
 
 
 def test_missing_engine_data_still_gives_the_same_files(tmp_path):
-    from servelab.telemetry.plot import plot_timeline
+    from servelab.reports.timeline_plots import plot_timeline
 
     paths = plot_timeline(timeline(engine_ok=False), tmp_path)
     assert [p.name for p in paths] == ["queue.png", "kv_usage.png", "tokens_per_s.png"]

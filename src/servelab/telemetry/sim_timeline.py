@@ -13,7 +13,7 @@ from bisect import bisect_right
 
 from servelab.records import RequestRecord
 from servelab.sim.model import EngineLimits
-from servelab.sim.simulate import Timeline as SimTimeline
+from servelab.sim.simulate import StepTrace
 from servelab.telemetry.names import COUNTERS, GAUGES
 from servelab.telemetry.timeline import VERSION, Timeline
 
@@ -23,7 +23,7 @@ SERIES = {"running": "running", "waiting": "waiting", "kv_usage": "kv_usage", "p
           "generation_tokens": "generation_tokens", "iteration_tokens_sum": "steps_tokens_sum"}
 
 
-def build(sim: SimTimeline, records: list[RequestRecord], t0_ns: int, end_ns: int, interval_s: float,
+def build(sim: StepTrace, records: list[RequestRecord], t0_ns: int, end_ns: int, interval_s: float,
           limits: EngineLimits) -> Timeline:
     header = {"servelab_timeline": VERSION, "t0_ns": t0_ns, "duration_s": (end_ns - t0_ns) / 1e9,
               "interval_s": interval_s, "metrics_url": None, "simulated": True,
@@ -46,7 +46,7 @@ def _names() -> dict:
     return names
 
 
-def _engine(sim: SimTimeline, t: int) -> dict:
+def _engine(sim: StepTrace, t: int) -> dict:
     """The state after the latest step that started at or before t (idle before any)."""
     i = bisect_right(sim.t_ns, t) - 1
     sample = {"t_ms": round(t / 1e6, 3), "src": "engine"}

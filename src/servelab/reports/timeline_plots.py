@@ -1,30 +1,19 @@
-"""Timeline plots as PNG files (matplotlib, imported only here, only when called).
+"""A saved run's telemetry timeline as PNG files (``servelab diagnose --plot DIR``).
 
     plot_timeline(timeline, out_dir) -> [queue.png, kv_usage.png, tokens_per_s.png(, gpu.png)]
 
 The x axis is seconds from t0 on every plot, so they line up when stacked. A
 plot whose data is missing is still written, with a note saying why, so a
-report can embed a fixed set of files.
+report can embed a fixed set of files. (Here, not in telemetry/: drawing needs
+``results.plots.pyplot``, which a module beside results in layer 2 cannot import.)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.results.plots import pyplot
 from servelab.telemetry.timeline import Timeline
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        from servelab.errors import InputError
-
-        raise InputError("plots need matplotlib: pip install 'servelab[plot]'") from None
-    matplotlib.use("Agg")  # files only, never a window
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def series(samples: list[dict], field: str) -> tuple[list[float], list[float]]:
@@ -94,7 +83,7 @@ PLOTS = {"queue.png": ("Requests: engine running / waiting, client in flight", _
 
 def plot_timeline(timeline: Timeline, out_dir: Path) -> list[Path]:
     """Write the plots; ``gpu.png`` only when the run had a GPU. Returns the paths."""
-    plt = _pyplot()
+    plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
