@@ -148,3 +148,10 @@ def test_no_import_cycle_anywhere_lazy_imports_included():
     for name in graph:
         graph[name] = {m for m in graph[name] if not (name.startswith(m + ".") and names[m].name == "__init__.py")}
     assert cycles(graph) == []
+
+
+def test_test_modules_have_unique_basenames():
+    """tests/ has no __init__.py: pytest imports each test module by its basename, and a second
+    module of one name stops the whole suite at collection."""
+    names = [p.name for p in (SRC.parents[1] / "tests").rglob("*.py") if p.name != "conftest.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

@@ -87,7 +87,7 @@ def test_vllm_cpu_command_and_defaults(tmp_path):
     argv = VllmEngine().command(spec)
     assert argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     assert argv[3:] == ["--model", str(tmp_path), "--host", "127.0.0.1", "--port", "8123",
-                        "--enforce-eager", "--max-model-len", "2048"]
+                        "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048"]  # engines/vllm.cpu_dtype
 
 
 @pytest.mark.skipif(vllm_build() != "cpu", reason="needs vLLM's CPU build installed")
