@@ -27,7 +27,8 @@ class Band:
     basis: str  # "held-out" or "all rows"
 
     def text(self) -> str:
-        return f"±{self.median:.1%} median, ±{self.p90:.1%} p90 on {self.rows} {self.basis} rows"
+        rows = f"{self.rows} held-out rows" if self.basis == "held-out" else f"{self.rows} rows, fit and held-out"
+        return f"±{self.median:.1%} median, ±{self.p90:.1%} p90 on {rows}"
 
 
 @lru_cache(maxsize=1)

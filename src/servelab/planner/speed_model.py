@@ -30,8 +30,10 @@ from servelab.planner.gpus import Gpu
 from servelab.planner.models import ModelShape
 
 FITTED = Path(__file__).parent / "corpus" / "fitted.json"
-# GPU name -> family: efficiency is a property of the memory system and kernels of a generation.
-FAMILIES = {"A10": "ampere", "A40": "ampere", "A100-40GB": "ampere", "A100-80GB": "ampere",
+# GPU name -> family: efficiency is a property of a generation's kernels and its memory system
+# (HBM and GDDR parts of one generation are separate families; a family no run calibrates is
+# planned at the roofline).
+FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm", "A100-80GB": "ampere-hbm",
             "RTX3090": "ampere-consumer", "RTX4090": "ada", "L4": "ada", "L40S": "ada",
             "H100": "hopper", "H200": "hopper", "H20": "hopper", "B200": "blackwell", "MI300X": "cdna3"}
 
@@ -126,7 +128,7 @@ def ttft_s(costs: StepCosts, engine: Engine, prompt: int) -> float:
     total, done = costs.request_s, 0
     for _ in range(math.ceil(prompt / chunk)):
         tokens = min(chunk, prompt - done)
-        total += costs.step_s(tokens, done, tokens * (done + tokens / 2))
+        total += costs.step_s(tokens, done + tokens, tokens * (done + tokens / 2))
         done += tokens
     return total
 
@@ -143,3 +145,16 @@ def concurrency1(costs: StepCosts, engine: Engine, prompt: int, output: int) -> 
     ttft, tpot = ttft_s(costs, engine, prompt), tpot_s(costs, prompt, output)
     latency = ttft + (output - 1) * tpot
     return {"mean_ttft_ms": ttft * 1e3, "mean_tpot_ms": tpot * 1e3, "output_tok_s": output / latency}
+
+
+def sim_step_model(costs: StepCosts, label: str) -> dict:
+    """The same step model as the simulated engine's (``sim.model.StepModel``, as its JSON file):
+    the weight read and the fixed overhead are its per-step overhead."""
+    from servelab.planner.bands import band_note
+
+    what = ("fitted on published vLLM runs" if costs.calibrated
+            else "roofline: a lower bound of latency, an upper bound of throughput")
+    source = f"planner speed model, {label} ({what}); expected TPOT error{band_note('mean_tpot_ms') or ' unknown'}"
+    return {"overhead_s": costs.overhead_s, "per_seq_s": 0.0, "per_token_s": costs.per_token_s,
+            "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
+            "source": source}
