@@ -27,3 +27,16 @@ def test_the_committed_table_and_bands_are_what_the_corpus_gives():
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_accuracy.py"), "--check"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_plan_prints_the_fitted_speed_with_bands_only_where_runs_calibrate_the_family():
+    from servelab.cli.plan import format_plan
+    from servelab.planner import GPUS, PlanSpec, find_model, make_plan
+
+    model = find_model("Qwen3-14B")
+    hopper = format_plan(make_plan(PlanSpec(model=model, gpu=GPUS["H100"], max_model_len=8192)))
+    gddr = format_plan(make_plan(PlanSpec(model=model, gpu=GPUS["A40"], max_model_len=8192)))
+    assert "speed (predicted; fitted on" in hopper and "TPOT, 1 request" in hopper
+    assert "held-out rows)" in hopper.split("speed (predicted")[1]
+    assert "speed (predicted" not in gddr
+    assert "roofline: a lower bound of latency, an upper bound of throughput" in gddr
