@@ -152,9 +152,11 @@ def sim_step_model(costs: StepCosts, label: str) -> dict:
     the weight read and the fixed overhead are its per-step overhead."""
     from servelab.planner.bands import band_note
 
-    what = ("fitted on published vLLM runs" if costs.calibrated
-            else "roofline: a lower bound of latency, an upper bound of throughput")
-    source = f"planner speed model, {label} ({what}); expected TPOT error{band_note('mean_tpot_ms') or ' unknown'}"
+    if costs.calibrated:
+        what = f"fitted on published vLLM runs; expected TPOT error{band_note('mean_tpot_ms') or ' unknown'}"
+    else:
+        what = "roofline: a lower bound of latency, an upper bound of throughput; no published run calibrates this GPU"
+    source = f"planner speed model, {label} ({what})"
     return {"overhead_s": costs.overhead_s, "per_seq_s": 0.0, "per_token_s": costs.per_token_s,
             "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
             "source": source}
