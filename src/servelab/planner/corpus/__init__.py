@@ -11,6 +11,12 @@ configuration, (model, GPU); the groups are ordered by their earliest source dat
 every third group, counting from the first (positions 2, 5, 8, ...), is held out whole. A held-out
 row never reaches a fit (``fit_rows`` refuses it), so its error is the error a user meets on a
 model and GPU the constants never saw.
+
+Growing the corpus: the rule counts positions, so a new group dated before existing ones shifts
+which groups are held out, and a row the fit has seen could become "held out".
+tests/planner/test_corpus.py pins the held-out set: add rows of existing groups, or groups dated
+after the last one, and refit (bench/plan_accuracy.py --fit); if the pin must change, the fit
+must be redone and the commit must say so.
 """
 
 from __future__ import annotations
