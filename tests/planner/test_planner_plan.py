@@ -7,6 +7,7 @@ import pytest
 from servelab.errors import InputError
 from servelab.planner import GPUS, MODELS, PlanSpec, find_model, make_plan
 from servelab.planner.budget import OtherMemory, estimate_other, vllm_gpu_budget
+from servelab.planner.nonkv import NonKvConstants
 from servelab.planner.plan import default_batch, weights_bytes
 
 GIB = 2**30
@@ -92,7 +93,9 @@ def test_llamacpp_kv_is_cells_times_bytes_per_token():
 
 def test_activations_grow_with_the_token_budget():
     model = find_model("Llama-3.1-8B-Instruct")
-    small, large = estimate_other(model, 2048, 256, 1), estimate_other(model, 8192, 256, 1)
+    prior = NonKvConstants()  # hidden x 8 + FFN x 4 bytes per token: the pre-corpus estimate
+    small, large = estimate_other(model, 2048, 256, 1, constants=prior), estimate_other(model, 8192, 256, 1,
+                                                                                          constants=prior)
     assert large.activations - small.activations == 6144 * (4 * 4096 + 2 * 14336) * 2
 
 

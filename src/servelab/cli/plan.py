@@ -73,15 +73,19 @@ def run(args: argparse.Namespace) -> int:
 
 def write_sim_engine(plan, calibrated, path: Path) -> str:
     """The planner's step model as the simulator's (``sim.model.StepModel``), written as JSON;
-    and how to run the simulated engine on this plan. The planner's step adds the weight read
-    to every step, so it is folded into the simulator's per-step overhead (same formula)."""
+    and how to run the simulated engine on this plan: the calibration's when given, else the
+    speed model fitted on published runs (planner/speed_model.py), else the roofline."""
     from servelab.errors import InputError
     from servelab.planner.plan import default_batch
+    from servelab.planner.speed_model import sim_step_model
 
-    step = calibrated or plan.speed.step
-    source = f"planner {'calibration' if calibrated else 'roofline'}: {plan.spec.model.name} on {plan.spec.gpu.name}"
-    sim_model = {"overhead_s": step.overhead_s + step.weight_read_s, "per_seq_s": step.per_seq_s,
-                 "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0, "source": source}
+    label = f"{plan.spec.model.name} on {plan.spec.gpu.name}"
+    if calibrated:
+        sim_model = {"overhead_s": calibrated.overhead_s + calibrated.weight_read_s, "per_seq_s": calibrated.per_seq_s,
+                     "per_token_s": calibrated.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0,
+                     "source": f"planner calibration: {label}"}
+    else:
+        sim_model = sim_step_model(plan.costs, label)
     try:
         path.write_text(json.dumps(sim_model, indent=1), encoding="utf-8")
     except OSError as exc:
@@ -171,11 +175,52 @@ def format_plan(plan) -> str:
 
     rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
     rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
-    speed = speed_rows(plan.speed)
-    width = max(len(label) for label, _ in rows + speed)
-    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width),
-             "", "speed floor (roofline, predicted)", aligned(speed, width), "", answer(plan)]
+    rows = [(label, value + memory_band(plan, label)) for label, value in rows]
+    expected, floor = expected_rows(plan), speed_rows(plan.speed)
+    width = max(len(label) for label, _ in rows + floor + expected)
+    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width)]
+    if expected:
+        lines += ["", f"speed (predicted; {plan.costs.source})", aligned(expected, width)]
+    lines += ["", "speed floor (roofline: a lower bound of latency, an upper bound of throughput)",
+              aligned(floor, width), "", answer(plan)]
     return "\n".join(lines + [f"note: {note}" for note in plan.notes])
+
+
+# memory report row -> the corpus metric whose error band it carries (planner/bands.py)
+MEMORY_BANDS = {"weights": "weights_gib", "KV cache": "kv_gib", "KV cache tokens": "kv_gib",
+                "other memory": "other_gib"}
+
+
+def memory_band(plan, label: str) -> str:
+    """Beside a GPU plan's number, the error the corpus measured for it; on vLLM's CPU build the
+    KV pool is exact (VLLM_CPU_KVCACHE_SPACE), so nothing is added there."""
+    from servelab.planner.bands import band_note
+
+    if plan.other is None or label not in MEMORY_BANDS:
+        return ""
+    return band_note(MEMORY_BANDS[label])
+
+
+def expected_rows(plan) -> list[tuple[str, str]]:
+    """The speed model's numbers for one request alone (1,024-token prompt, 128 out), with their
+    bands; none where no published run calibrates this GPU family (the roofline below is all)."""
+    from servelab.planner.bands import band_note
+    from servelab.planner.speed_model import Engine, concurrency1, tpot_s
+
+    costs = plan.costs
+    if costs is None or not costs.calibrated:
+        return []
+    engine = Engine(plan.spec.model, plan.spec.gpu, 0.0, 0.0, max_num_batched_tokens=_batch_tokens(plan))
+    one = concurrency1(costs, engine, 1024, 128)
+    return [("TPOT, 1 request", f"{tpot_s(costs, 1024, 128) * 1000:.2f} ms{band_note('mean_tpot_ms')}"),
+            ("TTFT, 1k prompt", f"{one['mean_ttft_ms']:.1f} ms{band_note('mean_ttft_ms')}"),
+            ("tok/s, 1 request", f"{one['output_tok_s']:.1f} (1k in, 128 out){band_note('output_tok_s')}")]
+
+
+def _batch_tokens(plan) -> int:
+    from servelab.planner.plan import default_batch
+
+    return default_batch(plan.spec)[0]
 
 
 def describe(plan) -> str:
@@ -192,7 +237,7 @@ def describe(plan) -> str:
 def speed_rows(speed) -> list[tuple[str, str]]:
     batch = "-" if speed.compute_bound_batch is None else f"{speed.compute_bound_batch:,.0f} sequences"
     prefill = "-" if speed.prefill_per_1k_s is None else f"{speed.prefill_per_1k_s * 1000:.1f} ms"
-    return [("TPOT at batch 1", f"{speed.tpot_batch1_s * 1000:.2f} ms (weights / bandwidth)"),
+    return [("TPOT at batch 1", f"{speed.tpot_batch1_s * 1000:.2f} ms (weights / peak bandwidth)"),
             ("compute-bound from", batch), ("prefill per 1k tok", prefill)]
 
 
@@ -207,7 +252,7 @@ def _other(plan) -> str:
         return "-"
     o = plan.other
     return (f"{o.total / GIB:.2f} GiB (activations {o.activations / GIB:.2f}, non-torch {o.non_torch / GIB:.2f}, "
-            f"CUDA graphs {o.cuda_graphs / GIB:.2f}; estimated)")
+            f"CUDA graphs {o.cuda_graphs / GIB:.2f}; modelled)")
 
 
 def _bytes(value) -> str:
@@ -226,6 +271,7 @@ def plan_json(plan) -> dict:
             "memory_report": plan.report().to_dict(), "weights_bytes": plan.weights_bytes,
             "kv_bytes_per_token": float(plan.kv_bytes_per_token), "kv_budget_bytes": plan.kv_budget_bytes,
             "other_memory": asdict(plan.other) if plan.other else None, "speed_floor": asdict(plan.speed),
+            "speed_model": asdict(plan.costs) if plan.costs else None,
             "fits": plan.fits, "requests_at_once": plan.requests_at_once, "notes": list(plan.notes)}
 
 

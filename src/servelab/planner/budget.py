@@ -4,8 +4,9 @@ vLLM on a GPU (``Worker.determine_available_memory``, vllm/v1/worker/gpu_worker.
     requested  = ceil(total × gpu_memory_utilization)      (``request_memory``, vllm/v1/worker/utils.py)
     KV budget  = requested − non-KV memory − CUDA-graph estimate
     non-KV     = weights + peak activations of a profile run + non-torch memory (``memory_profiling``)
-The weights are exact arithmetic; the rest is measured by vLLM at startup and only
-estimated here (``OtherMemory``), which is where a GPU prediction can miss.
+The weights are exact arithmetic; the rest is measured by vLLM at startup and modelled here
+(``OtherMemory``, planner/nonkv.py, fitted on published startup logs), which is where a GPU
+prediction can miss; docs/planner_accuracy.md says by how much.
 
 vLLM's CPU build (``CpuPlatform.check_and_update_config``, vllm/platforms/cpu.py):
     KV budget = VLLM_CPU_KVCACHE_SPACE (whole GiB) × 2**30, block size 128 (16 for MLA).
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from servelab.planner.models import ModelShape
+from servelab.planner.nonkv import NonKvConstants, activation_bytes, fitted_constants, non_torch_bytes
 
 GIB = 2**30
 CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, CPU_MLA_BLOCK_SIZE = 128, 16, 16
@@ -31,13 +33,10 @@ CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, CPU_MLA_BLOCK_SIZE = 128, 16, 16
 class OtherMemory:
     """What vLLM's profile run finds beside the weights, per GPU (bytes).
 
-    activations: peak of one forward pass over ``max_num_batched_tokens`` tokens
-    (hidden states and the widest feed-forward intermediate, 2 bytes each) plus the
-    sampler's fp32 logits for ``max_num_seqs`` sequences (logits, probabilities and a
-    sorted copy: 3 × 4 bytes per vocabulary entry).
+    activations: the profile run's transient peak: one forward pass over ``max_num_batched_tokens``
+    tokens and the sampler over ``max_num_seqs`` requests (planner/nonkv.py).
     non_torch: CUDA context, cuBLAS workspaces, NCCL buffers (more with tensor parallel).
-    cuda_graphs: the CUDA-graph pool vLLM estimates and subtracts (default since 0.21);
-    zero with --enforce-eager.
+    cuda_graphs: the CUDA-graph pool vLLM estimates and subtracts; zero with --enforce-eager.
     """
 
     activations: int
@@ -50,13 +49,13 @@ class OtherMemory:
 
 
 def estimate_other(model: ModelShape, batched_tokens: int, num_seqs: int, tensor_parallel: int,
-                   enforce_eager: bool = False) -> OtherMemory:
-    width = model.moe_intermediate * model.active_experts if model.experts else model.intermediate
-    hidden_states = batched_tokens * (4 * model.hidden + 2 * width // tensor_parallel) * 2
-    logits = num_seqs * model.vocab * 4 * 3
-    non_torch = int((0.25 if tensor_parallel == 1 else 0.75) * GIB)
-    graphs = 0 if enforce_eager else int(0.5 * GIB)
-    return OtherMemory(hidden_states + logits, non_torch, graphs)
+                   enforce_eager: bool = False, constants: NonKvConstants | None = None) -> OtherMemory:
+    """vLLM's non-KV memory beside the weights (planner/nonkv.py: the model, its vLLM sources and
+    the constants fitted on the corpus)."""
+    c = constants or fitted_constants()
+    graphs = 0 if enforce_eager else int(c.cuda_graph_gib * GIB)
+    return OtherMemory(activation_bytes(model, batched_tokens, num_seqs, tensor_parallel, c),
+                       non_torch_bytes(tensor_parallel, c), graphs)
 
 
 def vllm_gpu_budget(total_bytes: int, utilization: float, weights_per_gpu: int, other: OtherMemory) -> int:

@@ -40,6 +40,12 @@ _TABLE = [
     Gpu("B200", 183359 / 1024, 8000, 2250, 4500),
     Gpu("MI300X", 196592 / 1024, 5300, 1307, 2615),
     Gpu("RTX4090", 24564 / 1024, 1008, 165, 330),
+    # RTX 3090: 24 GB GDDR6X at 936 GB/s, 71 dense fp16-tensor TFLOPS with fp32 accumulate
+    # (NVIDIA Ampere GA102 whitepaper, 2020). H20: 96 GB HBM3 at 4.0 TB/s, 148 bf16 / 296 fp8
+    # dense TFLOPS (NVIDIA's H20 specification as reported at launch, 2023-11); its memory here is
+    # the nominal 96 GiB, not a driver's figure (none seen).
+    Gpu("RTX3090", 24576 / 1024, 936, 71),
+    Gpu("H20", 96.0, 4000, 148, 296),
     # 2 EPYC cores: llama.cpp's F16 SmolLM2 (269 MB) took 12.2 ms per decode step here
     # (plan --calibrate), so they stream at least ~22 GB/s; 0.2 TFLOPS ≈ 2 cores × AVX-512.
     Gpu("cpu", None, 25, 0.2),
@@ -47,7 +53,8 @@ _TABLE = [
 
 GPUS: dict[str, Gpu] = {gpu.name: gpu for gpu in _TABLE}
 _ALIASES = {"A100": "A100-80GB", "A100-80G": "A100-80GB", "A100-40G": "A100-40GB", "H100-SXM": "H100",
-            "4090": "RTX4090", "RTX-4090": "RTX4090"}
+            "4090": "RTX4090", "RTX-4090": "RTX4090",
+            "3090": "RTX3090", "RTX-3090": "RTX3090"}
 
 
 def find_gpu(name: str) -> Gpu | None:

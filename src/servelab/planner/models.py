@@ -107,6 +107,7 @@ _TABLE = [
     _m("meta-llama/Llama-3.2-1B-Instruct", 16, 2048, 32, 8, 64, 8192, 128256, 131072, tied_embeddings=True),
     _m("meta-llama/Llama-3.2-3B-Instruct", 28, 3072, 24, 8, 128, 8192, 128256, 131072, tied_embeddings=True),
     _m("meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 8, 128, 14336, 128256, 131072),
+    _m("meta-llama/Meta-Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, 8192),
     _m("meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 8, 128, 28672, 128256, 131072),
     _m("meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 8, 128, 28672, 128256, 131072),
     _m("meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 8, 128, 53248, 128256, 131072),

@@ -20,6 +20,7 @@ from servelab.planner.gpus import Gpu
 from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
+from servelab.planner.speed_model import Engine, StepCosts, step_costs
 
 GIB = budget.GIB
 
@@ -67,6 +68,7 @@ class Plan:
     pool: KvPool | None = None
     other: budget.OtherMemory | None = None
     slots: int | None = None
+    costs: StepCosts | None = None  # the speed model (fitted where the GPU family has published runs)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -163,6 +165,15 @@ def _speed(spec: PlanSpec, weights_per_gpu: int, tp: int) -> SpeedFloor:
     return speed_floor(read_bytes, spec.model.active / tp, spec.gpu, fp8)
 
 
+def _costs(spec: PlanSpec, weights_per_gpu: int, tp: int, per_token: Fraction) -> StepCosts:
+    """What real engines reach on this GPU family (planner/speed_model.py), or the roofline."""
+    quant = quantization(spec).lower()
+    read = float(weights_per_gpu * Fraction(spec.model.active, spec.model.total_params))
+    engine = Engine(spec.model, spec.gpu, read, float(per_token), tp, quantized=quant in ("awq", "gptq", "int4"),
+                    fp8=quant in FP8_COMPUTE, max_num_batched_tokens=default_batch(spec)[0])
+    return step_costs(engine)
+
+
 def _weights(spec: PlanSpec) -> int:
     return spec.weights_bytes if spec.weights_bytes is not None else weights_bytes(spec.model, quantization(spec))
 
@@ -183,7 +194,7 @@ def _vllm_plan(spec: PlanSpec) -> Plan:
     fits = pool.max_concurrency >= 1 and (not on_cpu or weights + available <= total)
     return Plan(spec, weights, per_gpu, per_token, available, pool.tokens, pool.max_concurrency, max_len,
                 spec.gpu_count // tp, fits, _speed(spec, per_gpu, tp), pool=pool, other=other,
-                notes=_notes(spec))
+                costs=_costs(spec, per_gpu, tp, per_token), notes=_notes(spec))
 
 
 def _llamacpp_plan(spec: PlanSpec) -> Plan:
@@ -223,5 +234,6 @@ def _notes(spec: PlanSpec) -> tuple[str, ...]:
     if spec.model.name.lower().startswith("google/gemma"):
         notes.append("sliding-window layers counted as full attention (vLLM's hybrid allocator gives more)")
     if spec.engine == "vllm" and spec.gpu.name != "cpu":
-        notes.append("activations, CUDA graphs and non-torch memory are estimates; the rest is exact")
+        notes.append("activations, CUDA graphs and non-torch memory are modelled (fitted on published startup "
+                     "logs: docs/planner_accuracy.md); the rest is exact")
     return tuple(notes)

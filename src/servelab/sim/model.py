@@ -22,12 +22,16 @@ class StepModel:
     """Seconds one engine step takes, from what it schedules:
 
         compute = overhead_s + per_seq_s × seqs + per_token_s × tokens + per_kv_token_s × context
+                  + per_attention_s × pairs
         step    = max(floor_s, compute)
 
     ``seqs``: requests in the step; ``tokens``: tokens computed (prefill chunks + one per
     decoding request); ``context``: KV tokens those requests attend over (their computed
-    tokens plus the new ones) — attention reads grow with it. ``floor_s``: the weight-read
-    floor, the time to stream the weights once from memory, below which no step goes.
+    tokens plus the new ones) — attention reads grow with it. ``pairs``: query x key pairs
+    attention computes (a chunk of n new tokens after c computed ones: n x (c + n/2)), whose
+    FLOPs make a long prompt's prefill grow faster than its length. ``floor_s``: the
+    weight-read floor, the time to stream the weights once from memory, below which no step
+    goes. planner/speed_model.py fills these from published runs (``sim_step_model``).
     """
 
     overhead_s: float = 0.002
@@ -35,18 +39,20 @@ class StepModel:
     per_token_s: float = 0.00002
     per_kv_token_s: float = 0.0
     floor_s: float = 0.0
+    per_attention_s: float = 0.0
     source: str = "given"  # where the numbers came from: "given", a planner/calibration name
 
     def __post_init__(self) -> None:
-        for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s"):
+        for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s", "per_attention_s"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
                 raise InputError(f"step model: {name} must be >= 0, got {value!r}")
         if self.overhead_s + self.per_seq_s + self.per_token_s + self.floor_s <= 0:
             raise InputError("step model: every step would take no time; give at least one positive cost")
 
-    def step_ns(self, seqs: int, tokens: int, context: int) -> int:
-        s = self.overhead_s + self.per_seq_s * seqs + self.per_token_s * tokens + self.per_kv_token_s * context
+    def step_ns(self, seqs: int, tokens: int, context: int, pairs: float = 0.0) -> int:
+        s = (self.overhead_s + self.per_seq_s * seqs + self.per_token_s * tokens + self.per_kv_token_s * context
+             + self.per_attention_s * pairs)
         return max(1, round(max(s, self.floor_s) * NS_PER_S))
 
     def to_dict(self) -> dict:

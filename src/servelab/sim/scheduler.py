@@ -111,7 +111,8 @@ class Scheduler:
             return None
         tokens = self.limits.max_num_batched_tokens - budget
         context = sum(seq.computed + n for seq, n in work)
-        return Step(now_ns, now_ns + self.model.step_ns(len(work), tokens, context), work, tokens)
+        pairs = sum(n * (seq.computed + n / 2) for seq, n in work)  # attention's query x key pairs
+        return Step(now_ns, now_ns + self.model.step_ns(len(work), tokens, context, pairs), work, tokens)
 
     def _schedule_running(self, budget: int) -> tuple[list[tuple[Seq, int]], int, bool]:
         work: list[tuple[Seq, int]] = []

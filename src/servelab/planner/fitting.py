@@ -1,0 +1,114 @@
+"""Fit the planner's constants on the corpus's fit rows — and only those (``corpus.fit_rows``).
+
+Least squares with non-negative coefficients, solved by trying every subset of the columns (the
+models here have two or three unknowns, so that is a handful of tiny solves): a negative bytes-per-
+token or a negative efficiency has no physical meaning, and clipping an unconstrained fit would
+not be the best non-negative one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import numpy as np
+
+from servelab.planner.corpus import Corpus, fit_rows
+from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
+from servelab.planner.replay import _excluded, row_model, speed_engine
+from servelab.planner.speed_model import FAMILIES, Efficiency, SpeedConstants, step_costs, ttft_s
+
+
+def nnls(columns: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """min ||W (A x - b)|| with x >= 0 (A: rows x k, k small)."""
+    w = np.ones(len(target)) if weights is None else weights
+    a, b = columns * w[:, None], target * w
+    best, best_cost = np.zeros(columns.shape[1]), float(np.sum(b * b))
+    for size in range(1, columns.shape[1] + 1):
+        for subset in itertools.combinations(range(columns.shape[1]), size):
+            x_sub = np.linalg.lstsq(a[:, subset], b, rcond=None)[0]
+            if np.all(x_sub >= 0):
+                x = np.zeros(columns.shape[1])
+                x[list(subset)] = x_sub
+                cost = float(np.sum((a @ x - b) ** 2))
+                if cost < best_cost:
+                    best, best_cost = x, cost
+    return best
+
+
+def fit_nonkv(corpus: Corpus) -> NonKvConstants:
+    """The activation factors from the V0 rows that logged their activation peak (relative error
+    weighted, so a 0.2 GiB peak counts as much as a 3 GiB one); non-torch memory as the median the
+    fit rows logged, with and without tensor parallel. The CUDA-graph pool stays the prior: no fit
+    row logs it."""
+    rows = fit_rows(corpus, [r for r in corpus.memory if not corpus.held_out(r)])
+    profiled = [r for r in rows if r.era == "v0" and "activation_gib" in r.measured]
+    columns, target = [], []
+    for row in profiled:
+        model = row_model(row)
+        tokens, seqs = v0_profile_batch(row.max_model_len or model.max_position, row.max_num_batched_tokens,
+                                        row.max_num_seqs)
+        columns.append([tokens * ffn_width(model) / row.tensor_parallel, tokens * model.hidden,
+                        min(seqs, tokens) * model.vocab * 4])
+        target.append(row.measured["activation_gib"] * GIB)
+    target_arr = np.array(target)
+    ffn, hidden, sampler = nnls(np.array(columns), target_arr, 1 / target_arr)
+    tp1 = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel == 1]
+    tpn = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel > 1]
+    prior = NonKvConstants()
+    return NonKvConstants(
+        ffn_factor=round(float(ffn), 4), hidden_factor=round(float(hidden), 4), sampler_copies=round(float(sampler), 4),
+        non_torch_gib=round(statistics.median(tp1), 4) if tp1 else prior.non_torch_gib,
+        non_torch_tp_gib=round(statistics.median(tpn), 4) if tpn else prior.non_torch_tp_gib,
+        cuda_graph_gib=prior.cuda_graph_gib,
+        source=f"fitted on {len(profiled)} V0 startup logs of the corpus (fit rows only)")
+
+
+def fit_speed(corpus: Corpus) -> SpeedConstants:
+    """Decode first: mean TPOT = overhead + bytes read / bandwidth x (1 + d_family), one overhead for
+    all GPUs, d >= 0 per family (so no family reads faster than its datasheet). Then prefill: what
+    TTFT leaves after the weight and KV reads = request cost + FLOPs / peak x (1 + c_family),
+    on the rows whose TTFT is a real prefill (``replay._excluded``)."""
+    rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
+    rows = [r for r in rows if r.workload.max_concurrency == 1 and "mean_tpot_ms" in r.measured]
+    engines = [speed_engine(r) for r in rows]
+    names = sorted({FAMILIES[e.gpu.name] for e in engines if e.gpu.name in FAMILIES})
+    overhead, *slow = _solve(list(zip(rows, engines)), names, _decode_column, "mean_tpot_ms",
+                             lambda r, e: _decode_column(r, e))
+    decode = SpeedConstants(float(overhead), 0.0, {n: Efficiency(bw_eff=1 / (1 + d)) for n, d in zip(names, slow)})
+    prefilled = [(r, e) for r, e in zip(rows, engines) if "mean_ttft_ms" in r.measured
+                 and not _excluded(r, e, "mean_ttft_ms")]
+    request, *busy = _solve(prefilled, names, _prefill_column, "mean_ttft_ms",
+                            lambda r, e: ttft_s(step_costs(e, decode), e, r.workload.input_len))
+    families = {n: Efficiency(bw_eff=round(1 / (1 + d), 4), compute_eff=round(1 / (1 + c), 4))
+                for n, d, c in zip(names, slow, busy)}
+    return SpeedConstants(round(float(overhead), 6), round(float(request), 6), families,
+                          f"fitted on {len(rows)} benchmark rows of the corpus (fit rows only; "
+                          f"TTFT on the {len(prefilled)} that are real prefills)")
+
+
+def _solve(pairs, names, column, metric: str, known) -> list[float]:
+    """Columns: a constant and the row's own family's term; target: the metric less what is already
+    known (the datasheet-peak time and earlier fits); weighted by 1/measured (relative error)."""
+    a, b, measured = [], [], []
+    for row, engine in pairs:
+        term = column(row, engine)
+        a.append([1.0] + [term if FAMILIES.get(engine.gpu.name) == n else 0.0 for n in names])
+        value = row.measured[metric] / 1e3
+        b.append(value - known(row, engine))
+        measured.append(value)
+    return [float(x) for x in nnls(np.array(a), np.array(b), 1 / np.array(measured))]
+
+
+def _decode_column(row, engine) -> float:
+    """Seconds to read the weights and the mean context's KV at the datasheet bandwidth."""
+    context = row.workload.input_len + row.workload.output_len / 2
+    return (engine.weight_bytes + engine.kv_bytes_per_token * context) / (engine.gpu.bandwidth_gbs * 1e9)
+
+
+def _prefill_column(row, engine) -> float:
+    """Seconds of the prompt's FLOPs (weights and attention) at the datasheet peak."""
+    prompt, m = row.workload.input_len, engine.model
+    flops = 2 * m.active / engine.tensor_parallel * prompt
+    flops += 4 * m.layers * max(1, m.heads // engine.tensor_parallel) * m.head_dim * prompt * prompt / 2
+    return flops / (engine.gpu.tflops(engine.fp8) * 1e12)

@@ -1,0 +1,162 @@
+"""Step times that real vLLM engines reach, not the hardware's peak: the planner's speed model.
+
+One engine step, on each GPU of a tensor-parallel group:
+    step = overhead + (weight bytes read + KV bytes read) / (bandwidth x bw_eff)
+                    + 2 x active params x tokens computed / (peak FLOP/s x compute_eff)
+- overhead: the scheduler, the sampler, the API server's and detokenizer's share of each step —
+  everything that does not scale with bytes or FLOPs (fitted; one value for all GPUs).
+- bandwidth x bw_eff: the memory bandwidth decode kernels reach, per GPU family (fitted);
+  a quantized checkpoint reads fewer weight bytes, and its dequantization cost is the family's
+  ``dequant`` factor on that read (1.0 until a fit row shows otherwise).
+- KV bytes read: attention reads every cached token of every running request once per step
+  (context x KV bytes per token); prefill adds attention's own FLOPs (4 x layers x heads x
+  head dim x query tokens x context) to the compute term.
+- A prompt longer than max_num_batched_tokens is prefilled in chunks (chunked prefill), one
+  step each, each paying the overhead and the weight read again.
+- TTFT adds a per-request cost (the API server: tokenizing, queueing, the first SSE chunk).
+A GPU family with no fitted efficiency uses the peak (bw_eff = compute_eff = 1): that is the
+roofline, a lower bound of latency and an upper bound of throughput, and it is labelled so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from servelab.planner.gpus import Gpu
+from servelab.planner.models import ModelShape
+
+FITTED = Path(__file__).parent / "corpus" / "fitted.json"
+# GPU name -> family: efficiency is a property of a generation's kernels and its memory system
+# (HBM and GDDR parts of one generation are separate families; a family no run calibrates is
+# planned at the roofline).
+FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm", "A100-80GB": "ampere-hbm",
+            "RTX3090": "ampere-consumer", "RTX4090": "ada", "L4": "ada", "L40S": "ada",
+            "H100": "hopper", "H200": "hopper", "H20": "hopper", "B200": "blackwell", "MI300X": "cdna3"}
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    bw_eff: float = 1.0
+    compute_eff: float = 1.0
+    dequant: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedConstants:
+    overhead_s: float = 0.0
+    request_s: float = 0.0
+    families: dict[str, Efficiency] = field(default_factory=dict)
+    source: str = "roofline (datasheet peaks, no overheads)"
+
+    def efficiency(self, gpu: Gpu) -> Efficiency | None:
+        return self.families.get(FAMILIES.get(gpu.name, ""))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "families": {k: asdict(v) for k, v in self.families.items()}}
+
+
+@lru_cache(maxsize=1)
+def fitted_speed() -> SpeedConstants:
+    """The constants fitted on the corpus (corpus/fitted.json), else the roofline."""
+    try:
+        data = json.loads(FITTED.read_text(encoding="utf-8")).get("speed")
+    except (OSError, ValueError):
+        data = None
+    if not data:
+        return SpeedConstants()
+    families = {name: Efficiency(**eff) for name, eff in data.get("families", {}).items()}
+    return SpeedConstants(data["overhead_s"], data["request_s"], families, data["source"])
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """What the speed of one serving setup depends on, per GPU of its tensor-parallel group."""
+
+    model: ModelShape
+    gpu: Gpu
+    weight_bytes: float          # read per decode step (MoE: the routed experts only)
+    kv_bytes_per_token: float
+    tensor_parallel: int = 1
+    quantized: bool = False
+    fp8: bool = False
+    max_num_batched_tokens: int = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class StepCosts:
+    """The step model with this setup's numbers: seconds per step, per computed token, per cached
+    token read, per request; ``calibrated`` False = the roofline."""
+
+    overhead_s: float
+    per_token_s: float
+    per_kv_token_s: float
+    request_s: float
+    attention_flop_s: float      # seconds per (query token x context token) of attention
+    calibrated: bool
+    source: str
+
+    def step_s(self, tokens: int, context: int, attention_pairs: float = 0.0) -> float:
+        return (self.overhead_s + self.per_token_s * tokens + self.per_kv_token_s * context
+                + self.attention_flop_s * attention_pairs)
+
+
+def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepCosts:
+    c = constants or fitted_speed()
+    eff = c.efficiency(engine.gpu)
+    calibrated = eff is not None
+    eff = eff or Efficiency()
+    bandwidth = engine.gpu.bandwidth_gbs * 1e9 * eff.bw_eff
+    flops = engine.gpu.tflops(engine.fp8) * 1e12 * eff.compute_eff
+    read_s = engine.weight_bytes / bandwidth * (eff.dequant if engine.quantized else 1.0)
+    per_token = 2 * engine.model.active / engine.tensor_parallel / flops if flops > 0 else 0.0
+    heads = max(1, engine.model.heads // engine.tensor_parallel)
+    attention = 4 * engine.model.layers * heads * engine.model.head_dim / flops if flops > 0 else 0.0
+    source = c.source if calibrated else SpeedConstants().source
+    return StepCosts((c.overhead_s if calibrated else 0.0) + read_s, per_token,
+                     engine.kv_bytes_per_token / bandwidth, c.request_s if calibrated else 0.0,
+                     attention, calibrated, source)
+
+
+def ttft_s(costs: StepCosts, engine: Engine, prompt: int) -> float:
+    """One request alone: the API's per-request cost and the prompt's prefill chunks (the first
+    token is sampled at the end of the last chunk)."""
+    chunk = max(1, engine.max_num_batched_tokens)
+    total, done = costs.request_s, 0
+    for _ in range(math.ceil(prompt / chunk)):
+        tokens = min(chunk, prompt - done)
+        total += costs.step_s(tokens, done + tokens, tokens * (done + tokens / 2))
+        done += tokens
+    return total
+
+
+def tpot_s(costs: StepCosts, prompt: int, output: int, batch: int = 1) -> float:
+    """Mean time per output token of ``batch`` requests decoding together, each at the mean context
+    of its decode (prompt + half the output)."""
+    context = batch * (prompt + output / 2)
+    return costs.step_s(batch, int(context), context)
+
+
+def concurrency1(costs: StepCosts, engine: Engine, prompt: int, output: int) -> dict[str, float]:
+    """Mean TTFT and TPOT (ms) and output tok/s of requests sent one after another."""
+    ttft, tpot = ttft_s(costs, engine, prompt), tpot_s(costs, prompt, output)
+    latency = ttft + (output - 1) * tpot
+    return {"mean_ttft_ms": ttft * 1e3, "mean_tpot_ms": tpot * 1e3, "output_tok_s": output / latency}
+
+
+def sim_step_model(costs: StepCosts, label: str) -> dict:
+    """The same step model as the simulated engine's (``sim.model.StepModel``, as its JSON file):
+    the weight read and the fixed overhead are its per-step overhead."""
+    from servelab.planner.bands import band_note
+
+    if costs.calibrated:
+        what = f"fitted on published vLLM runs; expected TPOT error{band_note('mean_tpot_ms') or ' unknown'}"
+    else:
+        what = "roofline: a lower bound of latency, an upper bound of throughput; no published run calibrates this GPU"
+    source = f"planner speed model, {label} ({what})"
+    return {"overhead_s": costs.overhead_s, "per_seq_s": 0.0, "per_token_s": costs.per_token_s,
+            "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
+            "source": source}

@@ -1,0 +1,42 @@
+"""The error bands the planner prints, and the accuracy script that makes them from the corpus."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from servelab.planner.bands import Band, band_note, load_bands
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_band_says_what_it_rests_on():
+    assert Band("kv_gib", 0.036, 0.051, 0.6, 6, "all rows").text() == \
+        "±3.6% median, ±5.1% p90 on 6 rows, fit and held-out"
+    assert Band("mean_tpot_ms", 0.092, 0.389, 0.389, 5, "held-out").text() == \
+        "±9.2% median, ±38.9% p90 on 5 held-out rows"
+
+
+def test_every_printed_metric_has_a_band():
+    assert {"kv_gib", "weights_gib", "other_gib", "mean_tpot_ms", "mean_ttft_ms", "output_tok_s"} <= set(load_bands())
+    assert band_note("no such metric") == ""
+
+
+def test_the_committed_table_and_bands_are_what_the_corpus_gives():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_accuracy.py"), "--check"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_plan_prints_the_fitted_speed_with_bands_only_where_runs_calibrate_the_family():
+    from servelab.cli.plan import format_plan
+    from servelab.planner import GPUS, PlanSpec, find_model, make_plan
+
+    model = find_model("Qwen3-14B")
+    hopper = format_plan(make_plan(PlanSpec(model=model, gpu=GPUS["H100"], max_model_len=8192)))
+    gddr = format_plan(make_plan(PlanSpec(model=model, gpu=GPUS["A40"], max_model_len=8192)))
+    assert "speed (predicted; fitted on" in hopper and "TPOT, 1 request" in hopper
+    assert "held-out rows)" in hopper.split("speed (predicted")[1]
+    assert "speed (predicted" not in gddr
+    assert "roofline: a lower bound of latency, an upper bound of throughput" in gddr

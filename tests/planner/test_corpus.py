@@ -1,0 +1,62 @@
+"""The corpus of published measurements: it loads, every row is sourced, and the split holds."""
+
+from pathlib import Path
+
+import pytest
+
+from servelab.errors import InputError
+from servelab.planner.corpus import HERE, fit_rows, load_corpus
+
+# The split as committed before any fit (planner/corpus/__init__.py): changing the rule or the
+# grouping moves rows between fit and held-out, which this pins.
+HELD_OUT = {
+    "vllm10511-llama3-8b-h100-tp1", "vllm10511-llama3-8b-h100-tp2",
+    "recipes12-qwen3coder480b-fp8-h20-default", "recipes12-qwen3coder480b-fp8-h20-095",
+    "kyuz0-qwen3-4b-bf16-strixhalo",
+    "tt340a-128-128-c1", "tt340a-128-1024-c1", "tt340a-1024-128-c1", "tt340a-2048-128-c1",
+    "vllm20469-qwen3-14b-awq-a100-16k",
+}
+
+
+def test_every_row_names_its_source_and_version():
+    corpus = load_corpus()
+    for row in corpus.memory + corpus.speed:
+        assert row.source.url.startswith(("https://", "servelab:")), row.id
+        assert row.source.date and row.source.vllm_version, row.id
+    assert len(corpus.memory) == 16 and len(corpus.speed) == 27
+
+
+def test_the_split_is_the_committed_one():
+    assert load_corpus().held_out_ids == HELD_OUT
+
+
+def test_a_fit_refuses_held_out_rows():
+    corpus = load_corpus()
+    assert all(not corpus.held_out(row) for row in fit_rows(corpus, [r for r in corpus.speed
+                                                                     if not corpus.held_out(r)]))
+    with pytest.raises(InputError, match="held-out rows may not be fitted: tt340a-128-128-c1"):
+        fit_rows(corpus, corpus.speed)
+
+
+def test_output_rate_from_request_rate_where_only_that_was_printed():
+    row = next(r for r in load_corpus().speed if r.id == "tt143-128-1024-c1")
+    assert row.output_tok_s == pytest.approx(0.032 * 1024)
+
+
+def _copy_with(tmp_path: Path, old: str, new: str) -> Path:
+    for name in ("memory.toml", "speed.toml"):
+        (tmp_path / name).write_text((HERE / name).read_text(encoding="utf-8").replace(old, new, 1),
+                                     encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('gpu_memory_utilization = 0.90', 'gpu_memory_utilisation = 0.90',
+     "memory.toml, row 'vllm10517-llama8b-3090-20k': unknown field 'gpu_memory_utilisation'"),
+    ('kv_gib = 3.81', 'kv_gib = "3.81"', "measured.kv_gib is unknown or not a number"),
+    ('vllm_version = "0.6.x V0', 'vllm_versio = "0.6.x V0', "unknown field 'vllm_versio'"),
+    ('dataset = "fixed"', 'dataset = "mystery"', "workload.dataset must be one of fixed, random, sharegpt"),
+])
+def test_a_bad_row_is_one_line_naming_file_row_and_field(tmp_path, old, new, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        load_corpus(_copy_with(tmp_path, old, new))

@@ -1,0 +1,47 @@
+"""The speed model real engines reach: roofline where uncalibrated, and the simulator runs the same model."""
+
+import pytest
+
+from servelab.planner import find_gpu, find_model
+from servelab.planner.speed_model import (Efficiency, Engine, SpeedConstants, concurrency1, sim_step_model,
+                                          step_costs)
+from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.simulate import simulate
+
+QWEN3_14B = find_model("Qwen3-14B")
+CONSTANTS = SpeedConstants(overhead_s=0.002, request_s=0.003,
+                           families={"ampere-hbm": Efficiency(bw_eff=0.6, compute_eff=0.8)}, source="test fit")
+
+
+def engine(gpu: str) -> Engine:
+    return Engine(QWEN3_14B, find_gpu(gpu), weight_bytes=29.5e9, kv_bytes_per_token=163840.0,
+                  max_num_batched_tokens=2048)
+
+
+def test_a_family_no_run_calibrates_is_the_roofline():
+    costs = step_costs(engine("A40"), CONSTANTS)
+    assert not costs.calibrated and costs.request_s == 0
+    assert costs.overhead_s == pytest.approx(29.5e9 / 696e9)  # weights / peak bandwidth, nothing else
+    assert "lower bound" in sim_step_model(costs, "x")["source"]
+
+
+def test_a_calibrated_family_reads_slower_than_its_datasheet():
+    costs = step_costs(engine("A100"), CONSTANTS)
+    assert costs.calibrated
+    assert costs.overhead_s == pytest.approx(0.002 + 29.5e9 / (2039e9 * 0.6))
+    assert costs.per_kv_token_s == pytest.approx(163840 / (2039e9 * 0.6))
+
+
+def test_the_simulator_runs_the_same_step_model():
+    """One request alone through the simulated engine: its TTFT (4 prefill chunks) and TPOT are
+    the speed model's, to the nanosecond rounding of each step."""
+    e = engine("A100")
+    costs = step_costs(e, CONSTANTS)
+    expected = concurrency1(costs, e, 8000, 64)
+    model = StepModel(**sim_step_model(costs, "test"))
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=2048, num_blocks=4096, block_size=16)
+    got = simulate([SimRequest(0, 8000, 64)], limits, model).emissions[0].token_ns
+    ttft_ms = got[0] / 1e6 + costs.request_s * 1e3
+    tpot_ms = (got[-1] - got[0]) / (len(got) - 1) / 1e6
+    assert ttft_ms == pytest.approx(expected["mean_ttft_ms"], rel=1e-4)
+    assert tpot_ms == pytest.approx(expected["mean_tpot_ms"], rel=2e-3)
