@@ -189,7 +189,9 @@ def test_the_plan_drives_the_simulated_engine(tmp_path, capsys):
     kv, step = plan["memory_report"]["kv_cache_tokens"], plan["speed_floor"]["step"]
     assert f"--sim-kv-cache-tokens {kv} " in out and f"--kv-cache-tokens {kv} " in out and "SIMULATED" in out
     sim = load_step_model(str(path))
-    assert sim.source == "planner roofline: Qwen/Qwen3-8B on A40"
+    assert sim.source == ("planner roofline: Qwen/Qwen3-8B (servelab model table (planner/models.py)) on A40 x1 "
+                          "(696 GB/s, 150 bf16 TFLOPS (planner/gpus.py)), weights 16-bit (not quantized); "
+                          "expected error: roofline at peak: a lower bound of latency, an upper bound of throughput")
     for seqs, tokens in ((1, 1), (32, 32), (4, 2048)):
         planned = step["overhead_s"] + step["per_seq_s"] * seqs + step["per_token_s"] * tokens + step["weight_read_s"]
         assert sim.step_ns(seqs, tokens, 0) == round(planned * 1e9)

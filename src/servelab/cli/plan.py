@@ -67,32 +67,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_plan(plan) + (format_calibration(fitted, plan, args.max_model_len) if fitted else ""))
     if args.sim_step_model:
-        print(write_sim_engine(plan, fitted.model if fitted else None, args.sim_step_model))
+        print(write_sim_engine(plan, fitted, args.sim_step_model, args.model))
     return 0
 
 
-def write_sim_engine(plan, calibrated, path: Path) -> str:
-    """The planner's step model as the simulator's (``sim.model.StepModel``), written as JSON;
-    and how to run the simulated engine on this plan. The planner's step adds the weight read
-    to every step, so it is folded into the simulator's per-step overhead (same formula)."""
-    from servelab.errors import InputError
-    from servelab.planner.plan import default_batch
+def write_sim_engine(plan, fitted, path: Path, model: str) -> str:
+    """The planner's step model as the simulator's, written as JSON (``planner.sim_engine``:
+    the roofline's, or the calibrated one with its error); and how to run the simulated
+    engine on this plan."""
+    from servelab.cli.sim_plan import bench_flags, model_config, server_flags, write_step_model
+    from servelab.planner.files import load_model
+    from servelab.planner.sim_engine import sim_engine
 
-    step = calibrated or plan.speed.step
-    source = f"planner {'calibration' if calibrated else 'roofline'}: {plan.spec.model.name} on {plan.spec.gpu.name}"
-    sim_model = {"overhead_s": step.overhead_s + step.weight_read_s, "per_seq_s": step.per_seq_s,
-                 "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0, "source": source}
-    try:
-        path.write_text(json.dumps(sim_model, indent=1), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--sim-step-model {path}: cannot write it ({exc})") from None
-    tokens, seqs = default_batch(plan.spec)
-    block = plan.pool.block_size if plan.pool else 16
-    flags = (f"--max-num-seqs {seqs} --max-num-batched-tokens {tokens} --block-size {block} "
-             f"--kv-cache-tokens {plan.kv_tokens} --step-model {path}")
+    error = None if fitted is None else f"fit error {_pct(fitted.fit_error)} on the runs' busy time"
+    engine = sim_engine(plan, model_config(load_model(model)), fitted.model if fitted else None, error)
+    write_step_model(engine, path)
+    serve = " ".join(server_flags(engine, path))
+    bench = " ".join(bench_flags(engine, path))
     return (f"\nsimulated engine (SIMULATED numbers, from this plan): step model written to {path}\n"
-            f"  servelab serve --engine sim -- {flags}\n"
-            f"  servelab bench --simulate {' '.join('--sim-' + f[2:] if f.startswith('--') else f for f in flags.split())}")
+            f"  servelab serve --engine sim -- {serve}\n"
+            f"  servelab bench --simulate {bench}")
 
 
 def format_calibration(fitted, plan, asked_max_model_len: int | None) -> str:
