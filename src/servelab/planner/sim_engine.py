@@ -52,17 +52,20 @@ class SimEngine:
 
 
 def sim_engine(plan: Plan, model_config: str, calibrated: PlannerStep | None = None,
-               calibration_error: str | None = None) -> SimEngine:
+               calibration_error: str | None = None, replayed: StepModel | None = None) -> SimEngine:
     """The simulated engine for ``plan`` (one that fits: ``planner.fit.require_fit`` first).
 
     ``model_config``: where the model's shape came from (a config.json path, or the table).
-    ``calibrated``: a step model fitted to measured runs, replacing the roofline;
+    ``calibrated``: a step model fitted to measured runs' telemetry, replacing the roofline;
+    ``replayed``: the simulator's own step model fitted by replaying runs (wins over both);
     ``calibration_error``: what that fit's error was, said beside its numbers."""
+    kind = "replay" if replayed else "telemetry" if calibrated else None
+    provenance = _provenance(plan, model_config, kind, calibration_error)
     step = calibrated or plan.speed.step
-    provenance = _provenance(plan, model_config, calibrated is not None, calibration_error)
-    model = StepModel(overhead_s=max(0.0, step.overhead_s + step.weight_read_s), per_seq_s=step.per_seq_s,
-                      per_token_s=step.per_token_s, per_kv_token_s=0.0, floor_s=0.0,
-                      source=source_line(provenance))
+    costs = (replayed.overhead_s, replayed.per_seq_s, replayed.per_token_s) if replayed else \
+        (max(0.0, step.overhead_s + step.weight_read_s), step.per_seq_s, step.per_token_s)
+    model = StepModel(overhead_s=costs[0], per_seq_s=costs[1], per_token_s=costs[2], per_kv_token_s=0.0,
+                      floor_s=0.0, source=source_line(provenance))
     tokens, seqs = default_batch(plan.spec)
     block = plan.pool.block_size if plan.pool else DEFAULT_BLOCK
     limits = EngineLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
@@ -70,7 +73,12 @@ def sim_engine(plan: Plan, model_config: str, calibrated: PlannerStep | None = N
     return SimEngine(limits, model, plan.context_tokens, provenance)
 
 
-def _provenance(plan: Plan, model_config: str, calibrated: bool, calibration_error: str | None) -> dict:
+# how each step model is named in the provenance
+STEP_NAMES = {None: "planner roofline", "telemetry": "planner calibration (fitted to measured runs' telemetry)",
+              "replay": "calibrated by replaying measured runs through the simulator"}
+
+
+def _provenance(plan: Plan, model_config: str, kind: str | None, calibration_error: str | None) -> dict:
     spec, gpu = plan.spec, plan.spec.gpu
     fp8 = f", {gpu.fp8_tflops:g} fp8" if gpu.fp8_tflops else ""
     datasheet = f"{gpu.bandwidth_gbs:g} GB/s, {gpu.bf16_tflops:g} bf16{fp8} TFLOPS (planner/gpus.py)"
@@ -79,8 +87,8 @@ def _provenance(plan: Plan, model_config: str, calibrated: bool, calibration_err
     return {"model": spec.model.name, "model_config": model_config,
             "gpu": f"{gpu.name} x{spec.gpu_count}", "gpu_datasheet": datasheet,
             "weights": _weights(spec),
-            "step_model": "planner calibration (fitted to measured runs)" if calibrated else "planner roofline",
-            "expected_error": (calibration_error or "calibrated: error as fitted") if calibrated else ROOFLINE_ERROR}
+            "step_model": STEP_NAMES[kind],
+            "expected_error": (calibration_error or "as fitted") if kind else ROOFLINE_ERROR}
 
 
 def _weights(spec) -> str:
