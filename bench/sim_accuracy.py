@@ -71,7 +71,7 @@ def fit(out: Path) -> None:
     fitted = [str(out / p[0]) for p in POINTS if p[4]]
     held = [str(out / p[0]) for p in POINTS if not p[4]]
     sys.exit(main(["plan", "--max-model-len", "2048", "--calibrate", *fitted, "--hold-out", *held,
-                   "--sim-step-model", str(out / "step_model.json"), "--replay-table"]))
+                   "--sim-step-model", str(out / "step_model.json")]))
 
 
 if __name__ == "__main__":
