@@ -100,7 +100,7 @@ def _enough(runs, replayable: bool) -> bool:
 def replay_fit(args: argparse.Namespace, plan, fitted):
     """The simulator fitted by replaying the --calibrate runs, the --hold-out runs replayed
     with it; starting from the telemetry fit where there is one, else the plan's roofline."""
-    from servelab.cli.sim_plan import model_config
+    from servelab.cli.sim_flags import model_config
     from servelab.planner.calibrate import calibrate_replay
     from servelab.planner.files import load_model
     from servelab.planner.replay import load_observed
@@ -116,7 +116,7 @@ def write_sim_engine(plan, fitted, path: Path, model: str, replayed=None) -> str
     """The plan's simulated engine written as JSON (``planner.sim_engine``): the roofline's step
     model, the telemetry-calibrated one, or the one fitted by replay, each with its error; and
     how to run the simulated engine on this plan."""
-    from servelab.cli.sim_plan import bench_flags, model_config, server_flags, write_step_model
+    from servelab.cli.sim_flags import bench_flags, model_config, server_flags, write_step_model
     from servelab.planner.files import load_model
     from servelab.planner.sim_engine import sim_engine
 

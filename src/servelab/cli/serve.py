@@ -73,7 +73,8 @@ def planned_sim(args: argparse.Namespace, log_dir: Path):
                          "(a real engine runs on the GPU it has)")
     if not args.model:
         raise InputError("--engine sim --gpu needs --model: the model to plan, named as for servelab plan")
-    from servelab.cli.sim_plan import PLAN_FLAGS, planned, server_flags, write_step_model
+    from servelab.cli.sim_flags import server_flags, write_step_model
+    from servelab.cli.sim_plan import PLAN_FLAGS, planned
     from servelab.engines.spec import flag_value
 
     extra = [str(a) for a in _strip_separator(args.engine_args)]
