@@ -3,6 +3,7 @@ step from a plan to a simulated engine, its numbers labelled SIMULATED with the 
 provenance; a bad --gpu or --model is one line."""
 
 import json
+import subprocess
 import sys
 import time
 import urllib.request
