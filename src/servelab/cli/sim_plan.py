@@ -23,17 +23,16 @@ def planned(model: str, gpu: str, quantization: str | None = None, flags: dict |
     """The simulated engine (``planner.sim_engine.SimEngine``) for model × GPU × flags;
     ``flags``: plan flag -> value (e.g. {"--max-num-seqs": "64"}); InputError when it does not fit."""
     from servelab.cli import plan as plan_cli
+    from servelab.cli.sim_flags import model_config
     from servelab.errors import InputError
     from servelab.planner import find_gpu
     from servelab.planner.files import load_model
     from servelab.planner.fit import require_fit
-    from servelab.cli.sim_flags import model_config
     from servelab.planner.sim_engine import sim_engine
 
     if find_gpu(gpu.partition(":")[0]) is None:  # plan's own message names flags this command lacks
         raise InputError(f"--gpu {gpu}: not in servelab's GPU table (see `servelab plan --list-gpus`; for another "
                          "GPU, `servelab plan --gpu-memory-gib … --gpu-bandwidth-gbs … --sim-step-model FILE`)")
-
     argv = ["--model", model, "--gpu", gpu, *(["--quantization", quantization] if quantization else [])]
     for flag, value in (flags or {}).items():
         argv += [flag] if value is True else [flag, str(value)]
