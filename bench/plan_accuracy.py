@@ -21,7 +21,7 @@ from pathlib import Path
 
 from servelab.planner import bands, nonkv, speed_model
 from servelab.planner.corpus import Corpus, load_corpus
-from servelab.planner.replay import Compared, replay_memory, replay_speed
+from servelab.planner.corpus_replay import Compared, replay_memory, replay_speed
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "planner_accuracy.md"

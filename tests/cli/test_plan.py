@@ -36,8 +36,8 @@ def test_the_embedded_engine_on_this_machine(capsys):
         "  KV per token        22.50 KiB\n"
         "  other memory        -\n"
         "\n"
-        "speed floor (roofline, predicted)\n"
-        "  TPOT at batch 1     10.76 ms (weights / bandwidth)\n"
+        "speed floor (roofline: a lower bound of latency, an upper bound of throughput)\n"
+        "  TPOT at batch 1     10.76 ms (weights / peak bandwidth)\n"
         "  compute-bound from  8 sequences\n"
         "  prefill per 1k tok  1345.2 ms\n"
         "\n"
@@ -48,9 +48,10 @@ def test_the_embedded_engine_on_this_machine(capsys):
 def test_qwen3_14b_on_an_h100(capsys):
     out = run(capsys, "--model", "Qwen3-14B", "--gpu", "H100", "--max-model-len", "8192")
     assert "  KV per token        160.00 KiB\n" in out
-    assert "  KV blocks           17,381 x 16 tokens\n" in out
-    assert "\nfits: 33 requests of 8,192 tokens at once\n" in out
-    assert out.endswith("note: activations, CUDA graphs and non-torch memory are estimates; the rest is exact\n")
+    assert "  KV blocks           17,928 x 16 tokens\n" in out
+    assert "\nfits: 35 requests of 8,192 tokens at once\n" in out
+    assert out.endswith("note: activations, CUDA graphs and non-torch memory are modelled (fitted on published startup logs: "
+                        "docs/planner_accuracy.md); the rest is exact\n")
 
 
 def test_llamacpp_slots(capsys):
@@ -63,17 +64,17 @@ def test_llamacpp_slots(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100"],
-     "meta-llama/Llama-3.1-70B-Instruct does not fit on H100: weights 131.42 GiB per GPU + 3.59 GiB other memory "
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on H100: weights 131.42 GiB per GPU + 2.62 GiB other memory "
      "leave no room for a KV cache in the 73.28 GiB vLLM may use (0.92 x 79.65 GiB); would fit with "
-     "--gpu H100:4 (TP 4) or --quantization fp8 --max-model-len 6608 or --quantization awq --max-model-len 106976"),
+     "--gpu H100:4 (TP 4) or --quantization fp8 --max-model-len 9776 or --quantization awq --max-model-len 110144"),
     (["--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "A10"],
-     "meta-llama/Llama-3.1-70B-Instruct does not fit on A10: weights 131.42 GiB per GPU + 1.46 GiB other memory "
+     "meta-llama/Llama-3.1-70B-Instruct does not fit on A10: weights 131.42 GiB per GPU + 1.18 GiB other memory "
      "leave no room for a KV cache in the 20.69 GiB vLLM may use (0.92 x 22.49 GiB); would fit with "
      "--gpu A10:16 (TP 16)"),
     (["--model", "Qwen3-8B", "--gpu", "L4", "--max-model-len", "131072"],
-     "Qwen/Qwen3-8B does not fit on L4: its 4.10 GiB KV cache holds 29,824 tokens, not one request of 131,072; "
-     "would fit with --gpu L4:2 (TP 2) or --quantization fp8 --max-model-len 76928 or --quantization awq "
-     "--max-model-len 99568 or --max-model-len 29824"),
+     "Qwen/Qwen3-8B does not fit on L4: its 4.49 GiB KV cache holds 32,688 tokens, not one request of 131,072; "
+     "would fit with --gpu L4:2 (TP 2) or --quantization fp8 --max-model-len 79792 or --quantization awq "
+     "--max-model-len 102416 or --max-model-len 32688"),
 ])
 def test_a_plan_that_does_not_fit_says_why_and_what_would_in_one_line(argv, message, capsys):
     from servelab.cli.main import main
@@ -189,7 +190,73 @@ def test_the_plan_drives_the_simulated_engine(tmp_path, capsys):
     kv, step = plan["memory_report"]["kv_cache_tokens"], plan["speed_floor"]["step"]
     assert f"--sim-kv-cache-tokens {kv} " in out and f"--kv-cache-tokens {kv} " in out and "SIMULATED" in out
     sim = load_step_model(str(path))
-    assert sim.source == "planner roofline: Qwen/Qwen3-8B on A40"
+    assert sim.source == ("planner roofline: Qwen/Qwen3-8B (servelab model table (planner/models.py)) on A40 x1 "
+                          "(696 GB/s, 150 bf16 TFLOPS (planner/gpus.py)), weights 16-bit (not quantized); "
+                          "expected error: roofline at peak: a lower bound of latency, an upper bound of throughput")
     for seqs, tokens in ((1, 1), (32, 32), (4, 2048)):
         planned = step["overhead_s"] + step["per_seq_s"] * seqs + step["per_token_s"] * tokens + step["weight_read_s"]
         assert sim.step_ns(seqs, tokens, 0) == round(planned * 1e9)
+
+
+@pytest.fixture(scope="module")
+def measured_runs(tmp_path_factory, qwen3_path):
+    """Three 'measured' runs: made by the fast mode with a known step model, then relabelled as
+    a vLLM's (the engine section a study writes), so the replay calibration has a truth to find."""
+    import contextlib
+    import io
+
+    from servelab.flags.bench_serve import parse_bench_spec
+    from servelab.measure.run import execute
+
+    tmp_path = tmp_path_factory.mktemp("measured")
+    for name, seqs, conc, n in (("c1", 128, 1, 4), ("c4", 128, 4, 8), ("s2c8", 2, 8, 8)):
+        argv = ["--simulate", "--tokenizer", qwen3_path, "--dataset-name", "random", "--random-input-len", "64",
+                "--random-output-len", "16", "--max-concurrency", str(conc), "--num-prompts", str(n),
+                "--disable-tqdm", "--no-telemetry", "--save-result", "--result-dir", str(tmp_path / name),
+                "--result-filename", "r0.json", "--sim-max-num-seqs", str(seqs), "--sim-kv-cache-tokens", "8192",
+                "--sim-block-size", "128", "--sim-step-overhead-ms", "15", "--sim-step-per-seq-ms", "0.5",
+                "--sim-step-per-token-ms", "0.3"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            execute(parse_bench_spec(argv))
+        path = tmp_path / name / "r0.json"
+        result = json.loads(path.read_text())
+        del result["servelab"]["simulated"]
+        result["servelab"]["engine"] = {"kind": "vllm", "args": ["--max-num-seqs", str(seqs)],
+                                        "memory_report": {"kv_cache_tokens": 8192, "block_size": 128}}
+        path.write_text(json.dumps(result))
+    return tmp_path
+
+
+def test_calibrate_by_replay_fits_the_simulator_and_replays_the_held_out(measured_runs, capsys):
+    out = run(capsys, "--calibrate", str(measured_runs / "c1"), str(measured_runs / "s2c8"),
+              "--hold-out", str(measured_runs / "c4"), "--sim-step-model", str(measured_runs / "step.json"))
+    assert "calibrated simulator (measured runs replayed; SIMULATED predictions, error against the repeats' range)" in out
+    held = next(line for line in out.splitlines() if "| **held out** |" in line)
+    assert held.startswith("| max_num_seqs 128, concurrency 4, rate inf, 8 requests of 64 prompt tokens | 1 |")
+    assert "held out, worst error against the repeats' range: output tok/s " in out
+    assert ("note: max_num_seqs 128, concurrency 4, rate inf, 8 requests of 64 prompt tokens: extrapolated: "
+            "batch 4 outside the batches fitted (1–2)") in out  # s2c8 runs 2 at once, whatever its concurrency
+    step = json.loads((measured_runs / "step.json").read_text())
+    assert (step["overhead_s"], step["per_seq_s"], step["per_token_s"]) == pytest.approx((0.015, 0.0005, 0.0003),
+                                                                                         rel=0.05)
+    assert step["source"].startswith("calibrated by replaying measured runs through the simulator: ")
+    assert "--max-num-seqs 128 " in out  # the written engine is the plan's (CPU defaults), not a run's
+
+
+def test_a_replay_gives_what_bench_reported_for_the_same_step_model(measured_runs):
+    """The replay's throughput, median TPOT and mean TTFT are bench's, by the same definitions."""
+    from servelab.planner.replay import METRICS, load_observed, replay
+    from servelab.sim.model import EngineLimits, StepModel
+
+    truth = StepModel(overhead_s=0.015, per_seq_s=0.0005, per_token_s=0.0003)
+    for observed in load_observed([measured_runs / name for name in ("c1", "c4", "s2c8")], EngineLimits()):
+        predicted = replay(observed, truth)
+        assert [predicted[k] for k, _ in METRICS] == pytest.approx([observed.measured[k] for k, _ in METRICS],
+                                                                   rel=1e-6), observed.name
+
+
+def test_hold_out_without_calibrate_is_one_line(capsys):
+    from servelab.cli.main import main
+
+    assert main(["plan", "--hold-out", "x"]) == 2
+    assert capsys.readouterr().err == "servelab: error: --hold-out needs --calibrate: the runs to fit before replaying these\n"

@@ -43,8 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-gpus", action="store_true", help="print the bundled GPU table and exit")
     parser.add_argument("--calibrate", nargs="+", metavar="RUN", type=Path,
                         help="fit the step-time model to these runs' telemetry (result folders, studies or "
-                             ".timeline.jsonl files); the last run is held out to report the error; without "
+                             ".timeline.jsonl files; the last run is held out to report the error) and, where they "
+                             "have per-request records, the simulator by replaying them; without "
                              "--max-model-len the plan is for the context the runs served")
+    parser.add_argument("--hold-out", nargs="+", metavar="RUN", type=Path, default=[],
+                        help="with --calibrate: measured runs of the same engine NOT fitted, replayed through the "
+                             "calibrated simulator with the error against their repeats' range")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--sim-step-model", type=Path, metavar="FILE",
                         help="write the plan's step model (the calibrated one with --calibrate) for the simulated "
@@ -58,45 +62,74 @@ def run(args: argparse.Namespace) -> int:
     if args.list_models or args.list_gpus:
         print(list_models() if args.list_models else list_gpus())
         return 0
-    runs = calibrate.load_runs(args.calibrate) if args.calibrate else None
+    if args.hold_out and not args.calibrate:
+        from servelab.errors import InputError
+
+        raise InputError("--hold-out needs --calibrate: the runs to fit before replaying these")
+    replayable = _has_records(args.calibrate) if args.calibrate else False
+    runs = calibrate.load_runs(args.calibrate, required=not replayable) if args.calibrate else None
     plan = make(args, calibrate.runs_max_model_len(runs) if runs else None)
     require_fit(plan)
-    fitted = calibrate.calibrate(runs, plan.speed.tpot_batch1_s) if runs else None
+    fitted = calibrate.calibrate(runs, plan.speed.tpot_batch1_s) if _enough(runs, replayable) else None
+    replayed = replay_fit(args, plan, fitted) if replayable else None
     if args.json:
-        print(json.dumps({**plan_json(plan), "calibration": fitted.to_dict() if fitted else None}, indent=1))
+        print(json.dumps({**plan_json(plan), "calibration": fitted.to_dict() if fitted else None,
+                          "replay": replay_json(replayed) if replayed else None}, indent=1))
     else:
-        print(format_plan(plan) + (format_calibration(fitted, plan, args.max_model_len) if fitted else ""))
+        text = format_plan(plan) + (format_calibration(fitted, plan, args.max_model_len) if fitted else "")
+        print(text + (format_replay(replayed) if replayed else ""))
     if args.sim_step_model:
-        print(write_sim_engine(plan, fitted.model if fitted else None, args.sim_step_model))
+        print(write_sim_engine(plan, fitted, args.sim_step_model, args.model, replayed))
     return 0
 
 
-def write_sim_engine(plan, calibrated, path: Path) -> str:
-    """The planner's step model as the simulator's (``sim.model.StepModel``), written as JSON;
-    and how to run the simulated engine on this plan: the calibration's when given, else the
-    speed model fitted on published runs (planner/speed_model.py), else the roofline."""
-    from servelab.errors import InputError
-    from servelab.planner.plan import default_batch
-    from servelab.planner.speed_model import sim_step_model
+def _has_records(paths: list[Path]) -> bool:
+    """Whether any run given has per-request records: then it can be replayed."""
+    return any(p.name.endswith(".records.jsonl") for path in paths
+               for p in ([path.with_name(path.name.removesuffix(".json") + ".records.jsonl")] if path.is_file()
+                         else path.rglob("*.records.jsonl")) if p.is_file())
 
-    label = f"{plan.spec.model.name} on {plan.spec.gpu.name}"
-    if calibrated:
-        sim_model = {"overhead_s": calibrated.overhead_s + calibrated.weight_read_s, "per_seq_s": calibrated.per_seq_s,
-                     "per_token_s": calibrated.per_token_s, "per_kv_token_s": 0.0, "floor_s": 0.0,
-                     "source": f"planner calibration: {label}"}
-    else:
-        sim_model = sim_step_model(plan.costs, label)
-    try:
-        path.write_text(json.dumps(sim_model, indent=1), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--sim-step-model {path}: cannot write it ({exc})") from None
-    tokens, seqs = default_batch(plan.spec)
-    block = plan.pool.block_size if plan.pool else 16
-    flags = (f"--max-num-seqs {seqs} --max-num-batched-tokens {tokens} --block-size {block} "
-             f"--kv-cache-tokens {plan.kv_tokens} --step-model {path}")
+
+def _enough(runs, replayable: bool) -> bool:
+    """The telemetry fit runs when there is telemetry; beside a replay, only with 3+ loaded intervals."""
+    if not runs:
+        return False
+    return not replayable or sum(len(r.intervals) for r in runs) >= 3
+
+
+def replay_fit(args: argparse.Namespace, plan, fitted):
+    """The simulator fitted by replaying the --calibrate runs, the --hold-out runs replayed
+    with it; starting from the telemetry fit where there is one, else the plan's roofline."""
+    from servelab.cli.sim_flags import model_config
+    from servelab.planner.calibrate import calibrate_replay
+    from servelab.planner.files import load_model
+    from servelab.planner.replay import load_observed
+    from servelab.planner.sim_engine import sim_engine
+
+    engine = sim_engine(plan, model_config(load_model(args.model)), fitted.model if fitted else None)
+    fit_runs = load_observed(args.calibrate, engine.limits, required=True)
+    held = load_observed(args.hold_out, engine.limits) if args.hold_out else []
+    return calibrate_replay(fit_runs, held, engine.model)
+
+
+def write_sim_engine(plan, fitted, path: Path, model: str, replayed=None) -> str:
+    """The plan's simulated engine written as JSON (``planner.sim_engine``): the roofline's step
+    model, the telemetry-calibrated one, or the one fitted by replay, each with its error; and
+    how to run the simulated engine on this plan."""
+    from servelab.cli.sim_flags import bench_flags, model_config, server_flags, write_step_model
+    from servelab.planner.files import load_model
+    from servelab.planner.sim_engine import sim_engine
+
+    error = None if fitted is None else f"fit error {_pct(fitted.fit_error)} on the runs' busy time"
+    if replayed is not None:
+        error = worst_line(replayed).strip().removeprefix("note: ")
+    engine = sim_engine(plan, model_config(load_model(model)), fitted.model if fitted else None, error,
+                        replayed.model if replayed else None)
+    write_step_model(engine, path)
+    serve, bench = " ".join(server_flags(engine, path)), " ".join(bench_flags(engine, path))
     return (f"\nsimulated engine (SIMULATED numbers, from this plan): step model written to {path}\n"
-            f"  servelab serve --engine sim -- {flags}\n"
-            f"  servelab bench --simulate {' '.join('--sim-' + f[2:] if f.startswith('--') else f for f in flags.split())}")
+            f"  servelab serve --engine sim -- {serve}\n"
+            f"  servelab bench --simulate {bench}")
 
 
 def format_calibration(fitted, plan, asked_max_model_len: int | None) -> str:
@@ -119,6 +152,57 @@ def format_calibration(fitted, plan, asked_max_model_len: int | None) -> str:
                      "(pass --max-model-len for another)")
     return ("\n\ncalibrated step time (from measured runs)\n" + aligned(rows)
             + "".join(f"\nnote: {note}" for note in notes if note))
+
+
+def format_replay(replayed) -> str:
+    """The replay calibration: its step model, and each point measured (its repeats' range) beside
+    its replay, with the error against that range; held-out points last, extrapolations noted."""
+    from servelab.planner.replay import METRICS
+
+    m = replayed.model
+    head = (f"\n\ncalibrated simulator (measured runs replayed; SIMULATED predictions, error against the "
+            f"repeats' range)\n  step model  {m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
+            f"{m.per_token_s * 1e3:.4f} ms per token\n\n")
+    rows = ["| point | runs | used for | " + " | ".join(f"{label}: measured (range) / simulated / error"
+                                                      for _, label in METRICS) + " |",
+            "|---|---|---|" + "---|" * len(METRICS)]
+    for used, group in (("fit", replayed.fitted), ("**held out**", replayed.held_out)):
+        for p in group:
+            cells = [_replay_cell(replayed, p, key) for key, _ in METRICS]
+            rows.append(f"| {p.point} | {len(p.runs)} | {used} | " + " | ".join(cells) + " |")
+    notes = [f"\nnote: {line}" for line in replayed.warnings()]
+    return head + "\n".join(rows) + worst_line(replayed) + "".join(notes)
+
+
+def _replay_cell(replayed, point, key: str) -> str:
+    values = point.values(key)
+    spread = f"{min(values):.1f}–{max(values):.1f}" if len(values) > 1 else "one run"
+    return (f"{point.mean(key):.1f} ({spread}) / {replayed.predicted[point.point][key]:.1f} / "
+            f"{_pct(replayed.error(point, key))}")
+
+
+def worst_line(replayed) -> str:
+    """The held-out points' worst error per metric (against their range), in one line."""
+    from servelab.planner.replay import METRICS
+
+    if not replayed.held_out:
+        return "\nnote: no --hold-out runs: the errors above are on the runs fitted"
+    worst = [f"{label} {_pct(max((replayed.error(p, key) for p in replayed.held_out), key=abs))}"
+             for key, label in METRICS]
+    return "\nheld out, worst error against the repeats' range: " + ", ".join(worst)
+
+
+def replay_json(replayed) -> dict:
+    from servelab.planner.replay import METRICS
+
+    def point(p, used: str) -> dict:
+        return {"point": p.point, "used_for": used, "runs": [r.name for r in p.runs], "batch": p.batch,
+                "metrics": {key: {"measured": p.values(key), "simulated": replayed.predicted[p.point][key],
+                                  "error_vs_range": replayed.error(p, key)} for key, _ in METRICS}}
+
+    return {"step_model": replayed.model.to_dict(), "loss": replayed.loss,
+            "points": [point(p, "fit") for p in replayed.fitted] + [point(p, "held_out") for p in replayed.held_out],
+            "warnings": replayed.warnings()}
 
 
 def _pct(fraction: float) -> str:

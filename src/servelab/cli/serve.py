@@ -5,6 +5,7 @@
     servelab serve --engine llamacpp --model model.gguf -- --parallel 4
     servelab serve --engine command --ready-url http://127.0.0.1:9000/health -- ./my-server --port 9000
     servelab serve --engine external --url http://gpu-box:8000
+    servelab serve --engine sim --model Qwen/Qwen3-8B --gpu A40 --quantization awq   # SIMULATED, planned
 
 Top-level imports stay light so ``servelab --help`` is instant.
 """
@@ -32,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra environment for the engine (repeatable)")
     parser.add_argument("--ready-timeout", type=float, default=600.0, metavar="S",
                         help="seconds to wait for the engine to answer (default %(default)s)")
+    parser.add_argument("--gpu", metavar="NAME[:COUNT]",
+                        help="sim: plan the simulated engine for --model on this accelerator, as servelab plan "
+                             "does (its KV cache, limits and step model; SIMULATED numbers)")
+    parser.add_argument("--quantization", help="sim with --gpu: the weights' format, as servelab plan takes it")
     parser.add_argument("--log-dir", type=Path, help="where engine.log goes (default servelab-logs/serve-<time>)")
     parser.add_argument("engine_args", nargs=argparse.REMAINDER,
                         help="after --: extra engine flags (command: the command line itself)")
@@ -42,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     log_dir = args.log_dir or Path("servelab-logs") / time.strftime("serve-%Y%m%d-%H%M%S")
     with sigterm_as_interrupt():
-        spec = build_spec(args)
+        planned = planned_sim(args, log_dir)
+        spec = build_spec(args, planned[1] if planned else ())
         try:
             engine = start_engine(spec, log_dir)
         except KeyboardInterrupt as exc:
@@ -50,10 +56,36 @@ def run(args: argparse.Namespace) -> int:
             print(f"servelab: {what} while starting; engine stopped", file=sys.stderr)
             return 143 if isinstance(exc, Terminated) else 130
         with engine:
-            return _serve_until_stopped(engine)
+            return _serve_until_stopped(engine, planned[0] if planned else None)
 
 
-def build_spec(args: argparse.Namespace):
+def planned_sim(args: argparse.Namespace, log_dir: Path):
+    """``--engine sim --model M --gpu G``: (the plan's simulated engine, its server flags), the
+    step model written to ``log_dir``; None without --gpu."""
+    from servelab.errors import InputError
+
+    if args.gpu is None:
+        if args.quantization:
+            raise InputError("--quantization goes with --gpu (--engine sim): for a real engine pass it after --")
+        return None
+    if args.engine != "sim":
+        raise InputError(f"--gpu plans a simulated engine: use it with --engine sim, not {args.engine} "
+                         "(a real engine runs on the GPU it has)")
+    if not args.model:
+        raise InputError("--engine sim --gpu needs --model: the model to plan, named as for servelab plan")
+    from servelab.cli.sim_flags import server_flags, write_step_model
+    from servelab.cli.sim_plan import PLAN_FLAGS, planned
+    from servelab.engines.spec import flag_value
+
+    extra = [str(a) for a in _strip_separator(args.engine_args)]
+    given = {flag: flag_value(extra, flag) for flag in PLAN_FLAGS if flag_value(extra, flag) is not None}
+    engine = planned(args.model, args.gpu, args.quantization, given)
+    step_file = log_dir / "step_model.json"
+    write_step_model(engine, step_file)
+    return engine, server_flags(engine, step_file)
+
+
+def build_spec(args: argparse.Namespace, planned_flags=()):
     from servelab.engines import EngineSpec
     from servelab.errors import InputError
 
@@ -69,6 +101,7 @@ def build_spec(args: argparse.Namespace):
             raise InputError("--model/--url/--ready-url need another --engine (the embedded engine has its own model)")
         return EngineSpec(name="embedded", kind="embedded", host=args.host, port=port, args=tuple(extra), env=env,
                           ready_timeout_s=args.ready_timeout)
+    extra = [*planned_flags, *extra]  # flags after -- come last: the user's win over the plan's
     command = extra if args.engine == "command" else ()
     return EngineSpec(
         name=args.engine, kind=args.engine, model=args.model or "", host=args.host, port=port,
@@ -81,11 +114,15 @@ def _strip_separator(extra: list[str]) -> list[str]:
     return extra[1:] if extra[:1] == ["--"] else extra
 
 
-def _serve_until_stopped(engine) -> int:
+def _serve_until_stopped(engine, planned=None) -> int:
     from servelab.errors import EngineError
 
     try:  # from the first print on, a signal is the normal way to end serve
         print(format_engine(engine, predict(engine)), flush=True)
+        if planned is not None:
+            from servelab.cli.sim_plan import banner
+
+            print("\n" + banner(planned), flush=True)
         print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
         while engine.alive():
             time.sleep(0.5)

@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     config = MockConfig(model=args.served_model_name or args.model, max_model_len=args.max_model_len,
                         host=args.host, port=args.port, default_max_tokens=DEFAULT_OUTPUT_LEN)
     print(BANNER, flush=True)
+    print(f"step model: {model.source}", flush=True)  # the numbers' provenance, in the engine's own log
     for line in memory_lines(limits, args.max_model_len):
         print(line, flush=True)
     loop = new_event_loop()

@@ -19,17 +19,29 @@ to it), linear between two loads seen, and outside them the nearest load seen pl
 model's change from there (anchored), flagged by one note. A calibration also carries
 the runs' context length (the engine's "Maximum concurrency for N tokens per request",
 else its ``--max-model-len``), so the plan beside it is for what ran.
+
+Busy time is not what a user reads. ``calibrate_replay`` fits the simulator itself:
+the step costs (overhead, per sequence, per token) for which replaying the runs
+(``planner.replay``: same requests, same concurrency, same engine limits) gives back
+their output throughput, median TPOT and mean TTFT — the mean over fitted loads of
+Σ log(replayed ÷ measured)², minimized by Nelder–Mead from the telemetry fit (or the
+roofline). Runs held out are replayed with the result and judged against their repeats'
+range; a held-out load outside the batches or prompt lengths fitted is said to be
+extrapolated.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from servelab.engines.spec import flag_value
 from servelab.errors import InputError
+from servelab.planner.replay import METRICS, Observed, Point, points, range_error, replay
 from servelab.planner.speed import StepModel
 from servelab.results.runs import Run, read_result
+from servelab.sim.model import StepModel as SimStep
 from servelab.telemetry.timeline import read
 
 TIMELINE = ".timeline.jsonl"  # beside the result it belongs to: result.json ↔ result.timeline.jsonl
@@ -115,12 +127,25 @@ class Measured:
     max_model_len: int | None
 
 
-def load_runs(paths: list[Path]) -> list[Measured]:
-    """Every ``*.timeline.jsonl`` given or under the folders given, in order."""
-    found = [p for path in paths for p in ([path] if path.is_file() else sorted(path.rglob(f"*{TIMELINE}")))]
+def load_runs(paths: list[Path], required: bool = True) -> list[Measured]:
+    """Every ``*.timeline.jsonl`` given or under the folders given, in order ([] when none
+    and not ``required``: a calibration by replay needs no telemetry)."""
+    found = [p for path in paths for p in _timelines(path)]
+    if not found and not required:
+        return []
     if not found:
         raise InputError(f"no telemetry (*{TIMELINE}) under {' '.join(map(str, paths))}")
     return [Measured(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
+
+
+def _timelines(path: Path) -> list[Path]:
+    """A timeline given, the one beside a result given (r.json ↔ r.timeline.jsonl), or those under a folder."""
+    if not path.is_file():
+        return sorted(path.rglob(f"*{TIMELINE}"))
+    if path.name.endswith(TIMELINE):
+        return [path]
+    beside = path.with_name(path.name.removesuffix(".json") + TIMELINE)
+    return [beside] if beside.is_file() else []
 
 
 def _served_length(timeline: Path) -> int | None:
@@ -212,3 +237,104 @@ def tpot_at(model: StepModel, loads: tuple[tuple[int, float], ...], batch: int) 
     edge = max(below) if below else min(above)
     anchored = seen[edge] + model.step_s(batch, batch) - model.step_s(edge, edge)
     return Tpot(batch, anchored if anchored > 0 else model.step_s(batch, batch), "extrapolated")
+
+
+# The replay calibration: the simulator's own step costs, fitted so that replaying the runs
+# gives back what they measured (planner.replay) — the end-to-end figures a user reads,
+# where the telemetry fit above matches busy time only.
+FLOOR_STEP_MS = (1.0, 0.1, 0.01)  # the search's smallest first move per cost: overhead, per seq, per token
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A fit by replay: the step model, the points fitted and held out, each point's prediction."""
+
+    model: SimStep
+    fitted: tuple[Point, ...]
+    held_out: tuple[Point, ...]
+    predicted: dict  # point name -> METRICS' keys -> predicted value
+    loss: float
+
+    def error(self, point: Point, key: str) -> float:
+        return range_error(self.predicted[point.point][key], point.values(key))
+
+    def warnings(self) -> list[str]:
+        """One line per held-out point whose load lies outside the loads fitted."""
+        batches = [p.batch for p in self.fitted]
+        prompts = [p.runs[0].mean_prompt for p in self.fitted]
+        out = []
+        for p in self.held_out:
+            outside = [] if min(batches) <= p.batch <= max(batches) else \
+                [f"batch {p.batch} outside the batches fitted ({min(batches)}–{max(batches)})"]
+            prompt = p.runs[0].mean_prompt
+            if not min(prompts) * 0.8 <= prompt <= max(prompts) * 1.25:
+                outside.append(f"prompts of {prompt:.0f} tokens outside those fitted "
+                               f"({min(prompts):.0f}–{max(prompts):.0f})")
+            if outside:
+                out.append(f"{p.point}: extrapolated: {'; '.join(outside)}")
+        return out
+
+
+def calibrate_replay(fit_runs: list[Observed], held_runs: list[Observed], start: SimStep,
+                     iterations: int = 150) -> Replayed:
+    """Step costs (overhead, per sequence, per token; ms, ≥ 0) that minimize the mean over
+    fitted points of Σ log(replayed ÷ measured mean)² over METRICS, from ``start``."""
+    fitted, held = tuple(points(fit_runs)), tuple(points(held_runs))
+    if not fitted:
+        raise InputError("calibration by replay needs at least one measured run to fit")
+
+    def loss(ms: list[float]) -> float:
+        if min(ms) < 0 or sum(ms) <= 0:
+            return 1e9
+        model = _sim_step(ms, start.source)
+        return statistics.fmean(_log_error(replay(p.runs[0], model), p) for p in fitted)
+
+    x0 = [start.overhead_s * 1e3, start.per_seq_s * 1e3, start.per_token_s * 1e3]
+    best, value = nelder_mead(loss, x0, [max(x * 0.5, f) for x, f in zip(x0, FLOOR_STEP_MS)], iterations)
+    model = _sim_step(best, f"replay calibration on {sum(len(p.runs) for p in fitted)} measured runs")
+    predicted = {p.point: replay(p.runs[0], model) for p in fitted + held}
+    return Replayed(model, fitted, held, predicted, value)
+
+
+def _sim_step(ms: list[float], source: str) -> SimStep:
+    return SimStep(overhead_s=ms[0] / 1e3, per_seq_s=ms[1] / 1e3, per_token_s=ms[2] / 1e3, per_kv_token_s=0.0,
+                   floor_s=0.0, source=source)
+
+
+def _log_error(predicted: dict, point: Point) -> float:
+    import math
+
+    total = 0.0
+    for key, _ in METRICS:
+        value = predicted[key]
+        total += math.log(value / point.mean(key)) ** 2 if value > 0 and math.isfinite(value) else 1e3
+    return total
+
+
+def nelder_mead(f, x0: list[float], step: list[float], iterations: int) -> tuple[list[float], float]:
+    """A plain Nelder–Mead (no scipy dependency): reflect, expand, contract, shrink. Enough for
+    three smooth costs; ``f`` returns a large value outside the feasible region."""
+    pts = [list(x0)] + [[x + (step[i] if i == j else 0) for j, x in enumerate(x0)] for i in range(len(x0))]
+    vals = [f(p) for p in pts]
+    for _ in range(iterations):
+        order = sorted(range(len(pts)), key=vals.__getitem__)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        centroid = [sum(p[j] for p in pts[:-1]) / (len(pts) - 1) for j in range(len(x0))]
+        reflected = [c + (c - w) for c, w in zip(centroid, pts[-1])]
+        fr = f(reflected)
+        if fr < vals[0]:
+            expanded = [c + 2 * (c - w) for c, w in zip(centroid, pts[-1])]
+            fe = f(expanded)
+            pts[-1], vals[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = reflected, fr
+        else:
+            contracted = [c + 0.5 * (w - c) for c, w in zip(centroid, pts[-1])]
+            fc = f(contracted)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = contracted, fc
+            else:
+                pts = [pts[0]] + [[b + 0.5 * (p - b) for b, p in zip(pts[0], q)] for q in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    best = min(range(len(pts)), key=vals.__getitem__)
+    return pts[best], vals[best]

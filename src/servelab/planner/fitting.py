@@ -15,7 +15,7 @@ import numpy as np
 
 from servelab.planner.corpus import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
-from servelab.planner.replay import _excluded, row_model, speed_engine
+from servelab.planner.corpus_replay import _excluded, row_model, speed_engine
 from servelab.planner.speed_model import FAMILIES, Efficiency, SpeedConstants, step_costs, ttft_s
 
 

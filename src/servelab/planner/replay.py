@@ -1,177 +1,154 @@
-"""Replay a corpus row through the planner: what it predicts for that start or that benchmark.
+"""Measured runs replayed through the simulator: the observe → replay step of calibrating
+on the user's own engine (BLIS's observe → replay → calibrate loop).
 
-Each metric is compared only where the source printed it, and each isolates one part of the model:
-- weights_gib: parameters x bits from the shape (planner/plan.py) against "Loading model weights took";
-- other_gib: the non-KV model (planner/nonkv.py) against the log's non-torch + activation peak;
-- kv_gib: the whole budget given the log's own weights (so a weights miss does not hide here);
-- kv_tokens: the KV arithmetic (bytes per token, whole blocks) from the log's own KV GiB — or, on
-  vLLM's CPU build, the whole plan, which is exact there.
-Speed rows (concurrency 1: mean TTFT, mean TPOT, output tok/s) are replayed through the step model
-of planner/speed_model.py, the one the simulated engine runs.
+A run is replayed as it was sent: each request's prompt length, its output tokens and its
+intended send time from the per-request records, the client's concurrency cap from the
+result, and the engine's limits from the result's engine section (``--max-num-seqs``,
+``--max-num-batched-tokens``, the KV cache and block size it reported) — or the plan's
+where the result does not say. What the replay predicts is what ``bench`` reports, with
+the same definitions: output tokens ÷ duration (first send to last token), TTFT from a
+request's send to its first token, TPOT (last − first token) ÷ (tokens − 1), median over
+requests with two tokens or more.
+
+Repeats of one load (same limits, concurrency, rate, request count and prompt lengths)
+form a ``Point``; a prediction is judged against the repeats' range (``range_error``):
+0 inside [min, max], else its distance to the nearer end, relative to that end — a run
+on a shared machine is a range, not a number, and an error smaller than the spread of the
+repeats says nothing about the model.
 """
 
 from __future__ import annotations
 
-import math
+import statistics
 from dataclasses import dataclass, replace
 
-from servelab.planner import budget
-from servelab.planner.corpus import MemoryRow, SpeedRow
-from servelab.planner.dtypes import kv_element_bytes
-from servelab.planner.gpus import GPUS, find_gpu
-from servelab.planner.kv import kv_bytes_per_token, kv_pool
-from servelab.planner.models import ModelShape, find_model
-from servelab.planner.nonkv import NonKvConstants, activation_bytes, non_torch_bytes, v0_profile_batch
-from servelab.planner.plan import PlanSpec, default_batch, make_plan, weights_bytes
-from servelab.planner.speed_model import Engine, SpeedConstants, concurrency1, step_costs
+from servelab.engines.spec import flag_value
+from servelab.errors import InputError
+from servelab.results.runs import Run, load_runs
+from servelab.sim.model import EngineLimits, SimRequest, StepModel, blocks_for_tokens
+from servelab.sim.simulate import simulate
 
-GIB = 2**30
-# vLLM's --gpu-memory-utilization default for the versions the rows come from (0.90 until the
-# 0.2x releases; this planner's own default, 0.92, is vLLM 0.32's).
-OLD_DEFAULT_UTILIZATION = 0.90
+# result key, label: what a replay predicts and a calibration fits
+METRICS = (("output_throughput", "output tok/s"), ("median_tpot_ms", "median TPOT ms"),
+           ("mean_ttft_ms", "mean TTFT ms"))
 
 
 @dataclass(frozen=True, slots=True)
-class Compared:
-    row_id: str
-    metric: str
-    predicted: float
-    measured: float
-    excluded: str = ""  # why this figure is shown but neither fitted nor summarised
+class Observed:
+    """One measured run as the simulator replays it."""
+
+    name: str
+    point: str  # the load it ran: repeats share it
+    requests: tuple[SimRequest, ...]
+    max_concurrency: int | None
+    limits: EngineLimits
+    measured: dict  # METRICS' keys -> the run's figures
 
     @property
-    def error(self) -> float:
-        return (self.predicted - self.measured) / abs(self.measured)
+    def batch(self) -> int:
+        """Requests that could run at once: the least of the client's cap, the engine's and the requests."""
+        return min(self.max_concurrency or len(self.requests), self.limits.max_num_seqs, len(self.requests))
+
+    @property
+    def mean_prompt(self) -> float:
+        return statistics.fmean(r.prompt_len for r in self.requests)
 
 
-def row_model(row) -> ModelShape:
-    model = find_model(row.model)
-    if model is None:
-        raise KeyError(f"corpus row {row.id}: model {row.model} is not in the planner's table")
-    bytes_ = getattr(row, "dtype_bytes", None)
-    return replace(model, dtype_bytes=bytes_) if bytes_ else model
+def observe(run: Run, fallback: EngineLimits) -> Observed:
+    """``run`` as a replay; ``fallback``: the limits where its result names none (the plan's)."""
+    records = [r for r in run.records() if not r.get("error") and r.get("output_tokens")]
+    if not records:
+        raise InputError(f"{run.path}: no per-request records with output beside it "
+                         "(bench --save-result writes them as <result>.records.jsonl)")
+    requests = tuple(SimRequest(round(float(r["intended_send_ms"]) * 1e6), int(r["prompt_len"]),
+                                int(r["output_tokens"])) for r in sorted(records, key=lambda r: r["intended_send_ms"]))
+    limits = engine_limits(run.engine, fallback)
+    conc = run.result.get("max_concurrency")
+    rate = run.result.get("request_rate")
+    prompt = round(statistics.fmean(r.prompt_len for r in requests))
+    point = (f"max_num_seqs {limits.max_num_seqs}, concurrency {conc or '-'}, rate {rate}, "
+             f"{len(requests)} requests of {prompt} prompt tokens")
+    measured = {key: float(run.result[key]) for key, _ in METRICS if run.result.get(key) is not None}
+    if len(measured) < len(METRICS):
+        raise InputError(f"{run.path}: the result lacks {', '.join(k for k, _ in METRICS if k not in measured)}")
+    return Observed(str(run.path), point, requests, conc, limits, measured)
 
 
-def replay_memory(row: MemoryRow, constants: NonKvConstants) -> list[Compared]:
-    if row.era == "cpu":
-        return _cpu(row)
-    model, m = row_model(row), row.measured
-    out = []
-    quant = _quant(row)
-    if "weights_gib" in m and quant is not None:
-        predicted = weights_bytes(model, quant) / row.tensor_parallel / GIB
-        out.append(Compared(row.id, "weights_gib", predicted, m["weights_gib"]))
-    other = predict_other_gib(row, model, constants)
-    if other is not None and {"non_torch_gib", "activation_gib"} <= m.keys():
-        out.append(Compared(row.id, "other_gib", other, m["non_torch_gib"] + m["activation_gib"]))
-    total = _total_gib(row)
-    if other is not None and total and {"weights_gib", "kv_gib"} <= m.keys():
-        requested = math.ceil(total * GIB * _utilization(row)) / GIB
-        out.append(Compared(row.id, "kv_gib", requested - m["weights_gib"] - other, m["kv_gib"]))
-    out += _kv_tokens(row, model)
-    return out
+def engine_limits(engine: dict, fallback: EngineLimits) -> EngineLimits:
+    """The scheduler limits a measured engine ran with: its flags and memory report, else ``fallback``'s."""
+    args = [str(a) for a in engine.get("args") or []]
+    report = engine.get("memory_report") or {}
+    block = int(report.get("block_size") or fallback.block_size)
+    kv = int(report.get("kv_cache_tokens") or fallback.kv_tokens)
+    return replace(fallback, block_size=block, num_blocks=blocks_for_tokens(kv, block),
+                   max_num_seqs=int(flag_value(args, "--max-num-seqs") or fallback.max_num_seqs),
+                   max_num_batched_tokens=int(flag_value(args, "--max-num-batched-tokens")
+                                              or fallback.max_num_batched_tokens))
 
 
-def predict_other_gib(row: MemoryRow, model: ModelShape, constants: NonKvConstants) -> float | None:
-    """The non-KV memory beside the weights the row's engine would take, by its era's rules."""
-    if row.era == "v0":
-        if row.max_model_len is None and model.max_position is None:
-            return None
-        tokens, seqs = v0_profile_batch(row.max_model_len or model.max_position, row.max_num_batched_tokens,
-                                        row.max_num_seqs)
-        act = activation_bytes(model, tokens, seqs, row.tensor_parallel, constants)
-        return (act + non_torch_bytes(row.tensor_parallel, constants)) / GIB
-    gpu = find_gpu(row.gpu)
-    if gpu is None:
-        return None
-    spec = PlanSpec(model=model, gpu=gpu, max_num_seqs=row.max_num_seqs,
-                    max_num_batched_tokens=row.max_num_batched_tokens)
-    other = budget.estimate_other(model, *default_batch(spec), row.tensor_parallel, row.enforce_eager, constants)
-    return other.total / GIB
+def load_observed(paths, fallback: EngineLimits, required: bool = True) -> list[Observed]:
+    """Every measured result with its per-request records under ``paths`` (simulated ones are
+    refused); ``required=False``: [] where there are none (telemetry-only calibration)."""
+    try:
+        runs = [run for run in load_runs(list(paths)) if run.records()]
+    except InputError:
+        if required:
+            raise
+        runs = []
+    if not runs and required:
+        raise InputError(f"no results with per-request records in {' '.join(map(str, paths))} "
+                         "(bench --save-result writes them)")
+    simulated = [str(r.path) for r in runs if r.simulated]
+    if simulated:
+        raise InputError(f"{simulated[0]}: a simulated run; calibrate on measured runs only")
+    return [observe(run, fallback) for run in runs]
 
 
-def _kv_tokens(row: MemoryRow, model: ModelShape) -> list[Compared]:
-    m = row.measured
-    if "kv_gib" not in m or row.max_model_len is None and "kv_needed_gib" not in m:
-        return []
-    per_token = kv_bytes_per_token(model, kv_element_bytes(row.kv_cache_dtype, model.dtype_bytes),
-                                   row.tensor_parallel)
-    max_len = row.max_model_len or model.max_position
-    pool = kv_pool(int(m["kv_gib"] * GIB), per_token, budget.GPU_BLOCK_SIZE, max_len)
-    out = []
-    if "kv_tokens" in m:
-        out.append(Compared(row.id, "kv_tokens", pool.tokens, m["kv_tokens"]))
-    elif "num_blocks" in m:
-        out.append(Compared(row.id, "kv_tokens", pool.num_blocks * pool.block_size,
-                            m["num_blocks"] * budget.GPU_BLOCK_SIZE))
-    if "max_model_len_fit" in m:
-        out.append(Compared(row.id, "kv_tokens", pool.num_blocks * pool.block_size, m["max_model_len_fit"]))
-    if "kv_needed_gib" in m:
-        out.append(Compared(row.id, "kv_needed_gib", float(per_token) * max_len / GIB, m["kv_needed_gib"]))
-    return out
+def replay(run: Observed, model: StepModel) -> dict:
+    """The run's METRICS as the simulator predicts them with ``model``."""
+    sim = simulate(list(run.requests), run.limits, model, run.max_concurrency)
+    served = [e for e in sim.emissions if e.token_ns and not e.error]
+    if not served:
+        return {key: float("nan") for key, _ in METRICS}
+    duration_s = max(e.token_ns[-1] for e in served) / 1e9
+    tokens = sum(len(e.token_ns) for e in served)
+    tpots = [(e.token_ns[-1] - e.token_ns[0]) / (len(e.token_ns) - 1) / 1e6 for e in served if len(e.token_ns) > 1]
+    return {"output_throughput": tokens / duration_s if duration_s > 0 else float("nan"),
+            "median_tpot_ms": statistics.median(tpots) if tpots else float("nan"),
+            "mean_ttft_ms": statistics.fmean((e.token_ns[0] - e.sent_ns) / 1e6 for e in served)}
 
 
-def _cpu(row: MemoryRow) -> list[Compared]:
-    """vLLM's CPU build: the whole plan, which the KV pool makes exact (no profile run touches it)."""
-    model = row_model(row)
-    spec = PlanSpec(model=model, gpu=replace(GPUS["cpu"], memory_gib=64.0), max_model_len=row.max_model_len,
-                    kv_cache_dtype=row.kv_cache_dtype, cpu_kv_space_gib=row.cpu_kv_space_gib or 1)
-    plan = make_plan(spec)
-    return [Compared(row.id, "kv_tokens", plan.kv_tokens, row.measured["kv_tokens"])]
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The repeats of one load, and what they measured (each metric: one value per repeat)."""
+
+    point: str
+    runs: tuple[Observed, ...]
+
+    @property
+    def batch(self) -> int:
+        return self.runs[0].batch
+
+    def values(self, key: str) -> list[float]:
+        return [r.measured[key] for r in self.runs]
+
+    def mean(self, key: str) -> float:
+        return statistics.fmean(self.values(key))
 
 
-def _quant(row: MemoryRow) -> str | None:
-    """The planner's name for the row's weight format; None where the source does not say which."""
-    if row.quantization is None:
-        return "none"
-    name = row.quantization.split()[0].lower()
-    return name if name in ("fp8", "awq", "gptq", "int8") else None
+def points(runs: list[Observed]) -> list[Point]:
+    """Runs grouped by the load they ran, in the order first seen."""
+    grouped: dict[str, list[Observed]] = {}
+    for run in runs:
+        grouped.setdefault(run.point, []).append(run)
+    return [Point(key, tuple(group)) for key, group in grouped.items()]
 
 
-def _total_gib(row: MemoryRow) -> float | None:
-    """The GPU total the log printed, else the table's (what a user planning would have)."""
-    if row.gpu_total_gib:
-        return row.gpu_total_gib
-    gpu = find_gpu(row.gpu)
-    return gpu.memory_gib if gpu else None
-
-
-def _utilization(row: MemoryRow) -> float:
-    return row.gpu_memory_utilization or OLD_DEFAULT_UTILIZATION
-
-
-def speed_engine(row: SpeedRow) -> Engine:
-    """The planner's view of a benchmarked setup: per-GPU bytes read per step and KV bytes per token;
-    the batch budget is vLLM 0.32's default for the GPU (the sources do not print theirs)."""
-    model, gpu = row_model(row), find_gpu(row.gpu)
-    if gpu is None:
-        raise KeyError(f"corpus row {row.id}: GPU {row.gpu} is not in the planner's table")
-    quant = (row.quantization or "none").lower()
-    tp = row.tensor_parallel
-    weights = weights_bytes(model, quant) / tp * model.active / model.total_params
-    per_token = kv_bytes_per_token(model, kv_element_bytes("auto", model.dtype_bytes), tp)
-    tokens, _ = default_batch(PlanSpec(model=model, gpu=gpu))
-    return Engine(model, gpu, weights, float(per_token), tp, quantized=quant in ("awq", "gptq"),
-                  fp8=quant == "fp8", max_num_batched_tokens=tokens)
-
-
-def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:
-    """Concurrency-1 rows: TTFT, TPOT and output tok/s from the step model (what the simulator runs)."""
-    if row.workload.max_concurrency != 1:
-        return []
-    engine = speed_engine(row)
-    prompt, output = row.workload.input_len, row.workload.output_len
-    predicted = concurrency1(step_costs(engine, constants), engine, prompt, output)
-    measured = {"mean_ttft_ms": row.measured.get("mean_ttft_ms"), "mean_tpot_ms": row.measured.get("mean_tpot_ms"),
-                "output_tok_s": row.output_tok_s}
-    return [Compared(row.id, name, predicted[name], value, _excluded(row, engine, name))
-            for name, value in measured.items() if value]
-
-
-def _excluded(row: SpeedRow, engine: Engine, metric: str) -> str:
-    """A TTFT below the roofline's (the prompt's FLOPs at the datasheet peak) cannot be a full prefill:
-    the prompt was served from the prefix cache (repeated prompts), so it says nothing about prefill."""
-    if metric != "mean_ttft_ms":
-        return ""
-    roofline = concurrency1(step_costs(engine, SpeedConstants()), engine, row.workload.input_len, 2)
-    return "TTFT below the compute roofline (prefix-cache hits)" if row.measured[metric] < roofline[metric] else ""
+def range_error(predicted: float, values: list[float]) -> float:
+    """0 when ``predicted`` lies within the repeats' [min, max]; else (predicted − nearer end) ÷ that end."""
+    low, high = min(values), max(values)
+    if predicted > high:
+        return (predicted - high) / high
+    if predicted < low:
+        return (predicted - low) / low
+    return 0.0
