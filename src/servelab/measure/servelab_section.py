@@ -15,6 +15,8 @@ from servelab.client import openai
 from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
 from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.measure.energy_cost import energy_section
+from servelab.measure.energy_cost import lines as energy_lines
 from servelab.metrics import steady
 from servelab.metrics.summary import NS_PER_MS, Summary, stat
 from servelab.metrics.tally import Tally
@@ -30,6 +32,7 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
     lag = stat(lags_ms, (50, 99))
     cpu_frac = run.client_cpu_s / duration_s if duration_s > 0 else 0.0
     sources = tally.sources()
+    plateau = steady_of(spec, tally, run)
     return {
         "version": __version__,
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
@@ -40,7 +43,8 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
                             "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
-        "steady_state": steady_of(spec, tally, run),
+        "steady_state": plateau,
+        "energy": energy_section(timeline, summary, plateau, spec.output.gpu_hour_cost, spec.simulate is not None),
         "client_cpu_s": run.client_cpu_s,
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
@@ -128,7 +132,7 @@ def _jsonable(v):
 
 
 def footer(extra: dict) -> None:
-    for line in steady.lines(extra["steady_state"]):
+    for line in [*steady.lines(extra["steady_state"]), *energy_lines(extra["energy"])]:
         print(line)
     lag = extra["schedule_lag_ms"]
     print(f"servelab: client CPU {extra['client_cpu_fraction']:.0%} of a core · schedule lag "
