@@ -67,9 +67,9 @@ def test_joules_per_token_and_cost_with_known_numbers(monkeypatch):
 def test_no_gpu_is_one_line_not_zeros():
     header = {"duration_s": 10.0, "gpu": {"status": "absent", "detail": "NVML found no GPU", "devices": []}}
     e = energy_cost.energy_section(Timeline(header, []), SUMMARY, STEADY, 2.5, simulated=False)
-    assert (e["gpus"], e["run"], e["cost"]) == (0, None, None)
-    assert energy_cost.lines(e) == ["servelab: energy and cost: no GPU (NVML found no GPU) — no joules or cost "
-                                    "per token"]
+    assert (e["gpus"], e["run"], e["cost"], e["nvml"]) == (0, None, None, "NVML found no GPU")
+    assert energy_cost.lines(e) == ["servelab: energy and cost: no GPU (NVML saw none; the result's energy.nvml "
+                                    "says why) — no joules or cost per token"]
 
 
 def test_a_span_outside_the_samples_has_no_joules():

@@ -21,10 +21,10 @@ GPU_HOURS_RULE = "GPU-hours = GPUs NVML sees × wall time of the span (the run; 
 def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: float | None,
                    simulated: bool) -> dict:
     """Joules and cost over the run and its steady window, or why there are none."""
-    gpus, why = _gpus(timeline, gpu_hour_cost, simulated)
+    gpus, why, nvml = _gpus(timeline, gpu_hour_cost, simulated)
     section = {"gpu_hour_cost": gpu_hour_cost, "gpu_hours_rule": GPU_HOURS_RULE}
     if not gpus:
-        return {**section, "gpus": 0, "why": why, "run": None, "steady_state": None, "cost": None}
+        return {**section, "gpus": 0, "why": why, "nvml": nvml, "run": None, "steady_state": None, "cost": None}
     duration = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
     spans = {"run": (0.0, duration, summary.total_output, summary.total_input + summary.total_output)}
     if steady["plateau"]:
@@ -40,17 +40,17 @@ def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: floa
     return out
 
 
-def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[int, str | None]:
-    """How many GPUs, and why there are no joules (None: there are)."""
+def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[int, str | None, str | None]:
+    """How many GPUs, why there are no joules (None: there are), and what NVML said when it saw none."""
     if simulated:
-        return 0, "simulated run: no GPU drew power"
+        return 0, "simulated run: no GPU drew power", None
     if timeline is None:
         seen = len(gpu_devices()) if gpu_hour_cost is not None else 0
-        return seen, "not measured (--no-telemetry: NVML is sampled with the telemetry)"
+        return seen, "not measured (--no-telemetry: NVML is sampled with the telemetry)", None
     head = timeline.header.get("gpu") or {}
     if head.get("status") != "ok":
-        return 0, f"no GPU ({head.get('detail') or 'NVML saw none'})"
-    return len(head.get("devices") or []), None
+        return 0, "no GPU (NVML saw none; the result's energy.nvml says why)", head.get("detail")
+    return len(head.get("devices") or []), None, None
 
 
 def lines(section: dict) -> list[str]:
