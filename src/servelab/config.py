@@ -153,6 +153,7 @@ class OutputSpec:
     plot_timeline: bool = False  # <result>.timeline.html: each request's wait, prefill and ITLs
     plot_dataset_stats: bool = False  # <result>.dataset_stats.png: prompt/output length histograms
     timeline_itl_thresholds_ms: tuple[float, float] = (25.0, 50.0)  # ITL colours: green/orange/red
+    gpu_hour_cost: float | None = None  # $ per GPU-hour: the result's cost per million tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +224,8 @@ def check_spec(spec: BenchSpec) -> None:
         raise InputError("--num-warmups must be >= 0")
     if not spec.output.telemetry_interval_s > 0:
         raise InputError("--telemetry-interval must be positive")
+    if spec.output.gpu_hour_cost is not None and not 0 < spec.output.gpu_hour_cost < math.inf:
+        raise InputError("--gpu-hour-cost must be a positive number of dollars")
     check_multi_turn(spec)
     _check_ramp_up(load)
     _check_self_timed(spec)

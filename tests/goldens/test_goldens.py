@@ -155,7 +155,11 @@ EXACT_FIELDS = ("completed", "failed", "num_prompts", "total_input_tokens", "tot
 # Keys listed only down to these paths: below them presence depends on timing or on the
 # machine (which verdict, whether telemetry caught a sample in a 0.1 s run, a GPU or not).
 PRUNE = (r"(.*\.)?diagnosis\.verdicts\[\]\.evidence", r"(.*\.)?telemetry\.(engine|client)\.[^.]+",
-         r"(.*\.)?telemetry\.gpu", r"servelab\.machine\.unattributed(\[\])?")
+         r"(.*\.)?telemetry\.gpu", r"servelab\.machine\.unattributed(\[\])?",
+         r"servelab\.steady_state", r"servelab\.energy")  # a plateau or not (timing); a GPU or not (machine)
+# servelab's steady-state and energy lines: which of them appear, and what they say, follow
+# the timing (a plateau or none) and the machine (a GPU or none); tests/measure pin their words
+SERVELAB_FIGURES = re.compile(r"^(servelab: (?:steady state|energy|cost))\b.*$")
 
 
 def mask_bench_console(out: str) -> str:
@@ -170,6 +174,9 @@ def mask_bench_console(out: str) -> str:
             continue
         if line.startswith("servelab: client CPU"):
             line = structure(line)
+        if line.startswith("servelab: steady-state latency"):  # there only when a plateau was found
+            continue
+        line = SERVELAB_FIGURES.sub(r"\1: <a plateau or not: timing; joules or not: a GPU>", line)
         lines.append(TIMED_ROW.sub(lambda m: m.group(1) + "<T>", line))  # its padding follows the width too
     return "\n".join(lines) + "\n"
 

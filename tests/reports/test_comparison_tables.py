@@ -136,3 +136,23 @@ def test_a_run_beside_a_busy_neighbour_is_flagged(tmp_path):
     flagged = [n for n in table.notes if "other programs" in n]
     assert flagged == ["⚠ b repeat 2: other programs kept 60% of the machine's 2 CPUs busy during this run "
                        "(servelab and the engine: 30%); latency figures move with such a neighbour"]
+
+
+def test_servelab_rows_come_from_the_result_section_and_only_where_runs_have_them(tmp_path):
+    folder = make_study(tmp_path, {"a": {"w": [{}]}, "b": {"w": [{}]}})
+    figures = {"a": (100.0, 2.0, 5.0), "b": (150.0, 1.5, None)}  # b was not priced: its cell is empty
+    for path in folder.rglob("result.json"):
+        result = json.loads(path.read_text())
+        tok_s, j_per_token, usd = figures[result["label"]]
+        result["servelab"]["steady_state"] = {"plateau": True, "output_tok_s": tok_s, "req_s": tok_s / 64}
+        result["servelab"]["energy"] = {"run": {"j_per_output_token": j_per_token},
+                                        "cost": {"run": {"per_million_output_tokens": usd}} if usd else None}
+        path.write_text(json.dumps(result))
+    [table] = build_tables(load_runs([folder]))
+    assert row(table, "steady_state.output_tok_s").cells["b"].values == (150.0,)
+    assert row(table, "steady_state.output_tok_s").versus["b"].ratio == 1.5
+    assert row(table, "energy.run.j_per_output_token").versus["b"].ratio == 0.75
+    usd = row(table, "energy.cost.run.per_million_output_tokens")
+    assert usd.cells == {"a": usd.cells["a"], "b": None} and usd.cells["a"].values == (5.0,)
+    assert not any(r.metric.key == "energy.steady_state.j_per_output_token" for r in table.rows)
+    assert "↑ steady output tok/s" in render_text([table]) and "↓ $/1M output tokens" in render_text([table])

@@ -230,3 +230,24 @@ def test_bench_actions_are_every_bench_flag_added_to_the_parser_or_a_group():
     add_bench_arguments(parser)
     assert [a.option_strings for a in bench_actions()] == [a.option_strings for a in parser._actions]
     assert {"--dataset-name", "--ray", "--sim-max-num-seqs", "--save-detailed"} <= bench_flags()
+
+
+def test_gpu_hour_cost_from_the_study_an_engine_overrides_and_each_run_carries(tmp_path):
+    text = GOOD.replace("repeats = 2", "repeats = 2\ngpu_hour_cost = 2.5").replace(
+        'url = "http://127.0.0.1:9"', 'url = "http://127.0.0.1:9"\ngpu_hour_cost = 4')
+    study = load_study(write(tmp_path, text))
+    assert (study.engines["a"].gpu_hour_cost, study.engines["b"].gpu_hour_cost) == (4.0, 2.5)
+    runs = type("Runs", (), {"engine": study.engines["a"]})()
+    assert session._priced(study.workloads["w1"].spec, runs).output.gpu_hour_cost == 4.0
+    assert load_study(write(tmp_path, GOOD)).engines["a"].gpu_hour_cost is None
+    assert error_of(tmp_path, GOOD.replace("repeats = 2", "repeats = 2\ngpu_hour_cost = 0")) == (
+        "study.toml: study.gpu_hour_cost: expected a positive number, got 0")
+
+
+def test_a_price_is_not_a_runs_identity(tmp_path):
+    from servelab.study.layout import run_hash
+
+    plain, priced = load_study(write(tmp_path, GOOD)), load_study(write(tmp_path, GOOD.replace(
+        "repeats = 2", "repeats = 2\ngpu_hour_cost = 2.5")))
+    assert run_hash(plain.engines["a"], plain.workloads["w1"].spec) == run_hash(priced.engines["a"],
+                                                                                priced.workloads["w1"].spec)

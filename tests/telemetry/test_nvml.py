@@ -15,7 +15,7 @@ class NVMLError(Exception):
     pass
 
 
-def fake_pynvml(count: int = 1, init_fails: bool = False, no_power: bool = False):
+def fake_pynvml(count: int = 1, init_fails: bool = False, no_power: bool = False, no_energy: bool = False):
     m = types.ModuleType("pynvml")
     m.NVMLError, m.NVML_CLOCK_SM = NVMLError, 1
     m.shutdowns = 0
@@ -29,6 +29,11 @@ def fake_pynvml(count: int = 1, init_fails: bool = False, no_power: bool = False
             raise NVMLError("Not Supported")
         return 612_000
 
+    def energy(h):  # a pre-Volta board has no total-energy counter
+        if no_energy:
+            raise NVMLError("Not Supported")
+        return 1_234_567  # mJ since the driver loaded
+
     def shutdown():
         m.shutdowns += 1
 
@@ -40,6 +45,7 @@ def fake_pynvml(count: int = 1, init_fails: bool = False, no_power: bool = False
     m.nvmlDeviceGetMaxClockInfo = lambda h, kind: 1980
     m.nvmlDeviceGetUtilizationRates = lambda h: SimpleNamespace(gpu=97, memory=64)
     m.nvmlDeviceGetPowerUsage = power
+    m.nvmlDeviceGetTotalEnergyConsumption = energy
     m.nvmlDeviceGetClockInfo = lambda h, kind: 1755
     m.nvmlDeviceGetPerformanceState = lambda h: 0
     return m
@@ -52,7 +58,7 @@ def test_static_and_sampled_fields(monkeypatch):
     assert gpus.devices[1] == {"index": 1, "name": "NVIDIA H200", "memory_total_gib": 141.0,
                                "power_limit_w": 700.0, "sm_clock_max_mhz": 1980}
     assert gpus.sample()[0] == {"util": 97, "mem_util": 64, "mem_used_gib": 127.0, "power_w": 612.0,
-                                "sm_clock_mhz": 1755, "pstate": 0}
+                                "energy_j": 1234.567, "sm_clock_mhz": 1755, "pstate": 0}
     gpus.close()
     assert sys.modules["pynvml"].shutdowns == 1
 
@@ -61,6 +67,9 @@ def test_an_unsupported_query_is_none_not_a_crash(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(no_power=True))
     gpus, _ = gpu.open_gpus()
     assert gpus.sample()[0]["power_w"] is None and gpus.sample()[0]["util"] == 97
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(no_energy=True))
+    gpus, _ = gpu.open_gpus()
+    assert gpus.sample()[0]["energy_j"] is None and gpus.sample()[0]["power_w"] == 612.0
 
 
 def test_no_driver_no_gpu_no_package(monkeypatch):

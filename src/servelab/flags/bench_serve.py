@@ -139,6 +139,9 @@ def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
                    help="time between telemetry samples (default %(default)s)")
+    g.add_argument("--gpu-hour-cost", type=float, default=None, metavar="DOLLARS",
+                   help="price of one GPU-hour: adds cost per million output and total tokens (GPU-hours = "
+                        "GPUs NVML sees × wall time of the run, and of its steady window)")
     g.add_argument("--plot-timeline", action="store_true",
                    help="write <result>.timeline.html: each request's prefill and inter-token gaps over time")
     g.add_argument("--timeline-itl-thresholds", default="25,50", metavar="MS,MS",
@@ -296,7 +299,7 @@ def _output(args: argparse.Namespace) -> OutputSpec:
         metric_percentiles=tuple(pcts), goodput=tuple(parse_goodput(args.goodput).items()),
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,
         telemetry_interval_s=args.telemetry_interval, plot_timeline=args.plot_timeline,
-        plot_dataset_stats=args.plot_dataset_stats,
+        plot_dataset_stats=args.plot_dataset_stats, gpu_hour_cost=args.gpu_hour_cost,
         timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds))
 
 

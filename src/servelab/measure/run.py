@@ -86,7 +86,7 @@ def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: 
     probes = probe_stats(run.probes) if config.load.probe_request_rate > 0 else None
     console.block(m.summary, m.tally, config, shown, probes, labels)
     console.multi_turn_units(spec, m.summary)
-    extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer), **labels, **context,
+    extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer, m.timeline), **labels, **context,
              **drove.sections, **shared}
     footer(extra)
     extra.update(beyond_vllm(spec, m.tally, m.summary, drove.replay, m.timeline))

@@ -15,19 +15,24 @@ from servelab.client import openai
 from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
 from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.measure.energy_cost import energy_section
+from servelab.measure.energy_cost import lines as energy_lines
+from servelab.metrics import steady
 from servelab.metrics.summary import NS_PER_MS, Summary, stat
 from servelab.metrics.tally import Tally
 from servelab.telemetry import machine
 
 
 def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally: Tally, summary: Summary,
-                     tokenizer) -> dict:
-    """What we add to vLLM's keys: client fidelity, rules used, provenance."""
+                     tokenizer, timeline=None) -> dict:
+    """What we add to vLLM's keys: client fidelity, the steady state, energy and cost, rules used,
+    provenance (``timeline``: the run's telemetry, None without it)."""
     duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
     lags_ms = tally.lag_ns() / NS_PER_MS
     lag = stat(lags_ms, (50, 99))
     cpu_frac = run.client_cpu_s / duration_s if duration_s > 0 else 0.0
     sources = tally.sources()
+    plateau = steady_of(spec, tally, run)
     return {
         "version": __version__,
         "wall_start": datetime.fromtimestamp(run.wall_start).isoformat(timespec="milliseconds"),
@@ -38,6 +43,8 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
         "not_sent": run.outcome.not_sent,
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
                             "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
+        "steady_state": plateau,
+        "energy": energy_section(timeline, summary, plateau, spec.output.gpu_hour_cost, spec.simulate is not None),
         "client_cpu_s": run.client_cpu_s,
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
@@ -48,6 +55,14 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
                   "peak_concurrency": "sweep-line over [sent, done)"},
         "provenance": provenance(spec, run, tokenizer),
     }
+
+
+def steady_of(spec: BenchSpec, tally: Tally, run: BenchRun) -> dict:
+    """The run's plateau by its load shape (metrics/steady.py), latencies at p50, p99 and those asked."""
+    load = spec.load
+    shape = steady.shape_of(load.request_rate, load.max_concurrency, load.ramp_up_strategy)
+    percentiles = sorted({50.0, 99.0, *spec.output.metric_percentiles})
+    return steady.steady_state(tally, run.outcome.t0_ns, shape, percentiles)
 
 
 def client_bound(cpu_frac: float, lag_p99_ms: float, config: BenchConfig) -> list[str]:
@@ -117,6 +132,8 @@ def _jsonable(v):
 
 
 def footer(extra: dict) -> None:
+    for line in [*steady.lines(extra["steady_state"]), *energy_lines(extra["energy"])]:
+        print(line)
     lag = extra["schedule_lag_ms"]
     print(f"servelab: client CPU {extra['client_cpu_fraction']:.0%} of a core · schedule lag "
           f"p50 {lag['p50']:.2f} ms, p99 {lag['p99']:.2f} ms · ITL rule: {extra['rules']['itl']}")

@@ -26,8 +26,12 @@ throughput of ``vllm bench serve``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
+from servelab.metrics.summary import NS_PER_MS, stat
 from servelab.records import RequestRecord
 
 NS_PER_S = 1_000_000_000
@@ -79,9 +83,18 @@ def edges(records: list[RequestRecord]) -> Edges | None:
     done = [r for r in records if r.success and r.token_ns]
     if not done:
         return None
-    first_done = min(r.token_ns[-1] for r in done)
-    opening = [r.token_ns[0] for r in done if r.sent_ns <= first_done]
-    return Edges(max(first_done, *opening), max(r.sent_ns for r in records))
+    return ramp_and_drain(np.array([r.sent_ns for r in done]), np.array([r.token_ns[0] for r in done]),
+                          np.array([r.token_ns[-1] for r in done]), max(r.sent_ns for r in records))
+
+
+def ramp_and_drain(sent_ns: np.ndarray, first_ns: np.ndarray, last_ns: np.ndarray, last_send_ns: int) -> Edges | None:
+    """The rule of the module docstring on columns: the successful streamed requests' sends,
+    first and last tokens, and the latest send of any request (a failed one too)."""
+    if not len(last_ns):
+        return None
+    first_done = int(last_ns.min())
+    opening = first_ns[sent_ns <= first_done]  # never empty: the first done was sent before it finished
+    return Edges(max(first_done, int(opening.max())), int(last_send_ns))
 
 
 def common_window(spans: list[Edges]) -> Window:
@@ -91,21 +104,36 @@ def common_window(spans: list[Edges]) -> Window:
 
 def count(records: list[RequestRecord], window: Window) -> Count:
     """Tokens arrived and requests completed in ``[start, end)``; the rest is cut."""
-    tokens = total = requests = completed = 0
-    inside = _inside(window)
-    for r in records:
-        if not (r.success and r.token_ns):
-            continue
-        counts = r.token_counts or (1,) * len(r.token_ns)
-        total += sum(counts)
-        tokens += sum(k for t, k in zip(r.token_ns, counts) if inside(t))
-        completed += 1
-        requests += inside(r.token_ns[-1])
-    return Count(tokens, requests, total - tokens, completed - requests, max(0.0, window.length_s))
+    done = [r for r in records if r.success and r.token_ns]
+    times = np.array([t for r in done for t in r.token_ns], dtype=np.int64)
+    weights = np.array([k for r in done for k in (r.token_counts or (1,) * len(r.token_ns))], dtype=np.int64)
+    return count_columns([(times, weights)], np.array([r.token_ns[-1] for r in done], dtype=np.int64), window)
 
 
-def _inside(window: Window):
-    return lambda t: window.start_ns <= t < window.end_ns
+def count_columns(events: Iterable[tuple[np.ndarray, np.ndarray]], last_ns: np.ndarray, window: Window) -> Count:
+    """``count`` on columns: token events as (instants, tokens each) in as many parts as the
+    caller holds them (a big run rebuilds its events a chunk at a time), and each successful
+    streamed request's last-token instant."""
+    tokens = total = 0
+    for times, weights in events:
+        total += int(weights.sum())
+        tokens += int(weights[inside(window, times)].sum())
+    requests = int(inside(window, last_ns).sum())
+    return Count(tokens, requests, total - tokens, len(last_ns) - requests, max(0.0, window.length_s))
+
+
+def inside(window: Window, t_ns: np.ndarray) -> np.ndarray:
+    return (t_ns >= window.start_ns) & (t_ns < window.end_ns)
+
+
+def latency_ms(values_ns: dict[str, np.ndarray], percentiles) -> dict:
+    """Mean and percentiles (``p50``…) of each latency, in ms, of the requests completed in a
+    window (None for one with no values): the steady state's latencies, scale's and a run's."""
+    out = {}
+    for name, ns in values_ns.items():
+        s = stat(np.asarray(ns, dtype=float) / NS_PER_MS, percentiles)
+        out[name] = {"mean": s.mean, **{f"p{p:g}": v for p, v in s.percentiles}} if len(ns) else None
+    return out
 
 
 def efficiency(total_rate: float, replicas: int, single_rate: float) -> float | None:

@@ -46,6 +46,15 @@ METRICS: list[Metric] = [
     Metric("output_throughput", "output tok/s", True),
     Metric("request_throughput", "req/s", True, 3),
     *_latency("ttft", "TTFT"), *_latency("tpot", "TPOT"), *_latency("itl", "ITL"), *_latency("e2el", "E2EL"),
+    # servelab's own figures (a dotted path into the result's ``servelab`` section): the steady window
+    # (metrics/steady.py), energy and cost (metrics/energy.py); rows appear only where runs have them
+    Metric("steady_state.output_tok_s", "steady output tok/s", True),
+    Metric("steady_state.req_s", "steady req/s", True, 3),
+    Metric("energy.run.j_per_output_token", "J/output token", False, 4),
+    Metric("energy.steady_state.j_per_output_token", "steady J/output token", False, 4),
+    Metric("energy.cost.run.per_million_output_tokens", "$/1M output tokens", False, 4),
+    Metric("energy.cost.run.per_million_total_tokens", "$/1M total tokens", False, 4),
+    Metric("energy.cost.steady_state.per_million_output_tokens", "steady $/1M output tokens", False, 4),
     Metric("weights_gib", "model weights GiB", False, 3, memory=True),
     Metric("kv_cache_tokens", "KV cache tokens", True, 0, memory=True),
     Metric("max_concurrency", "max concurrency ×", True, 2, memory=True),
@@ -138,6 +147,8 @@ def spread(metric: Metric, runs: list[Run], estimated: set[str] | None = None, c
 
 
 def metric_value(metric: Metric, run: Run, estimated: set[str] | None = None, config: str = "") -> float | None:
+    if "." in metric.key:
+        return _finite(_walk(run.servelab, metric.key.split(".")))
     if not metric.memory:
         return _finite(run.result.get(metric.key))
     memory = run.memory()
@@ -147,6 +158,12 @@ def metric_value(metric: Metric, run: Run, estimated: set[str] | None = None, co
         if value is not None and estimated is not None:
             estimated.add(f"{config}/{metric.key}")
     return value
+
+
+def _walk(section, path: list[str]):
+    for name in path:
+        section = section.get(name) if isinstance(section, dict) else None
+    return section
 
 
 def _finite(x) -> float | None:

@@ -13,8 +13,9 @@ from datetime import datetime
 from servelab import __version__
 from servelab.errors import InputError
 from servelab.metrics import noise
-from servelab.metrics.summary import NS_PER_MS, stat, tpot_ns
-from servelab.metrics.window import NS_PER_S, Window, common_window, count, edges, efficiency, token_rate
+from servelab.metrics.summary import tpot_ns
+from servelab.metrics.window import (NS_PER_S, Window, common_window, count, edges, efficiency, latency_ms,
+                                     token_rate)
 from servelab.records import RequestRecord
 
 WINDOW_RULE = ("window = [latest ramp-up end, earliest drain start); ramp-up end = the later of a replica's "
@@ -139,13 +140,8 @@ def _replica(run, window: Window, t0: int) -> dict:
 def latency(records: list[RequestRecord], window: Window) -> dict:
     """TTFT, TPOT and E2EL percentiles of the requests completed in the window (steady state)."""
     done = [r for r in records if r.success and r.token_ns and window.start_ns <= r.token_ns[-1] < window.end_ns]
-    values = {"ttft": [r.ttft_ns / NS_PER_MS for r in done], "e2el": [r.e2el_ns / NS_PER_MS for r in done],
-              "tpot": [t / NS_PER_MS for r in done if (t := tpot_ns(r)) is not None]}
-    out = {}
-    for name, ms in values.items():
-        s = stat(ms, PERCENTILES)
-        out[name] = {"mean": s.mean, **{f"p{int(p)}": v for p, v in s.percentiles}} if ms else None
-    return out
+    return latency_ms({"ttft": [r.ttft_ns for r in done], "e2el": [r.e2el_ns for r in done],
+                       "tpot": [t for r in done if (t := tpot_ns(r)) is not None]}, PERCENTILES)
 
 
 def _verdict(alone: noise.Spread, per_replica: noise.Spread) -> str:

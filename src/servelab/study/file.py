@@ -9,6 +9,7 @@
     warmup = 4               # warm-up requests after each engine start (not measured)
     port = 8000              # engines listen here unless they set their own port
     results = "results"      # relative to the current directory
+    gpu_hour_cost = 2.5      # $ per GPU-hour (an engine may set its own): cost per 1M tokens in results
 
     [engines.baseline]
     embedded = true          # vLLM's CPU build + SmolLM2-135M-Instruct, offline
@@ -51,9 +52,9 @@ from servelab.config import BenchSpec
 from servelab.flags.bench_serve import RUN_OWNED_FLAGS, add_bench_arguments, parse_bench_spec
 from servelab.study import fields as read
 
-STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results")
+STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results", "gpu_hour_cost")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
-                 "url", "command", "ready_url", "description", "reset_prefix_cache")
+                 "url", "command", "ready_url", "description", "reset_prefix_cache", "gpu_hour_cost")
 WORKLOAD_FIELDS = ("args", "description")
 RUN_FIELDS = ("engines", "workloads")
 TOP_FIELDS = ("study", "engines", "workloads", "runs")
@@ -77,6 +78,9 @@ class EngineEntry:
     ready_timeout_s: float = 600.0
     description: str = ""
     reset_prefix_cache: bool = True
+    # $ per GPU-hour where this engine runs (bench's --gpu-hour-cost; the study's default when unset):
+    # its runs' results price their GPU-hours per million tokens
+    gpu_hour_cost: float | None = None
 
     @property
     def embedded(self) -> bool:
@@ -173,7 +177,8 @@ def _study(path: Path, data: dict, source: str) -> Study:
     name = read.folder_name(head.get("name", path.stem), f"{where}: study.name")
     repeats = read.integer(head.get("repeats", 1), f"{where}: study.repeats", 1)
     seed = read.integer(head.get("seed", 0), f"{where}: study.seed", 0)
-    engines = {n: _engine(n, t, f"{where}: engines.{n}") for n, t in _named(data, "engines", where).items()}
+    price = _price(head, f"{where}: study.gpu_hour_cost")
+    engines = {n: _engine(n, t, f"{where}: engines.{n}", price) for n, t in _named(data, "engines", where).items()}
     workloads = {n: _workload(n, t, seed, f"{where}: workloads.{n}")
                  for n, t in _named(data, "workloads", where).items()}
     pairs = _pairs(data.get("runs"), engines, workloads, where)
@@ -196,7 +201,12 @@ def _named(data: dict, key: str, where: str) -> dict[str, dict]:
     return tables
 
 
-def _engine(name: str, table, where: str) -> EngineEntry:
+def _price(table: dict, where: str, default: float | None = None) -> float | None:
+    """A ``gpu_hour_cost`` field: dollars per GPU-hour (positive), or ``default`` when absent."""
+    return float(read.positive_number(table["gpu_hour_cost"], where)) if "gpu_hour_cost" in table else default
+
+
+def _engine(name: str, table, where: str, price: float | None = None) -> EngineEntry:
     table = read.table(table, where)
     read.known(table, ENGINE_FIELDS, where)
     args = read.string_list(table.get("args", []), f"{where}.args")
@@ -207,7 +217,8 @@ def _engine(name: str, table, where: str) -> EngineEntry:
     common = {"name": name, "args": tuple(args), "env": env, "port": port, "ready_timeout_s": timeout,
               "description": read.string(table.get("description", ""), f"{where}.description"),
               "reset_prefix_cache": read.boolean(table.get("reset_prefix_cache", True),
-                                                 f"{where}.reset_prefix_cache")}
+                                                 f"{where}.reset_prefix_cache"),
+              "gpu_hour_cost": _price(table, f"{where}.gpu_hour_cost", price)}
     if read.boolean(table.get("embedded", False), f"{where}.embedded"):
         _embedded_only(table, where)
         spec = _check_spec(lambda: EngineSpec(name=name, kind="embedded", args=tuple(args), env=env,

@@ -51,6 +51,8 @@ NOT_IDENTITY = frozenset({
     "workload.output.result_filename",  # result.json in it
     "workload.output.progress",  # the progress line
     "workload.output.telemetry_interval_s",  # how often telemetry samples, not what the run sends
+    "workload.output.gpu_hour_cost",  # a price: what the measured GPU-hours cost, not what is measured
+    "engine.gpu_hour_cost",  # as workload.output.gpu_hour_cost
 })
 
 

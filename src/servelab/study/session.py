@@ -178,7 +178,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
     folder = layout.run_dir(runs, workload, repeat)
     layout.clear(folder)
     reset = reset_prefix_cache(engine.base_url) if runs.engine.reset_prefix_cache else "off"
-    spec = _run_spec(workload.spec, runs.engine.name, engine, folder)
+    spec = _priced(_run_spec(workload.spec, runs.engine.name, engine, folder), runs)
     if repeat == 1:
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
@@ -205,6 +205,13 @@ def _run_spec(spec: BenchSpec, label: str, engine, folder: Path) -> BenchSpec:
     output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
                                  result_filename=layout.RESULT_FILE, label=label)
     return dataclasses.replace(spec, server=_where(spec, engine), output=output)
+
+
+def _priced(spec: BenchSpec, runs: EngineRuns) -> BenchSpec:
+    """The engine's $ per GPU-hour (study file) over the workload's --gpu-hour-cost, when it has one."""
+    price = runs.engine.gpu_hour_cost
+    return spec if price is None else dataclasses.replace(spec, output=dataclasses.replace(spec.output,
+                                                                                           gpu_hour_cost=price))
 
 
 def _study_context(runs: EngineRuns, workload: Workload, repeat: int, reset: str) -> dict:

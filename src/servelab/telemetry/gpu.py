@@ -43,9 +43,11 @@ class Gpus:
         util = q(nv.nvmlDeviceGetUtilizationRates, h)  # % of the last sample period busy
         mem = q(nv.nvmlDeviceGetMemoryInfo, h)
         power = q(nv.nvmlDeviceGetPowerUsage, h)  # milliwatts
+        energy = q(nv.nvmlDeviceGetTotalEnergyConsumption, h)  # millijoules since the driver loaded (Volta+)
         return {"util": util.gpu if util else None, "mem_util": util.memory if util else None,
                 "mem_used_gib": round(mem.used / GIB, 3) if mem else None,
                 "power_w": power / 1000 if power is not None else None,
+                "energy_j": energy / 1000 if energy is not None else None,
                 "sm_clock_mhz": q(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
                 "pstate": q(nv.nvmlDeviceGetPerformanceState, h)}
 

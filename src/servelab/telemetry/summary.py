@@ -12,6 +12,7 @@ import statistics
 from collections import Counter
 from itertools import pairwise
 
+from servelab.metrics.energy import cumulative_j, joules_between
 from servelab.telemetry.timeline import Timeline
 
 
@@ -110,3 +111,20 @@ def _device(static: dict, rows: list[dict]) -> dict:
             "power_w": stats(values(rows, "power_w")), "sm_clock_mhz": stats(values(rows, "sm_clock_mhz")),
             "mem_used_gib_max": max(values(rows, "mem_used_gib"), default=None),
             "pstate": pstates[0][0] if pstates else None}
+
+
+def gpu_energy(timeline: Timeline, a_ms: float, b_ms: float) -> tuple[float | None, str | None]:
+    """Joules all GPUs drew over [a, b] (ms from t0), and how they were known (metrics/energy.py):
+    each GPU's counter, else its power integrated; None if any GPU's samples do not cover the span."""
+    samples = timeline.of("gpu")
+    total, sources = 0.0, set()
+    for d in (timeline.header.get("gpu") or {}).get("devices", []):
+        rows = [(s["t_ms"] / 1000, s["devices"][d["index"]]) for s in samples if len(s["devices"]) > d["index"]]
+        series = cumulative_j([t for t, _ in rows], [x.get("energy_j") for _, x in rows],
+                              [x.get("power_w") for _, x in rows])
+        joules = joules_between(series, a_ms / 1000, b_ms / 1000)
+        if joules is None:
+            return None, None
+        total += joules
+        sources.add(series[2])
+    return (total, " and ".join(sorted(sources))) if sources else (None, None)
