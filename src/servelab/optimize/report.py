@@ -110,8 +110,10 @@ def build_note(doc: dict, path: Path | str = OPTIMIZE_FILE) -> Note:
     """The note's strings; a field of the wrong shape is one line naming it."""
     try:
         return _note(doc)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise InputError(f"{path}: field {e.args[0] if e.args else '?'!r} is missing or malformed") from None
+    except KeyError as e:
+        raise InputError(f"{path}: field {e.args[0]!r} is missing") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise InputError(f"{path}: a field has the wrong shape ({e})") from None
 
 
 def _note(doc: dict) -> Note:
