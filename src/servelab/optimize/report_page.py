@@ -1,6 +1,6 @@
 """The optimize note as one self-contained HTML page, and its one plot.
 
-The page wears the study report's stylesheet (``reports/html.STYLE``) and follows its
+The page wears the study report's head and stylesheet (``reports/html.HEAD``) and follows its
 rules: inline CSS and SVG, no script, nothing fetched, every string from optimize.json
 through Jinja's autoescape — only the SVG matplotlib wrote is inserted as markup. The
 plot is where a reader would rather look than read: throughput and mean TTFT against
@@ -12,19 +12,11 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from servelab.reports import plots
-from servelab.reports.html import STYLE
+from servelab.reports.html import HEAD
 from servelab.results.plots import has_matplotlib
 from servelab.sweep.plots import SIMULATED, labelled_loads
 
-TEMPLATE = r"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<title>{{ n.title }} — servelab optimize</title>
-<style>
-{{ style }}
+TEMPLATE = HEAD + r"""
 /* Commands wrap rather than widen the page: a serve line is pasted whole, not read across. */
 pre.cmd { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; border: 1px solid #e3e3e3;
           padding: .6rem; font-size: .82rem; }
@@ -86,8 +78,7 @@ def render_html(note) -> str:
     from jinja2 import Environment
 
     env = Environment(autoescape=True)
-    return env.from_string(TEMPLATE).render(n=note, style=Markup(STYLE), figure=Markup(note.figure),
-                                            cell_class=_cell_class)
+    return env.from_string(TEMPLATE).render(n=note, r=note, figure=Markup(note.figure), cell_class=_cell_class)
 
 
 def _cell_class(table, column: int, cell: str) -> str:
