@@ -15,7 +15,8 @@ LAYERS = {
     "loadgen": 2, "engines": 2, "flags": 2, "telemetry": 2, "results": 2,
     "search": 3, "diagnose": 3, "planner": 3,
     "measure": 4, "reports": 4, "selftest": 4,
-    "study": 4.1, "scale": 4.1, "sweep": 4.2, "optimize": 4.3,
+    "study": 4.1, "scale": 4.1, "sweep": 4.2,
+    "optimize": 4.3,
     "cli": 5,
 }
 

@@ -50,13 +50,16 @@ def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     table = md_table_after(md, "## Steps")
     assert table[0][:3] == ["step", "verdict", "change"] and "gain (output tok/s)" in table[0]
     assert [r[0] for r in table[1:]] == ["baseline", "1", "2", "3", "4"]
+    assert table[1][3:6] == ["31.2 ± 0.3", "14,800 ± 150", "60.1 ± 0.3"]  # mean ± half-range where values exist
+    assert table[3][3] == "71.4"
     assert [r[-1] for r in table[1:]] == ["start", "kept", "kept", "reverted (SIMULATED)", "reverted"]
     assert table[1 + 1][2] == "--max-num-seqs 2 → 8" and table[1 + 1][-3:-1] == ["1.87× (+86.9 %)", "better"]
     assert table[4 + 1][2] == "VLLM_CPU_KVCACHE_SPACE=4 → 8" and table[4 + 1][-2] == "within noise"
-    assert "### Step 3: --max-num-seqs 16 → 32 — SIMULATED" in md
+    assert "### Step 3: --max-num-seqs 16 → 32 — reverted — SIMULATED" in md
     assert "Predicted: 73.9 output tok/s" in md and "noise band ±10 % → within noise" in md
-    assert "Reverted: +1.0 %, ranges overlap: reverted." in md
+    assert "Why: +1.0 %, ranges overlap: reverted." in md
     assert "Configuration: engine --max-num-seqs 2; env VLLM_CPU_KVCACHE_SPACE=4; client --max-concurrency 16" in md
+    assert "request_rate=inf, seed=0;" in md  # null is how JSON carries inf
     assert ("```\nVLLM_CPU_KVCACHE_SPACE=4 vllm serve HuggingFaceTB/SmolLM2-135M-Instruct --max-num-seqs 16 "
             "--dtype float32\n```") in md
     assert "Client: --max-concurrency 16, --workers default" in md
@@ -88,7 +91,7 @@ def test_latency_objective_reports_ttft_and_the_latency_floor(tmp_path):
     assert "gain (mean TTFT)" in md_table_after(md, "## Steps")[0]
     assert "noise band ±20 % → better" in md and "noise band ±20 % → within noise" in md
     assert "--kv-cache-dtype (unset) → fp8" in md
-    assert "Floor used: 10 % (20 % for the latency objective)." in md
+    assert "Floor used: 20 %." in md  # the floor the loop used, as it wrote it
     assert "Budget: 9 (no limit) measured runs" in md and "21.5 of 45.0 minutes" in md
     assert md_table_after(md, "## Operating point")[0][0] == "request rate (req/s)"
     assert "SIMULATED" not in md
@@ -102,6 +105,7 @@ def test_interrupted_run_without_operating_point(tmp_path):
     assert ("Not measured: the run stopped (interrupted) before the load sweep on the final configuration.") in md
     assert "No operating point: the load this configuration serves" in md
     assert "**plan check**: not run" in md and "Budget: 0 of 10 measured runs" in md
+    assert "--gpu-memory-utilization 0.8 → 0.92 (with --max-num-seqs)" in md  # raised together
     assert "<svg" not in html and "<figure>" not in html
 
 
@@ -121,6 +125,10 @@ def test_external_engine_only_the_client_side(tmp_path):
 def test_final_result_is_the_run_of_the_final_configuration():
     doc = json.loads((DATA / "report_throughput.json").read_text())
     assert final_result(doc)["mean_ttft_ms"] == 640.0  # step 2's, not step 4's (reverted) nor the baseline's
+    doc["final"]["from_step"] = 1
+    assert final_result(doc)["mean_ttft_ms"] == 4100.0  # the step the loop names
+    del doc["final"]["from_step"]
+    assert final_result(doc)["mean_ttft_ms"] == 640.0  # else the last step that ran the same configuration
     doc["final"]["client"] = {"max_concurrency": 99, "workers": None}
     assert final_result(doc) is None
 

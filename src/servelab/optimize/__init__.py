@@ -1,1 +1,2 @@
-"""`servelab optimize`: the consultancy method as one command — diagnose, change, measure, keep or revert, write it up."""
+"""``servelab optimize``: diagnose, change what the verdict names, keep it only when it is
+better beyond noise, repeat; then the operating point. Layer L4.3 (above sweep)."""

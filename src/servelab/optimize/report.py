@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import InputError
-from servelab.metrics.noise import TAIL_FACTOR
 from servelab.results.layout import OPTIMIZE_FILE, OPTIMIZE_HTML, OPTIMIZE_MD
 from servelab.search.table import markdown as md_table
 from servelab.search.table import num
@@ -34,6 +33,10 @@ OBJECTIVE_METRIC = {"throughput": "output tok/s", "goodput": "goodput", "latency
 LOAD_NAMES = {"concurrency": "concurrency", "rate": "request rate (req/s)"}
 RESULT_COLUMNS = (("output_tok_s", "out tok/s", 1), ("mean_ttft_ms", "mean TTFT ms", 0),
                   ("mean_tpot_ms", "mean TPOT ms", 1))
+# A step's result may carry each repeat's value (result.values), under the run result's names.
+REPEAT_VALUES = {"output_tok_s": "output_throughput", "mean_ttft_ms": "mean_ttft_ms", "mean_tpot_ms": "mean_tpot_ms"}
+SPREAD_NOTE = "cells: mean ± half-range over the repeats where each repeat's value was recorded"
+
 # Where a reader finds how far the simulator's numbers are from a real engine's (measured, dated there).
 SIM_ERROR = ("SIMULATED steps are predictions of servelab's simulated engine, not measurements: calibrated "
              "on the embedded engine it came within 12 % on output tok/s and 17 % on mean TTFT of held-out "
@@ -117,17 +120,21 @@ def build_note(doc: dict, path: Path | str = OPTIMIZE_FILE) -> Note:
 
 
 def _note(doc: dict) -> Note:
-    simulated = doc["engine"]["kind"] == "sim" or any(s.get("simulated") for s in _all_steps(doc))
+    simulated = _sim_engine(doc) or any(s.get("simulated") for s in _all_steps(doc))
     op = doc.get("operating_point")
     return Note(
-        title=("SIMULATED · " if doc["engine"]["kind"] == "sim" else "") + f"Optimising {doc.get('name', '?')}",
+        title=("SIMULATED · " if _sim_engine(doc) else "") + f"Optimising {doc.get('name', '?')}",
         meta=f"{doc['engine']['kind']} · {doc['engine'].get('model', '?')} · started {doc.get('started', '?')} · "
              f"servelab {doc.get('servelab_version', '?')}",
-        summary=summary(doc, simulated), steps=steps_table(doc), details=[_detail(doc, s) for s in _all_steps(doc)],
+        summary=summary(doc), steps=steps_table(doc), details=[_detail(doc, s) for s in _all_steps(doc)],
         final=final_lines(doc), serve_command=doc["final"].get("serve_command") or "",
         comparison=comparison_table(doc), operating=operating_lines(doc), points=points_table(op) if op else None,
         scale_command=(doc.get("next") or {}).get("scale_command", ""), method=method(doc),
         limits=limits(doc, simulated), simulated=simulated)
+
+
+def _sim_engine(doc: dict) -> bool:
+    return doc["engine"]["kind"] == "sim" or bool(doc["engine"].get("simulated"))
 
 
 def _all_steps(doc: dict) -> list[dict]:
@@ -139,9 +146,15 @@ def _metric(doc: dict) -> str:
 
 
 def band(doc: dict) -> float:
-    """The floor the objective's gain had to clear: compare's, twice it for a latency."""
-    floor = float(doc["noise"]["floor"])
-    return floor * TAIL_FACTOR if doc["objective"]["kind"] == "latency" else floor
+    """The floor the objective's gain had to clear, as the loop used it (compare's; twice it for a latency)."""
+    return float(doc["noise"]["floor"])
+
+
+def cell(result: dict, key: str, digits: int) -> str:
+    """``mean ± half-range`` over the recorded repeats, as compare's tables show it; the mean alone without them."""
+    values = [v for v in (result.get("values") or {}).get(REPEAT_VALUES[key]) or [] if v is not None]
+    text = num(result.get(key), digits)
+    return text + f" ± {num((max(values) - min(values)) / 2, digits)}" if len(values) > 1 else text
 
 
 def pct(ratio: float) -> str:
@@ -161,13 +174,13 @@ def change_text(change: dict | None) -> str:
     if not change:
         return "-"
     old = "(unset)" if change.get("from") in (None, "") else change["from"]
-    name = change["name"]
+    name, also = change["name"], f" (with {', '.join(change['also'])})" if change.get("also") else ""  # raised together
     if change["kind"] == "env":
-        return f"{name}={old} → {change['to']}"
+        return f"{name}={old} → {change['to']}{also}"
     if change["kind"] == "client":
         flag = name if name.startswith("--") else "--" + name.replace("_", "-")
-        return f"client {flag} {old} → {change['to']}"
-    return f"{name} {old} → {change['to']}"
+        return f"client {flag} {old} → {change['to']}{also}"
+    return f"{name} {old} → {change['to']}{also}"
 
 
 def decision(step: dict, is_baseline: bool) -> str:
@@ -184,7 +197,7 @@ def steps_table(doc: dict) -> Table:
         first = step is doc.get("baseline")
         res = step["result"]
         rows.append(["baseline" if first else str(step["n"]), step.get("verdict") or "-", change_text(step.get("change")),
-                     *(num(res.get(k), d) for k, _, d in RESULT_COLUMNS), str(res.get("repeats", "-")),
+                     *(cell(res, k, d) for k, _, d in RESULT_COLUMNS), str(res.get("repeats", "-")),
                      gain_text(step.get("gain")), step.get("noise_verdict") or "-", decision(step, first)])
     return Table(header, rows, text=("verdict", "change", "noise verdict", "decision"))
 
@@ -193,18 +206,20 @@ def _detail(doc: dict, step: dict) -> dict:
     """A step as a paragraph: what the diagnosis said, what was changed, what it measured, the call."""
     first = step is doc.get("baseline")
     res, floor = step["result"], band(doc)
-    heading = "Baseline" if first else f"Step {step['n']}: {change_text(step.get('change'))}"
+    heading = "Baseline" if first else f"Step {step['n']}: {change_text(step.get('change'))} — {'kept' if step.get('kept') else 'reverted'}"
     measured = (f"{num(res.get('output_tok_s'))} output tok/s, mean TTFT {num(res.get('mean_ttft_ms'), 0)} ms, "
                 f"mean TPOT {num(res.get('mean_tpot_ms'))} ms over {res.get('repeats', '?')} "
                 f"{'prediction' if step.get('simulated') else 'repeat'}(s)")
     lines = [f"Verdict: {step.get('verdict') or 'none'}.", f"{'Predicted' if step.get('simulated') else 'Measured'}: "
              f"{measured}."]
+    after = (step.get("diagnosis_after") or {}).get("verdict")
     if first:
         lines.append(f"Configuration: {config_text(step['config'])}.")
     else:
         lines.append(f"Gain on {_metric(doc)}: {gain_text(step.get('gain'))} against the configuration it "
-                     f"changed; noise band ±{share(floor)} → {step.get('noise_verdict') or 'not judged'}.")
-        lines.append(f"{'Kept' if step.get('kept') else 'Reverted'}: {step.get('why') or 'no reason recorded'}.")
+                     f"was compared with; noise band ±{share(floor)} → {step.get('noise_verdict') or 'not judged'}.")
+        lines.append(f"Why: {step.get('why') or 'no reason recorded'}.")
+        lines += [f"Diagnosis of its runs: {after}."] if after else []
     return {"heading": heading, "simulated": bool(step.get("simulated")), "lines": lines,
             "evidence": list(step.get("evidence") or []), "runs": list(res.get("runs") or [])}
 
@@ -217,13 +232,13 @@ def config_text(config: dict) -> str:
     return "; ".join(parts + [_client_flags(config.get("client") or {})])
 
 
-def summary(doc: dict, simulated: bool) -> list[str]:
+def summary(doc: dict) -> list[str]:
     """The answer first: how far it moved, in how many steps, why it stopped, what it cost."""
     steps, base, final = doc["steps"], doc.get("baseline"), doc["final"]
-    kept = [s for s in steps if s.get("kept")]
+    kept, predicted = [s for s in steps if s.get("kept")], sum(1 for s in steps if s.get("simulated"))
     out = [_headline(doc, base, final),
            f"{len(steps)} change(s) tried after the baseline: {len(kept)} kept, {len(steps) - len(kept)} reverted"
-           + (f" ({sum(1 for s in steps if s.get('simulated'))} of them SIMULATED)" if simulated else "") + ".",
+           + (f" ({predicted} of them SIMULATED)" if predicted else "") + ".",
            f"Stopped because: {doc['stopped_because']}.", f"Budget: {budget_text(doc['budget'])}"]
     if not doc["engine"].get("restartable", True):
         out.append("The engine is external (servelab cannot restart it): only the client's side — its "
@@ -250,19 +265,20 @@ def _headline(doc: dict, base: dict | None, final: dict) -> str:
 
 def budget_text(b: dict) -> str:
     runs = f"{b['runs_used']} of {b['runs_limit']}" if b.get("runs_limit") is not None else f"{b['runs_used']} (no limit)"
-    minutes = f"{num(b['minutes_used'])}" + (f" of {num(b['minutes_limit'])}" if b.get("minutes_limit") is not None
-                                             else " (no limit)")
-    return (f"{runs} measured runs (each repeat counts one), {minutes} minutes; "
+    minutes = (f"{num(b['minutes_used'])} of {num(b['minutes_limit'])} minutes" if b.get("minutes_limit") is not None
+               else f"{num(b['minutes_used'])} minutes (no limit)")
+    return (f"{runs} measured runs (each repeat counts one), {minutes}; "
             f"{b.get('engine_starts', 0)} engine start(s); {b.get('simulated_runs', 0)} simulated run(s), not counted.")
 
 
 def final_result(doc: dict) -> dict | None:
-    """The measured result of the final configuration: the last step (or the baseline) that ran it."""
+    """The measured result of the final configuration: the step it names (``from_step``), else the last
+    step (or the baseline) that ran the same configuration."""
+    steps, named = _all_steps(doc), doc["final"].get("from_step")
+    if named is not None:
+        return next((s["result"] for s in steps if s.get("n") == named), None)
     want = {k: doc["final"].get(k) for k in ("engine_args", "env", "client")}
-    for step in reversed(_all_steps(doc)):
-        if {k: step["config"].get(k) for k in want} == want:
-            return step["result"]
-    return None
+    return next((s["result"] for s in reversed(steps) if {k: s["config"].get(k) for k in want} == want), None)
 
 
 def _client_flags(client: dict) -> str:
@@ -320,11 +336,21 @@ def points_table(op: dict) -> Table:
                  text=("note",), mark=mark)
 
 
+def fixed_text(fixed: dict) -> str:
+    """``dataset=random, input_len=128, …``: the scalar fields (a request rate of null is inf: JSON has no
+    infinity), then the workload's own flags when recorded."""
+    pairs = [f"{k}={'inf' if v is None and k == 'request_rate' else v}" for k, v in fixed.items()
+             if not isinstance(v, (list, dict)) and (v is not None or k == "request_rate")]
+    argv = fixed.get("argv")
+    return ", ".join(pairs) + (f" (flags: {' '.join(map(str, argv))})" if argv else "")
+
+
 def method(doc: dict) -> list[tuple[str, str]]:
     """What was fixed, what was free, how a gain was judged, what it cost, why it stopped."""
     obj, eng, noise = doc["objective"], doc["engine"], doc["noise"]
     slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in (obj.get("slo") or {}).items())
-    fixed = ", ".join(f"{k}={v}" for k, v in (doc["workload"].get("fixed") or {}).items() if v is not None)
+    fixed = fixed_text(doc["workload"].get("fixed") or {})
+    free = "; ".join(doc["workload"].get("free") or ["the client's concurrency and workers"])
     plan = doc.get("plan_check")
     return [("objective", f"{obj['kind']}{f' (SLO: {slo})' if slo else ''} — {obj.get('why') or 'as asked'}"),
             ("engine", f"{eng['kind']}, {eng.get('model', '?')}; "
@@ -332,10 +358,9 @@ def method(doc: dict) -> list[tuple[str, str]]:
                           else "external: never restarted, its configuration untouched")),
             ("plan check", plan["line"] if plan else "not run"),
             ("fixed", f"the workload's shape: {fixed}; every configuration got the same requests (same seed)"),
-            ("free", "the client's concurrency and workers: reported beside the engine's configuration"),
+            ("free", f"{free}: reported beside the engine's configuration"),
             ("repeats", f"{noise.get('repeats', '?')} per configuration; each repeat is one measured run"),
-            ("noise rule", f"{noise.get('rule', '')} Floor used: {share(float(noise['floor']))}"
-                           + (f" ({share(band(doc))} for the latency objective)." if obj["kind"] == "latency" else ".")),
+            ("noise rule", f"{noise.get('rule', '')} Floor used: {share(band(doc))}."),
             ("budget", budget_text(doc["budget"])),
             ("stopped because", doc["stopped_because"])]
 
@@ -343,7 +368,7 @@ def method(doc: dict) -> list[tuple[str, str]]:
 def limits(doc: dict, simulated: bool) -> list[str]:
     """The loop's own limits first, then what follows from how this run went."""
     out = list(doc.get("limits") or [])
-    if simulated:
+    if simulated and not any("SIMULATED" in x for x in out):  # the loop may have said it already
         out.append(SIM_ERROR)
     if not doc["engine"].get("restartable", True):
         out.append("The engine's own settings were not tried: a better engine configuration may exist.")
