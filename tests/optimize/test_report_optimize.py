@@ -43,7 +43,8 @@ def md_table_after(md: str, heading: str) -> list[list[str]]:
 def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     md, html = written(tmp_path, "throughput")
     assert "- Output throughput 31.2 → 71.4 tok/s (2.29×, +128.8 %) under the same workload." in md
-    assert "- 4 change(s) tried after the baseline: 2 kept, 2 reverted (1 of them SIMULATED)." in md
+    assert ("- 4 change(s) tried after the baseline: 2 kept, 1 reverted, 1 only ranked on the simulator "
+            "(SIMULATED, not measured).") in md
     assert "- Stopped because: no untried change for the verdict." in md
     assert ("- Budget: 8 of 12 measured runs (each repeat counts one), 14.2 of 30.0 minutes; 3 engine start(s); "
             "4 simulated run(s), not counted.") in md
@@ -52,11 +53,12 @@ def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     assert [r[0] for r in table[1:]] == ["baseline", "1", "2", "3", "4"]
     assert table[1][3:6] == ["31.2 ± 0.3", "14,800 ± 150", "60.1 ± 0.3"]  # mean ± half-range where values exist
     assert table[3][3] == "71.4"
-    assert [r[-1] for r in table[1:]] == ["start", "kept", "kept", "reverted (SIMULATED)", "reverted"]
+    assert [r[-1] for r in table[1:]] == ["start", "kept", "kept", "not measured (SIMULATED)", "reverted"]
     assert table[1 + 1][2] == "--max-num-seqs 2 → 8" and table[1 + 1][-3:-1] == ["1.87× (+86.9 %)", "better"]
     assert table[4 + 1][2] == "VLLM_CPU_KVCACHE_SPACE=4 → 8" and table[4 + 1][-2] == "within noise"
-    assert "### Step 3: --max-num-seqs 16 → 32 — reverted — SIMULATED" in md
-    assert "Predicted: 73.9 output tok/s" in md and "noise band ±10 % → within noise" in md
+    assert "### Step 3: --max-num-seqs 16 → 32 — not measured — SIMULATED" in md
+    assert "Predicted: 73.9 output tok/s" in md and "noise band ±10 % → not judged" in md
+    assert "noise band ±10 % → within noise" in md
     assert "Why: +1.0 %, ranges overlap: reverted." in md
     assert "Configuration: engine --max-num-seqs 2; env VLLM_CPU_KVCACHE_SPACE=4; client --max-concurrency 16" in md
     assert "request_rate=inf, seed=0;" in md  # null is how JSON carries inf
@@ -120,6 +122,26 @@ def test_external_engine_only_the_client_side(tmp_path):
     assert "external: never restarted, its configuration untouched" in md
     assert "The engine's own settings were not tried" in md
     assert "servelab scale --replicas 2 --ready-url http://10.0.0.7:8000 --max-concurrency 16" in md
+
+
+def test_a_note_while_the_loop_runs(tmp_path):
+    """The loop rewrites optimize.json after every step and calls write_report: from its first write
+    (no baseline, no final, no stop) to a baseline with nothing verified after it."""
+    folder = folder_of(tmp_path, "throughput")
+    doc = json.loads((folder / "optimize.json").read_text())
+    doc.update(baseline=None, steps=[], final=None, operating_point=None, next=None, stopped_because=None)
+    doc["objective"]["why"] = "set after the baseline"
+    (folder / "optimize.json").write_text(json.dumps(doc))
+    md = write_report(folder)[1].read_text()
+    assert "- No baseline finished: nothing was measured to compare with." in md
+    assert "- Still running: this note is rewritten after every step; below is the answer so far." in md
+    assert "No configuration has been verified yet." in md and "No scale command was recorded." in md
+    assert "Not measured yet: the load sweep on the final configuration comes after the last change." in md
+    baseline = json.loads((DATA / "report_throughput.json").read_text())["baseline"]
+    (folder / "optimize.json").write_text(json.dumps({**doc, "baseline": baseline}))
+    md = write_report(folder)[1].read_text()
+    assert "- Output throughput 31.2 tok/s at the baseline; no change verified yet." in md
+    assert [r[0] for r in md_table_after(md, "## Steps")[1:]] == ["baseline"]
 
 
 def test_final_result_is_the_run_of_the_final_configuration():

@@ -120,6 +120,7 @@ def build_note(doc: dict, path: Path | str = OPTIMIZE_FILE) -> Note:
 
 
 def _note(doc: dict) -> Note:
+    doc = {**doc, "final": doc.get("final") or {}}  # none yet: the loop writes the record from its first step
     simulated = _sim_engine(doc) or any(s.get("simulated") for s in _all_steps(doc))
     op = doc.get("operating_point")
     return Note(
@@ -127,7 +128,7 @@ def _note(doc: dict) -> Note:
         meta=f"{doc['engine']['kind']} · {doc['engine'].get('model', '?')} · started {doc.get('started', '?')} · "
              f"servelab {doc.get('servelab_version', '?')}",
         summary=summary(doc), steps=steps_table(doc), details=[_detail(doc, s) for s in _all_steps(doc)],
-        final=final_lines(doc), serve_command=doc["final"].get("serve_command") or "",
+        final=final_lines(doc), serve_command=serve_command(doc),
         comparison=comparison_table(doc), operating=operating_lines(doc), points=points_table(op) if op else None,
         scale_command=(doc.get("next") or {}).get("scale_command", ""), method=method(doc),
         limits=limits(doc, simulated), simulated=simulated)
@@ -184,8 +185,16 @@ def change_text(change: dict | None) -> str:
 
 
 def decision(step: dict, is_baseline: bool) -> str:
-    word = "start" if is_baseline else "kept" if step.get("kept") else "reverted"
-    return f"{word} (SIMULATED)" if step.get("simulated") else word
+    return f"{_call(step, is_baseline)} (SIMULATED)" if step.get("simulated") else _call(step, is_baseline)
+
+
+def _call(step: dict, is_baseline: bool) -> str:
+    """start, kept, reverted — or, for a change only ranked on the simulator (no noise verdict), not measured."""
+    if is_baseline:
+        return "start"
+    if step.get("kept"):
+        return "kept"
+    return "not measured" if step.get("simulated") and step.get("noise_verdict") is None else "reverted"
 
 
 def steps_table(doc: dict) -> Table:
@@ -206,7 +215,7 @@ def _detail(doc: dict, step: dict) -> dict:
     """A step as a paragraph: what the diagnosis said, what was changed, what it measured, the call."""
     first = step is doc.get("baseline")
     res, floor = step["result"], band(doc)
-    heading = "Baseline" if first else f"Step {step['n']}: {change_text(step.get('change'))} — {'kept' if step.get('kept') else 'reverted'}"
+    heading = "Baseline" if first else f"Step {step['n']}: {change_text(step.get('change'))} — {_call(step, False)}"
     measured = (f"{num(res.get('output_tok_s'))} output tok/s, mean TTFT {num(res.get('mean_ttft_ms'), 0)} ms, "
                 f"mean TPOT {num(res.get('mean_tpot_ms'))} ms over {res.get('repeats', '?')} "
                 f"{'prediction' if step.get('simulated') else 'repeat'}(s)")
@@ -235,11 +244,13 @@ def config_text(config: dict) -> str:
 def summary(doc: dict) -> list[str]:
     """The answer first: how far it moved, in how many steps, why it stopped, what it cost."""
     steps, base, final = doc["steps"], doc.get("baseline"), doc["final"]
-    kept, predicted = [s for s in steps if s.get("kept")], sum(1 for s in steps if s.get("simulated"))
+    calls = [_call(s, False) for s in steps]
+    ranked = calls.count("not measured")
     out = [_headline(doc, base, final),
-           f"{len(steps)} change(s) tried after the baseline: {len(kept)} kept, {len(steps) - len(kept)} reverted"
-           + (f" ({predicted} of them SIMULATED)" if predicted else "") + ".",
-           f"Stopped because: {doc['stopped_because']}.", f"Budget: {budget_text(doc['budget'])}"]
+           f"{len(steps)} change(s) tried after the baseline: {calls.count('kept')} kept, "
+           f"{calls.count('reverted')} reverted" + (f", {ranked} only ranked on the simulator (SIMULATED, not "
+                                                    "measured)" if ranked else "") + ".",
+           stopped_text(doc), f"Budget: {budget_text(doc['budget'])}"]
     if not doc["engine"].get("restartable", True):
         out.append("The engine is external (servelab cannot restart it): only the client's side — its "
                    "concurrency and workers — was optimised; the engine's configuration is as found.")
@@ -258,9 +269,17 @@ def _headline(doc: dict, base: dict | None, final: dict) -> str:
         tail = "-" if f is None or not b else f"{num(f, 0)} ms ({f / b:.2f}×, {pct(f / b)})"
         why = doc["objective"].get("why")
         return f"Mean TTFT {num(b, 0)} ms → {tail} under the same load." + (f" Why this objective: {why}." if why else "")
-    b, f = base["result"]["output_tok_s"], final["output_tok_s"]
+    b, f = base["result"]["output_tok_s"], final.get("output_tok_s")
+    if f is None:
+        return f"Output throughput {num(b)} tok/s at the baseline; no change verified yet."
     ratio = f"{f / b:.2f}×, {pct(f / b)}" if b else "-"
     return f"Output throughput {num(b)} → {num(f)} tok/s ({ratio}) under the same workload."
+
+
+def stopped_text(doc: dict) -> str:
+    if doc["stopped_because"] is None:  # the loop rewrites the record, and this note, after every step
+        return "Still running: this note is rewritten after every step; below is the answer so far."
+    return f"Stopped because: {doc['stopped_because']}."
 
 
 def budget_text(b: dict) -> str:
@@ -293,9 +312,16 @@ def client_text(client: dict) -> str:
             "serves, not engine settings).")
 
 
+def serve_command(doc: dict) -> str:
+    """The line that serves the final configuration; none for an engine servelab does not start."""
+    return doc["final"].get("serve_command") or "" if doc["engine"].get("restartable", True) else ""
+
+
 def final_lines(doc: dict) -> list[str]:
     final = doc["final"]
-    out = [] if final.get("serve_command") else [
+    if not final:
+        return ["No configuration has been verified yet."]
+    out = [] if serve_command(doc) else [
         "The engine was not started by servelab: there is no serve line; its configuration is unchanged."]
     env = final.get("env") or {}
     if env and not all(f"{k}=" in (final.get("serve_command") or "") for k in env):
@@ -318,6 +344,8 @@ def comparison_table(doc: dict) -> Table:
 def operating_lines(doc: dict) -> list[str]:
     op = doc.get("operating_point")
     if not op:
+        if doc["stopped_because"] is None:
+            return ["Not measured yet: the load sweep on the final configuration comes after the last change."]
         return [f"Not measured: the run stopped ({doc['stopped_because']}) before the load sweep on the final "
                 "configuration."]
     return [f"{LOAD_NAMES.get(op['over'], op['over'])} {op['load']:g}: {num(op['output_tok_s'])} output tok/s, "
@@ -362,7 +390,7 @@ def method(doc: dict) -> list[tuple[str, str]]:
             ("repeats", f"{noise.get('repeats', '?')} per configuration; each repeat is one measured run"),
             ("noise rule", f"{noise.get('rule', '')} Floor used: {share(band(doc))}."),
             ("budget", budget_text(doc["budget"])),
-            ("stopped because", doc["stopped_because"])]
+            ("stopped because", doc["stopped_because"] or "not yet: still running")]
 
 
 def limits(doc: dict, simulated: bool) -> list[str]:
