@@ -1,5 +1,5 @@
-"""The optimize note (optimize/report.py) from hand-written optimize.json files that follow the
-contract: a throughput run with kept, reverted and simulated steps; a latency objective; an
+"""The optimize note (optimize/report.py, report_text.py, report_page.py) from hand-written
+optimize.json files that follow the contract: a throughput run with kept, reverted and simulated steps; a latency objective; an
 interrupted run with no operating point; an external engine where only the client was tuned.
 (Named test_report_optimize.py: tests/cli/test_report.py holds the basename.)"""
 
@@ -12,7 +12,8 @@ import pytest
 
 from servelab.cli import main
 from servelab.errors import InputError
-from servelab.optimize.report import build_note, final_result, write_report
+from servelab.optimize.report import build_note, write_report
+from servelab.optimize.report_text import final_result
 
 DATA = Path(__file__).parent / "data"
 
@@ -53,6 +54,7 @@ def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     assert [r[0] for r in table[1:]] == ["baseline", "1", "2", "3", "4"]
     assert table[1][3:6] == ["31.2 ± 0.3", "14,800 ± 150", "60.1 ± 0.3"]  # mean ± half-range where values exist
     assert table[3][3] == "71.4"
+    assert "- cells: mean ± half-range over the repeats where each repeat's value was recorded" in md
     assert [r[-1] for r in table[1:]] == ["start", "kept", "kept", "not measured (SIMULATED)", "reverted"]
     assert table[1 + 1][2] == "--max-num-seqs 2 → 8" and table[1 + 1][-3:-1] == ["1.87× (+86.9 %)", "better"]
     assert table[4 + 1][2] == "VLLM_CPU_KVCACHE_SPACE=4 → 8" and table[4 + 1][-2] == "within noise"

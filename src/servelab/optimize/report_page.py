@@ -30,7 +30,8 @@ tr.mark td { background: #eef7ee; font-weight: 600; }
 <thead><tr>{% for h in t.header %}<th{% if h in t.text %} class="txt"{% endif %}>{{ h }}</th>{% endfor %}</tr></thead>
 <tbody>{% for row in t.rows %}{% set i = loop.index0 %}<tr{% if i == t.mark %} class="mark"{% endif %}>
 {% for cell in row %}<td class="{{ cell_class(t, loop.index0, cell) }}">{{ cell }}</td>{% endfor %}</tr>
-{% endfor %}</tbody></table></div>{% endmacro %}
+{% endfor %}</tbody></table></div>
+{% if t.notes %}<ul class="notes">{% for x in t.notes %}<li>{{ x }}</li>{% endfor %}</ul>{% endif %}{% endmacro %}
 <h1>{{ n.title }}</h1>
 <p class="meta">{{ n.meta }}</p>
 <nav><a href="#summary">summary</a><a href="#steps">steps</a><a href="#final">final configuration</a>
