@@ -1,7 +1,8 @@
 """The optimize note (optimize/report.py, report_text.py, report_page.py) from hand-written
-optimize.json files that follow the contract: a throughput run with kept, reverted and simulated steps; a latency objective; an
-interrupted run with no operating point; an external engine where only the client was tuned.
-(Named test_report_optimize.py: tests/cli/test_report.py holds the basename.)"""
+optimize.json files that follow the contract: a throughput run with kept, reverted and simulated
+steps; a latency objective; an interrupted run with no operating point; an external engine where
+only the client was tuned. (Named test_report_optimize.py: tests/cli/test_report.py holds the
+basename.)"""
 
 import json
 import re
@@ -55,9 +56,10 @@ def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     assert table[1][3:6] == ["31.2 ± 0.3", "14,800 ± 150", "60.1 ± 0.3"]  # mean ± half-range where values exist
     assert table[3][3] == "71.4"
     assert "- cells: mean ± half-range over the repeats where each repeat's value was recorded" in md
-    assert [r[-1] for r in table[1:]] == ["start", "kept", "kept", "not measured (SIMULATED)", "reverted"]
-    assert table[1 + 1][2] == "--max-num-seqs 2 → 8" and table[1 + 1][-3:-1] == ["1.87× (+86.9 %)", "better"]
-    assert table[4 + 1][2] == "VLLM_CPU_KVCACHE_SPACE=4 → 8" and table[4 + 1][-2] == "within noise"
+    assert [r[-1] for r in table[1:]] == ["start", "kept (better)", "kept (better)", "not measured (SIMULATED)",
+                                          "reverted (within noise)"]
+    assert table[1 + 1][2] == "--max-num-seqs 2 → 8" and table[1 + 1][-2] == "1.87× (+86.9 %)"
+    assert table[4 + 1][2] == "VLLM_CPU_KVCACHE_SPACE=4 → 8" and table[4 + 1][-2] == "1.01× (+1.0 %)"
     assert "### Step 3: --max-num-seqs 16 → 32 — not measured — SIMULATED" in md
     assert "Predicted: 73.9 output tok/s" in md and "noise band ±10 % → not judged" in md
     assert "noise band ±10 % → within noise" in md

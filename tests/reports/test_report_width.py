@@ -64,16 +64,21 @@ NOTE_MEASURE = ("<script>addEventListener('load', () => { const plot = document.
                 "const root = document.documentElement; document.title = 'boxes:' + "
                 "[...document.querySelectorAll('div.wide, pre.cmd')].map(d => d.scrollWidth - d.clientWidth).join(',') "
                 "+ ' page:' + (root.scrollWidth - root.clientWidth) + ' plot:' + Math.round(box.width) + 'x' "
-                "+ Math.round(box.height) + ' tables:' + document.querySelectorAll('table').length; });</script></body>")
+                "+ Math.round(box.height) + ' tables:' + document.querySelectorAll('table').length; });"
+                "</script></body>")
 OPTIMIZE_DATA = Path(__file__).resolve().parents[1] / "optimize" / "data"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="apt-get install -y chromium")
-@pytest.mark.parametrize("fixture, wide", [("throughput", 5), ("external", 4)])  # 3 tables + the commands
+@pytest.mark.parametrize("fixture, wide", [("report_throughput", 5), ("report_external", 4),  # 3 tables + commands
+                                           ("example_optimize", 5)])  # the loop's own, once its branch is merged
 def test_optimize_note_renders_in_a_browser(tmp_path, fixture, wide):
     from servelab.optimize.report import write_report
 
-    (tmp_path / "optimize.json").write_text((OPTIMIZE_DATA / f"report_{fixture}.json").read_text())
+    source = OPTIMIZE_DATA / f"{fixture}.json"
+    if not source.is_file():
+        pytest.skip(f"{source.name} is not here yet (branch optimize)")
+    (tmp_path / "optimize.json").write_text(source.read_text())
     html = write_report(tmp_path)[0].read_text()
     for width in (1100, 760):
         title = loaded_title(html, tmp_path, width, NOTE_MEASURE)

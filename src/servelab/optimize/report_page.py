@@ -20,7 +20,8 @@ TEMPLATE = HEAD + r"""
 /* Commands wrap rather than widen the page: a serve line is pasted whole, not read across. */
 pre.cmd { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; border: 1px solid #e3e3e3;
           padding: .6rem; font-size: .82rem; }
-td.txt, th.txt { text-align: left; overflow-wrap: anywhere; }
+/* Words wrap between words; a flag or variable name (the change) anywhere, so a table fits a printed page. */
+td.txt, th.txt { text-align: left; overflow-wrap: break-word; } td.any { overflow-wrap: anywhere; }
 tr.mark td { background: #eef7ee; font-weight: 600; }
 .sim { color: #b42318; font-weight: 700; }
 </style>
@@ -46,7 +47,8 @@ tr.mark td { background: #eef7ee; font-weight: 600; }
 <h3>{{ d.heading }}{% if d.simulated %} <span class="sim">SIMULATED</span>{% endif %}</h3>
 <p>{{ d.lines | join(" ") }}</p>
 {% if d.evidence %}<ul class="notes">{% for e in d.evidence %}<li>evidence: {{ e }}</li>{% endfor %}</ul>{% endif %}
-{% if d.runs %}<p class="notes">runs: {% for r in d.runs %}<code>{{ r }}</code>{% if not loop.last %}, {% endif %}{% endfor %}</p>{% endif %}
+{% if d.runs %}<p class="notes">runs: {% for r in d.runs %}<code>{{ r }}</code>{% if not loop.last %}, {% endif %}
+{% endfor %}</p>{% endif %}
 {% endfor %}
 
 <h2 id="final">Final configuration</h2>
@@ -72,7 +74,7 @@ on the final configuration; the circle marks the operating point</figcaption>{{ 
 </html>
 """
 
-_VERDICT_CLASS = {"better": "better", "worse": "worse", "within noise": "noise"}
+_VERDICT_CLASS = (("(better", "better"), ("(worse", "worse"), ("(within noise", "noise"))
 
 
 def render_html(note) -> str:
@@ -86,7 +88,8 @@ def _cell_class(table, column: int, cell: str) -> str:
     """Words left-aligned; a noise verdict coloured as compare's tables colour it."""
     if table.header[column] not in table.text:
         return ""
-    return "txt " + _VERDICT_CLASS.get(cell, "")
+    anywhere = " any" if table.header[column] == "change" else ""
+    return "txt" + anywhere + " " + next((cls for word, cls in _VERDICT_CLASS if word in cell), "")
 
 
 def operating_figure(op: dict | None, simulated: bool) -> str:

@@ -96,7 +96,10 @@ def change_text(change: dict | None) -> str:
 
 
 def decision(step: dict, is_baseline: bool) -> str:
-    return f"{_call(step, is_baseline)} (SIMULATED)" if step.get("simulated") else _call(step, is_baseline)
+    """The call and what it rests on: ``kept (better)``, ``reverted (within noise)``, ``not measured (SIMULATED)``."""
+    tags = [step["noise_verdict"]] if step.get("noise_verdict") else []
+    tags += ["SIMULATED"] if step.get("simulated") else []
+    return f"{_call(step, is_baseline)} ({', '.join(tags)})" if tags else _call(step, is_baseline)
 
 
 def _call(step: dict, is_baseline: bool) -> str:
@@ -111,16 +114,17 @@ def _call(step: dict, is_baseline: bool) -> str:
 def steps_table(doc: dict) -> Table:
     """One row per configuration tried, the baseline first: what changed, what it measured, the call."""
     header = ["step", "verdict", "change", *(h for _, h, _ in RESULT_COLUMNS), "repeats",
-              f"gain ({_metric(doc)})", "noise verdict", "decision"]
+              f"gain ({_metric(doc)})", "decision (noise verdict)"]
     rows = []
     for step in all_steps(doc):
         first = step is doc.get("baseline")
         res = step["result"]
-        rows.append(["baseline" if first else str(step["n"]), step.get("verdict") or "-", change_text(step.get("change")),
+        rows.append(["baseline" if first else str(step["n"]), step.get("verdict") or "-",
+                     change_text(step.get("change")),
                      *(cell(res, k, d) for k, _, d in RESULT_COLUMNS), str(res.get("repeats", "-")),
-                     gain_text(step.get("gain")), step.get("noise_verdict") or "-", decision(step, first)])
+                     gain_text(step.get("gain")), decision(step, first)])
     spread = any((s["result"].get("values") or {}) for s in all_steps(doc))
-    return Table(header, rows, text=("verdict", "change", "noise verdict", "decision"),
+    return Table(header, rows, text=("verdict", "change", header[-1]),
                  notes=[SPREAD_NOTE] if spread else [])
 
 
@@ -185,7 +189,8 @@ def _headline(doc: dict, base: dict | None, final: dict) -> str:
         b, f = base["result"]["mean_ttft_ms"], now.get("mean_ttft_ms")
         tail = "-" if f is None or not b else f"{num(f, 0)} ms ({f / b:.2f}×, {pct(f / b)})"
         why = doc["objective"].get("why")
-        return f"Mean TTFT {num(b, 0)} ms → {tail} under the same load." + (f" Why this objective: {why}." if why else "")
+        return f"Mean TTFT {num(b, 0)} ms → {tail} under the same load." + (
+            f" Why this objective: {why}." if why else "")
     b, f = base["result"]["output_tok_s"], final.get("output_tok_s")
     if f is None:
         return f"Output throughput {num(b)} tok/s at the baseline; no change verified yet."
@@ -200,7 +205,8 @@ def stopped_text(doc: dict) -> str:
 
 
 def budget_text(b: dict) -> str:
-    runs = f"{b['runs_used']} of {b['runs_limit']}" if b.get("runs_limit") is not None else f"{b['runs_used']} (no limit)"
+    runs = (f"{b['runs_used']} of {b['runs_limit']}" if b.get("runs_limit") is not None
+            else f"{b['runs_used']} (no limit)")
     minutes = (f"{num(b['minutes_used'])} of {num(b['minutes_limit'])} minutes" if b.get("minutes_limit") is not None
                else f"{num(b['minutes_used'])} minutes (no limit)")
     return (f"{runs} measured runs (each repeat counts one), {minutes}; "
