@@ -111,7 +111,8 @@ def test_interrupted_run_without_operating_point(tmp_path):
     assert ("Not measured: the run stopped (interrupted) before the load sweep on the final configuration.") in md
     assert "No operating point: the load this configuration serves" in md
     assert "**plan check**: not run" in md and "Budget: 0 of 10 measured runs" in md
-    assert "--gpu-memory-utilization 0.8 → 0.92 (with --max-num-seqs)" in md  # raised together
+    assert ("| 1        | kv-capacity | --gpu-memory-utilization 0.8 → 0.92 (with --max-num-seqs), with "
+            "--max-num-batched-tokens 2048 → 4096 |") in md  # raised together; paired with the limit it moved to
     assert "<svg" not in html and "<figure>" not in html
 
 

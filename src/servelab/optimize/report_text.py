@@ -95,6 +95,12 @@ def change_text(change: dict | None) -> str:
     return f"{name} {old} → {change['to']}{also}"
 
 
+def step_change(step: dict) -> str:
+    """The step's change, and the one it was paired with (``with``: a change that moved the limit alone)."""
+    paired = step.get("with")
+    return change_text(step.get("change")) + (f", with {change_text(paired)}" if paired else "")
+
+
 def decision(step: dict, is_baseline: bool) -> str:
     """The call and what it rests on: ``kept (better)``, ``reverted (within noise)``, ``not measured (SIMULATED)``."""
     tags = [step["noise_verdict"]] if step.get("noise_verdict") else []
@@ -120,7 +126,7 @@ def steps_table(doc: dict) -> Table:
         first = step is doc.get("baseline")
         res = step["result"]
         rows.append(["baseline" if first else str(step["n"]), step.get("verdict") or "-",
-                     change_text(step.get("change")),
+                     step_change(step),
                      *(cell(res, k, d) for k, _, d in RESULT_COLUMNS), str(res.get("repeats", "-")),
                      gain_text(step.get("gain")), decision(step, first)])
     spread = any((s["result"].get("values") or {}) for s in all_steps(doc))
@@ -136,7 +142,7 @@ def step_detail(doc: dict, step: dict) -> dict:
     """A step as a paragraph: what the diagnosis said, what was changed, what it measured, the call."""
     first = step is doc.get("baseline")
     res, floor = step["result"], band(doc)
-    heading = "Baseline" if first else f"Step {step['n']}: {change_text(step.get('change'))} — {_call(step, False)}"
+    heading = "Baseline" if first else f"Step {step['n']}: {step_change(step)} — {_call(step, False)}"
     measured = (f"{num(res.get('output_tok_s'))} output tok/s, mean TTFT {num(res.get('mean_ttft_ms'), 0)} ms, "
                 f"mean TPOT {num(res.get('mean_tpot_ms'))} ms over {res.get('repeats', '?')} "
                 f"{'prediction' if step.get('simulated') else 'repeat'}(s)")
