@@ -1,7 +1,9 @@
 """``servelab report STUDY_DIR``: one self-contained HTML page (and Markdown) for a study.
 
 Memory budget bars, throughput bars, TTFT/ITL distributions, requests in flight
-per run, the comparison tables, and a generated "Methodology and limits".
+per run, the comparison tables, and a generated "Methodology and limits". A `servelab
+scale` folder gets its own page again, a `servelab optimize` folder its note
+(optimize.md and optimize.html, from optimize.json).
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.folder} is not a folder (give a study's results folder)")
     if not 0 <= args.noise_floor < 100:
         raise InputError("--noise-floor must be within 0..100 (percent)")
-    from servelab.results.layout import SCALE_FILE
+    from servelab.results.layout import OPTIMIZE_FILE, SCALE_FILE
+
+    if (args.folder / OPTIMIZE_FILE).is_file():  # a `servelab optimize` folder: its note, again
+        from servelab.optimize.report import write_report as write_note
+
+        html, md = write_note(args.folder)
+        print(f"report:   {html}\nmarkdown: {md}")
+        return 0
 
     if (args.folder / SCALE_FILE).is_file():  # a `servelab scale` folder: its own page
         from servelab.scale.report import write_scale_report

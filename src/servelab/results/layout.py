@@ -10,7 +10,8 @@
 
 A sweep's folder adds sweep.json; a tune's adds tune.json, tune.md and, beside a
 config that failed to start, infeasible.json (``tune --simulate``: presim.json,
-presim.md); a scale's adds scale.json. The engine's own log keeps its name from
+presim.md); a scale's adds scale.json; an optimize's adds optimize.json and its write-up,
+optimize.md and optimize.html. The engine's own log keeps its name from
 ``engines.engine.ENGINE_LOG`` (the engine writes it wherever it is started; a run
 folder holds the slice of its run).
 
@@ -44,6 +45,8 @@ CONSOLE_FILE = "console.txt"  # what a run printed, as the console showed it
 STUDY_SOURCE_FILE = "study.toml"  # the study file as it was run
 WARMUP_FILE = "warmup.txt"  # what the warm-up printed (kept apart from the run's console)
 REPORT_HTML, REPORT_MD = "report.html", "report.md"  # `servelab report`'s page (and its Markdown)
+OPTIMIZE_FILE = "optimize.json"  # a `servelab optimize` folder's record, rewritten after every step
+OPTIMIZE_HTML, OPTIMIZE_MD = "optimize.html", "optimize.md"  # its write-up, from optimize.json alone (optimize/report.py)
 # Files in a run folder that are not results.
 NOT_RESULTS = frozenset({RUN_MARKER, MEMORY_FILE, ENGINE_FILE, STUDY_FILE, PROMPTS_FILE})
 
