@@ -160,7 +160,10 @@ def _add_result_files(g, hidden: bool) -> None:
     g.add_argument("--save-detailed", action="store_true",
                    help=shown("also write per-request lists in the result JSON"))
     g.add_argument("--append-result", action="store_true", help=shown("append the result to --result-filename"))
-    g.add_argument("--result-dir", default=None, help=shown("folder of the result file (default: current)"))
+    g.add_argument("--result-dir", default=None,
+                   help=shown("folder of the result file (default: current). Every run streams its records "
+                              "as they complete, saved or not: beside the result, or, unsaved, to "
+                              ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
     g.add_argument("--result-filename", default=None,
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
 
