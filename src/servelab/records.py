@@ -130,10 +130,11 @@ class RunEnding:
     Every request the run meant to send is exactly one of:
       completed     a record, successful — in the records file and the result's ``completed``;
       failed        a record with an error — in the records file and the result's ``failed``;
-      cut           sent but never answered (a stop cancelled it in flight, or the run was
-                    killed before its record was written): no record, neither a success nor
-                    a failure — it measured nothing;
-      never_sent    released to nobody: the run ended before its turn.
+      cut           released by the schedule but never answered (a stop cancelled it in flight
+                    or while it waited for a concurrency slot, or the run was killed before
+                    its record was written): no record, neither a success nor a failure — it
+                    measured nothing;
+      never_sent    never released: the run ended before its turn in the schedule.
     ``meant == completed + failed + cut + never_sent``. The records file has exactly
     ``completed + failed`` record lines and this accounting as its last line, so the file
     and the result say the same. After a hard kill, what was sent is unknown: the requests

@@ -32,7 +32,8 @@ def killed_run(folder: Path, lines: list[str], meant: int = 5) -> Path:
 
 def line(i: int, error: str | None = None) -> str:
     return json.dumps({"request_id": f"r{i}", "prompt_len": 4, "expected_output_len": 2, "intended_send_ms": i,
-                       "dispatched_ms": i, "sent_ms": i, "done_ms": i + 3.0, "token_ms": [] if error else [i + 1, i + 2],
+                       "dispatched_ms": i, "sent_ms": i, "done_ms": i + 3.0,
+                       "token_ms": [] if error else [i + 1, i + 2],
                        "token_counts": [] if error else [1, 1], "output_tokens": 0 if error else 2,
                        "error": error, "http_status": 500 if error else 200, "finished": True}) + "\n"
 
@@ -91,7 +92,8 @@ def test_a_sigkilled_bench_of_20000_requests_is_recovered_within_the_flush_inter
     assert 0 < len(truth) < 20000, "the kill came mid-run"
     (path,) = recover.recover(tmp_path, say=lambda s: None)
     result = json.loads(path.read_text())
-    recovered = {json.loads(x)["request_id"] for x in Path(result["servelab"]["records_file"]).read_text().splitlines()}
+    records = Path(result["servelab"]["records_file"]).read_text().splitlines()
+    recovered = {json.loads(x)["request_id"] for x in records}
     missing = [r for r in truth if r.request_id not in recovered]
     # the stated policy: made ≤ FLUSH_S after the response ended, on disk ≤ FLUSH_S later
     # (+ 0.5 s for a busy two-core machine's scheduling)

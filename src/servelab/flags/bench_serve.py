@@ -276,7 +276,8 @@ def _load(args: argparse.Namespace) -> LoadSpec:
                     workers=args.workers, ray=args.ray, num_warmups=args.num_warmups,
                     ready_check_timeout_s=args.ready_check_timeout_sec, ramp_up_strategy=args.ramp_up_strategy,
                     ramp_up_start_rps=args.ramp_up_start_rps, ramp_up_end_rps=args.ramp_up_end_rps,
-                    self_timed=args.self_timed, probe_request_rate=args.probe_request_rate, **stop_fields(args))
+                    self_timed=args.self_timed, probe_request_rate=args.probe_request_rate,
+                    **stop_fields(args))
 
 
 SAMPLING_DESTS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",

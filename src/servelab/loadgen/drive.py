@@ -190,8 +190,8 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         cpu0, wall0 = _cpu_s(), time.time()
         digesting = asyncio.ensure_future(digest.run())
         probing = start_probes(config, samples[0])
-        watch = Watch(config.load, stop)
-        watching = asyncio.ensure_future(watch.run(counters)) if watch.active else None
+        watch = Watch(config.load, stop, counters)
+        watching = asyncio.ensure_future(watch.run()) if watch.active else None
         try:
             outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters,
                                          t0, on_done=_on_done(digest, watch))

@@ -47,10 +47,10 @@ class Watch:
 
     load: LoadSpec
     stop: asyncio.Event
+    counters: Counters  # the run's live counts; its t0_ns is set before the first request goes out
     reason: str | None = None
     saturated_at_s: float | None = None  # seconds from t0 when judged over-saturated
     evidence: dict = field(default_factory=dict)
-    _t0: int = 0
     _load: deque = field(default_factory=deque)  # (t_s, outstanding)
     _ttft: deque = field(default_factory=deque)  # (sent t_s, ttft ms)
     _counts: deque = field(default_factory=deque)  # (t_s, done, failed)
@@ -64,13 +64,14 @@ class Watch:
         """The pacer's on_done: one append (the slot's next request waits on it)."""
         resp = attempt.response
         if resp is not None and resp.reads and attempt.sent_ns:
-            self._ttft.append(((attempt.sent_ns - self._t0) / 1e9, (resp.reads[0][0] - attempt.sent_ns) / 1e6))
+            t0 = self.counters.t0_ns
+            self._ttft.append(((attempt.sent_ns - t0) / 1e9, (resp.reads[0][0] - attempt.sent_ns) / 1e6))
 
-    async def run(self, counters: Counters) -> None:
+    async def run(self) -> None:
         """Until cancelled or a rule fired that ends the run."""
+        counters = self.counters
         while True:
             await asyncio.sleep(TICK_S)
-            self._t0 = counters.t0_ns
             fired = self.judge(counters, (_now() - counters.t0_ns) / 1e9)
             if fired is not None and (fired != "saturated" or self.load.saturation == "stop"):
                 self.reason = fired
