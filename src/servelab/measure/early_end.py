@@ -109,6 +109,15 @@ def reason(run: BenchRun) -> str:
     return "interrupted" if out.interrupted else "completed"
 
 
+def line(ending: dict) -> str | None:
+    """The console's one line for a run that ended early, by the shared accounting."""
+    if not ending["early"]:
+        return None
+    sent = "" if ending["never_sent"] is None else f", {ending['never_sent']} never sent"
+    return (f"servelab: ended early ({ending['reason']}): of {ending['meant']} requests {ending['completed']} "
+            f"completed, {ending['failed']} failed, {ending['cut']} cut before an answer{sent}")
+
+
 def section(tally: Tally, run: BenchRun) -> dict:
     """The result's ``ending`` (and ``stop_rules`` when any were asked for)."""
     out = {"ending": ending(tally, run).to_dict()}

@@ -91,6 +91,8 @@ def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: 
     extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer), **labels, **context,
              **drove.sections, **shared, **early_end.section(m.tally, run)}
     footer(extra)
+    if said := early_end.line(extra["ending"]):
+        print(said)
     extra.update(beyond_vllm(spec, m.tally, m.summary, drove.replay, m.timeline))
     console.warnings(drove.warnings)
     keys = {**(probes or {}), **rps_change_events(spec.load, m.tally, run)}
