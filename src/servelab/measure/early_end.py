@@ -1,7 +1,8 @@
 """A run's records file from its first request to its last, and how the run ended.
 
-Every run that measures streams its records to a file (results/records_file.py), not
-only one saved with --save-result: killed hard, it can be recovered
+Every run that measures a server streams its records to a file (results/records_file.py),
+not only one saved with --save-result (an unsaved --simulate run has nothing a kill could
+cost: it writes none): killed hard, it can be recovered
 (``servelab results recover DIR``). A saved run's records go beside its result; an
 unsaved run's to ``.servelab/`` under --result-dir (default: the current folder), where
 the last one is kept as ``last.records.jsonl``. Before the run the folder is checked
@@ -43,12 +44,14 @@ def sink(spec: BenchSpec, work, model: str) -> records_file.RecordSink:
     tally keeps every turn's text: the run holds them anyway (its histories)."""
     out = spec.output
     requests = indexed(work)
+    tally = Tally(requests, detailed=out.save_detailed or spec.multi_turn.enabled)
+    if spec.simulate is not None and not saved(spec):  # no server, no waiting: nothing a kill could cost
+        return records_file.RecordSink(tally)
     folder = records_dir(spec)
     offer_recovery(Path(spec.output.result_dir or "."))
     tokens = max((r.expected_output_len or 0 for r in requests[:1000]), default=0)
     records_file.check_room(folder, len(requests), tokens)
     header = {"requests_meant": len(requests), **planned(spec, model)}
-    tally = Tally(requests, detailed=out.save_detailed or spec.multi_turn.enabled)
     return records_file.RecordSink(tally, records_file.RecordsFile(folder, header))
 
 
