@@ -134,7 +134,8 @@ class RunEnding:
                     or while it waited for a concurrency slot, or the run was killed before
                     its record was written): no record, neither a success nor a failure — it
                     measured nothing;
-      never_sent    never released: the run ended before its turn in the schedule.
+      never_sent    never released: the run ended before its turn in the schedule (or, in a
+                    multi-turn run, an earlier turn of its conversation failed).
     ``meant == completed + failed + cut + never_sent``. The records file has exactly
     ``completed + failed`` record lines and this accounting as its last line, so the file
     and the result say the same. After a hard kill, what was sent is unknown: the requests

@@ -1,9 +1,9 @@
 """Every early end accounted by the one rule (records.RunEnding), the result and the
 records file agreeing: a circuit-broken run, a run stopped as over-saturated, a full disk."""
 
-import errno
 import json
-import os
+
+from disk_helpers import filling_disk
 
 from servelab.cli.main import main
 from servelab.results import records_file
@@ -56,15 +56,7 @@ def test_a_run_past_the_servers_capacity_stops_itself(mock_server, qwen3_path, t
 
 def test_a_full_disk_mid_run_ends_it_in_one_line_with_whole_lines_kept(mock_server, qwen3_path, tmp_path,
                                                                        monkeypatch, capsys):
-    budget = [20_000]
-
-    def full_disk(fd, data):
-        if budget[0] <= 0:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        n = min(len(data), budget[0])
-        budget[0] -= n
-        return os.write(fd, bytes(data[:n]))
-
+    full_disk = filling_disk(20_000)
     real = records_file.RecordsFile.__init__
     monkeypatch.setattr(records_file.RecordsFile, "__init__",
                         lambda self, folder, header=None, writer=None: real(self, folder, header, full_disk))

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+from disk_helpers import filling_disk
 
 from servelab.errors import InputError, ServelabError
 from servelab.metrics.tally import Tally
@@ -60,16 +61,7 @@ def test_a_quiet_tail_is_written_by_the_tick_once_flush_s_has_passed(tmp_path):
 
 
 def test_enospc_mid_run_keeps_whole_lines_only_and_says_so(tmp_path):
-    budget = [1500]  # bytes the disk takes before it is full
-
-    def full_disk(fd, data):
-        if budget[0] <= 0:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        n = min(len(data), budget[0])
-        budget[0] -= n
-        return os.write(fd, bytes(data[:n]))
-
-    f = records_file.RecordsFile(tmp_path, writer=full_disk)
+    f = records_file.RecordsFile(tmp_path, writer=filling_disk(1500))  # ~3 lines, then full
     for i in range(3):
         f.write(rec(i), 0)
     f.flush()  # ~1.4 KB: on disk

@@ -96,11 +96,12 @@ def finish_unsaved(spec: BenchSpec, sink: records_file.RecordSink) -> Path | Non
     return path
 
 
-def ending(tally: Tally, run: BenchRun) -> RunEnding:
-    """The run's accounting by records.RunEnding's one rule."""
+def ending(tally: Tally, run: BenchRun, abandoned: int = 0) -> RunEnding:
+    """The run's accounting by records.RunEnding's one rule; ``abandoned``: a multi-turn
+    run's turns never sent because an earlier turn of their conversation failed."""
     status = tally.col["status"]
     return RunEnding(reason(run), len(tally.requests), int((status == OK).sum()), int((status == FAILED).sum()),
-                     run.outcome.not_sent)
+                     run.outcome.not_sent + abandoned)
 
 
 def reason(run: BenchRun) -> str:
@@ -121,9 +122,10 @@ def line(ending: dict) -> str | None:
             f"completed, {ending['failed']} failed, {ending['cut']} cut before an answer{sent}")
 
 
-def section(tally: Tally, run: BenchRun) -> dict:
-    """The result's ``ending`` (and ``stop_rules`` when any were asked for)."""
-    out = {"ending": ending(tally, run).to_dict()}
+def section(tally: Tally, run: BenchRun, replay=None) -> dict:
+    """The result's ``ending`` (and ``stop_rules`` when any were asked for); ``replay``: a
+    multi-turn run's (loadgen/conversations.Replay)."""
+    out = {"ending": ending(tally, run, replay.abandoned if replay is not None else 0).to_dict()}
     if run.stop_rules is not None:
         out["stop_rules"] = run.stop_rules
     return out

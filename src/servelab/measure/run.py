@@ -89,7 +89,7 @@ def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: 
     console.block(m.summary, m.tally, config, shown, probes, labels)
     console.multi_turn_units(spec, m.summary)
     extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer), **labels, **context,
-             **drove.sections, **shared, **early_end.section(m.tally, run)}
+             **drove.sections, **shared, **early_end.section(m.tally, run, drove.replay)}
     footer(extra)
     if said := early_end.line(extra["ending"]):
         print(said)
