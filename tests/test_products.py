@@ -13,6 +13,7 @@ HOME = {
     "bench": "measure", "study": "study", "demo": "study", "sweep": "sweep", "tune": "sweep",
     "scale": "scale", "plan": "planner", "diagnose": "diagnose", "selftest": "selftest", "serve": "engines",
     "gpu": "telemetry", "mock": "mock", "data": "datasets", "compare": "reports", "report": "reports",
+    "results": "results",
 }
 # The L4 products: one measured run, studies, sweeps and tuning, scale-out.
 PRODUCTS = {"measure": {"bench"}, "study": {"study", "demo"}, "sweep": {"sweep", "tune"}, "scale": {"scale"}}

@@ -103,6 +103,10 @@ class LoadSpec:
     # None: the dataset decides (timed_trace replays its timestamps); False: the rate above
     self_timed: bool | None = None
     probe_request_rate: float = 0.0  # one-token probes beside the load, outside the cap; 0: none
+    # stop rules (loadgen/watch.py): "off" | "judge" (report only: each point of a sweep) | "stop"
+    saturation: str = "off"
+    stop_on_errors: int | None = None  # end the run once this many requests failed
+    stop_on_error_rate: tuple[float, float] | None = None  # (share, window s): end once failures reach it
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +237,19 @@ def check_spec(spec: BenchSpec) -> None:
         raise InputError("--probe-request-rate must be >= 0")
     if spec.request.logprobs is not None and spec.request.logprobs < 0:
         raise InputError("--logprobs must be >= 0")
+    _check_stop_rules(spec)
+
+
+def _check_stop_rules(spec: BenchSpec) -> None:
+    """The stop rules watch one process's live counters: the single-process run."""
+    load = spec.load
+    if load.saturation == "off" and load.stop_on_errors is None and load.stop_on_error_rate is None:
+        return
+    if spec.driver != "local":
+        raise InputError("--stop-when-saturated, --stop-on-errors and --stop-on-error-rate need a single-process "
+                         "run (not with --workers, --ray, --multi-turn or --simulate)")
+    if load.stop_on_errors is not None and load.stop_on_errors < 1:
+        raise InputError("--stop-on-errors must be >= 1")
 
 
 def check_multi_turn(spec: BenchSpec) -> None:

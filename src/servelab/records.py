@@ -111,3 +111,51 @@ class RecordSink(Protocol):
     reads what it gathered; a run never hands it back."""
 
     def add(self, i: int, record: RequestRecord, t0_ns: int) -> None: ...
+
+
+# How a run ended (RunEnding.reason): a run that ran out of requests is "completed";
+# every other reason is an early end, and each is accounted the same way.
+# A dead server does not end a run: its requests fail fast and are counted as failed
+# (--stop-on-errors / --stop-on-error-rate end it early as "errors" / "error rate").
+# "interrupted": a split run that lost a worker or a shard.
+END_REASONS = ("completed", "SIGINT", "SIGTERM", "saturated", "errors", "error rate", "disk full",
+               "interrupted", "killed (recovered)")
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnding:
+    """The one accounting of a run's requests, however it ended (a stop rule, Ctrl-C,
+    SIGTERM, a dead server, a full disk, a kill recovered later).
+
+    Every request the run meant to send is exactly one of:
+      completed     a record, successful — in the records file and the result's ``completed``;
+      failed        a record with an error — in the records file and the result's ``failed``;
+      cut           released by the schedule but never answered (a stop cancelled it in flight
+                    or while it waited for a concurrency slot, or the run was killed before
+                    its record was written): no record, neither a success nor a failure — it
+                    measured nothing;
+      never_sent    never released: the run ended before its turn in the schedule (or, in a
+                    multi-turn run, an earlier turn of its conversation failed).
+    ``meant == completed + failed + cut + never_sent``. The records file has exactly
+    ``completed + failed`` record lines and this accounting as its last line, so the file
+    and the result say the same. After a hard kill, what was sent is unknown: the requests
+    without a record are counted as ``cut`` and ``never_sent`` is None (not known).
+    """
+
+    reason: str
+    meant: int
+    completed: int
+    failed: int
+    never_sent: int | None
+
+    @property
+    def cut(self) -> int:
+        return self.meant - self.completed - self.failed - (self.never_sent or 0)
+
+    @property
+    def early(self) -> bool:
+        return self.reason != "completed"
+
+    def to_dict(self) -> dict:
+        return {"reason": self.reason, "early": self.early, "meant": self.meant, "completed": self.completed,
+                "failed": self.failed, "cut": self.cut, "never_sent": self.never_sent}

@@ -106,6 +106,29 @@ def test_a_failed_turn_ends_its_conversation_and_is_counted(mock_server, qwen3_p
     assert 0 < result["failed"] and section["turns_sent"] == sent
     assert sent + section["abandoned_turns"] == 6 and section["abandoned_turns"] > 0
     assert result["max_concurrent_requests"] == 1
+    ending = result["servelab"]["ending"]  # the shared accounting: an abandoned turn was never sent
+    assert (ending["never_sent"], ending["cut"], ending["reason"]) == (section["abandoned_turns"], 0, "completed")
+    assert len(result["records"]) == ending["completed"] + ending["failed"] == sent
+
+
+def test_each_turns_record_is_written_as_the_turn_ends(mock_server, qwen3_path, tmp_path, monkeypatch):
+    """Not after the run: a kill mid-run keeps the turns that had ended (results recover)."""
+    import time
+
+    from servelab.results import records_file
+
+    written: list[int] = []
+    real = records_file.RecordsFile.write
+
+    def write(self, r, t0_ns):
+        written.append(time.perf_counter_ns())
+        real(self, r, t0_ns)
+
+    monkeypatch.setattr(records_file.RecordsFile, "write", write)
+    mock = mock_server()
+    run(mock, qwen3_path, tmp_path, "--max-concurrency", "1", "--multi-turn-think-time", "0.05")
+    last_sent = max(r.recv_ns for r in mock.truth().requests)
+    assert len(written) == 6 and written[0] < last_sent  # the first turn's record before the last turn went out
 
 
 def test_sharegpt_conversations_turn_by_turn(mock_server, qwen3_path, tmp_path):

@@ -27,7 +27,7 @@ def test_records_are_written_as_they_come_then_named_after_the_run(tmp_path):
     t0 = 5 * MS
     sink.add(2, RECORDS[2], t0)
     sink.add(0, RECORDS[0], t0)
-    sink.file.file.flush()
+    sink.file.flush()
     (part,) = tmp_path.glob(".servelab-*.records.jsonl.part")
     assert [json.loads(x)["request_id"] for x in part.read_text().splitlines()] == ["c", "a"]  # as they came
     sink.add(1, RECORDS[1], t0)

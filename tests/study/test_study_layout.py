@@ -120,3 +120,14 @@ def test_a_varied_spec_is_another_run_even_when_its_flags_are_not(tmp_path):
     varied = dataclasses.replace(workload.spec, load=dataclasses.replace(workload.spec.load, max_concurrency=8))
     assert varied.argv == workload.argv
     assert layout.status(runs, Workload("w", varied), 1) == "stale"
+
+
+def test_a_recovered_result_is_never_a_finished_repeat(tmp_path):
+    """Even with a marker beside it (written by hand, or by an old servelab): a resumed study reruns it."""
+    runs, workload = runs_of(study(tmp_path))
+    layout.mark_done(runs, workload, 1, {})
+    folder = layout.run_dir(runs, workload, 1)
+    (folder / "result.json").write_text('{"completed": 3, "servelab": {"recovered": true}}')
+    assert layout.status(runs, workload, 1) == "partial" and not layout.is_done(runs, workload, 1)
+    (folder / "result.json").write_text('{"completed": 3, "servelab": {}}')
+    assert layout.status(runs, workload, 1) == "done"

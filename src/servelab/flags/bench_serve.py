@@ -11,6 +11,7 @@ import dataclasses
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_spec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
+from servelab.flags.stop import add_stop_arguments, stop_fields
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
@@ -94,6 +95,7 @@ def _add_load(p: argparse.ArgumentParser, ray_help: str | None = None) -> None:
     g.add_argument("--probe-request-rate", type=float, default=0.0,
                    help="one-token probe requests ('Hi') at about this rate beside the load, outside "
                         "--max-concurrency, their latency reported apart (default: %(default)s: none)")
+    add_stop_arguments(g)
 
 
 def _add_requests(p: argparse.ArgumentParser) -> None:
@@ -161,7 +163,10 @@ def _add_result_files(g, hidden: bool) -> None:
     g.add_argument("--save-detailed", action="store_true",
                    help=shown("also write per-request lists in the result JSON"))
     g.add_argument("--append-result", action="store_true", help=shown("append the result to --result-filename"))
-    g.add_argument("--result-dir", default=None, help=shown("folder of the result file (default: current)"))
+    g.add_argument("--result-dir", default=None,
+                   help=shown("folder of the result file (default: current). Every run streams its records "
+                              "as they complete, saved or not: beside the result, or, unsaved, to "
+                              ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
     g.add_argument("--result-filename", default=None,
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
 
@@ -274,7 +279,8 @@ def _load(args: argparse.Namespace) -> LoadSpec:
                     workers=args.workers, ray=args.ray, num_warmups=args.num_warmups,
                     ready_check_timeout_s=args.ready_check_timeout_sec, ramp_up_strategy=args.ramp_up_strategy,
                     ramp_up_start_rps=args.ramp_up_start_rps, ramp_up_end_rps=args.ramp_up_end_rps,
-                    self_timed=args.self_timed, probe_request_rate=args.probe_request_rate)
+                    self_timed=args.self_timed, probe_request_rate=args.probe_request_rate,
+                    **stop_fields(args))
 
 
 SAMPLING_DESTS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",

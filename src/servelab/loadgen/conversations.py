@@ -62,11 +62,18 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
                             on_start=None, *, sink: RecordSink,
                             server_models: dict | None = None) -> tuple[BenchRun, Replay]:
     """Replay ``conversations``; ``stop`` ends the run early, keeping completed turns. Each
-    turn's record goes to ``sink`` once the run ended (indexed as ``turns``, added in the
-    order the turns were sent); ``server_models``: the caller's /v1/models answer."""
+    turn's record goes to ``sink`` as the turn ends (indexed as ``turns``), so a records
+    file holds it even if servelab is killed later; ``server_models``: the caller's
+    /v1/models answer."""
     counters = counters or Counters()
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
     replay = Replay()
+    first = _firsts(conversations)
+
+    def on_turn(turn: Turn) -> None:
+        record = turn_record(config, conversations[turn.conversation], turn, tokenizer, replay)
+        sink.add(first[turn.conversation] + turn.index, record, counters.t0_ns)
+
     try:
         await _probe(config, pool, conversations[0].turns[0])
         offsets = schedule(config, conversations)  # one start per conversation
@@ -74,7 +81,7 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
         if on_start is not None:
             on_start()
         cpu0, wall0 = _cpu_s(), time.time()
-        outcome = await _dispatch(pool, config, conversations, multi, offsets, stop, counters, replay)
+        outcome = await _dispatch(pool, config, conversations, multi, offsets, stop, counters, replay, on_turn)
         cpu = _cpu_s() - cpu0
     finally:
         pool.close()
@@ -82,15 +89,21 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
     return BenchRun(outcome, wall0, cpu, server_models), replay
 
 
-def _sink_turns(config: BenchConfig, conversations, tokenizer, replay: Replay, outcome: RunOutcome,
-                sink: RecordSink) -> None:
-    """Each sent turn's record (made after the run: the histories are in memory anyway), at
-    its place among every conversation's turns; a turn cut by a stop is not measured."""
+def _firsts(conversations: list[Conversation]) -> list[int]:
+    """Each conversation's first turn's place among every conversation's turns."""
     first = [0]
     for conv in conversations:
         first.append(first[-1] + len(conv.turns))
+    return first
+
+
+def _sink_turns(config: BenchConfig, conversations, tokenizer, replay: Replay, outcome: RunOutcome,
+                sink: RecordSink) -> None:
+    """After the run, the sent turns that never ended (their records went as they ended):
+    a turn cut by a stop is not measured."""
+    first = _firsts(conversations)
     for t in replay.turns:
-        if not (t.attempt.sent_ns or t.attempt.response is not None):
+        if t.attempt.response is not None or not t.attempt.sent_ns:
             continue
         record = turn_record(config, conversations[t.conversation], t, tokenizer, replay)
         if not (outcome.interrupted and record.error == _CUT):
@@ -98,7 +111,7 @@ def _sink_turns(config: BenchConfig, conversations, tokenizer, replay: Replay, o
 
 
 async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offsets, stop, counters,
-                    replay: Replay) -> RunOutcome:
+                    replay: Replay, on_turn) -> RunOutcome:
     """Start each conversation at t0 + its offset (the pacer's loop, one conversation a step)."""
     sem = asyncio.Semaphore(config.load.max_concurrency) if config.load.max_concurrency else None
     tasks: list[asyncio.Task] = []
@@ -106,13 +119,13 @@ async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offse
     gc.freeze()  # as the pacer: no GC pauses inside the run
     gc.disable()
     try:
-        t0 = _now()
+        t0 = counters.t0_ns = _now()
         stopper = asyncio.ensure_future(stop.wait())
         for i, offset in enumerate(offsets):
             if not await _wait_until(t0 + int(offset), stopper):
                 break
             go = _converse(pool, config, multi, i, conversations[i], t0 + int(offset), sem, counters,
-                           replay, stopper)
+                           replay, stopper, on_turn)
             tasks.append(asyncio.ensure_future(go))
         cut = await _drain(tasks, stopper)
         attempts = [t.attempt for t in replay.turns]
@@ -134,7 +147,7 @@ async def _turn(pool, payload: bytes, attempt: Attempt, sem, counters: Counters)
 
 
 async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: int, conv: Conversation,
-                    intended: int, sem, counters: Counters, replay: Replay, stopper) -> None:
+                    intended: int, sem, counters: Counters, replay: Replay, stopper, on_turn) -> None:
     history: list[dict] = []
     think_ns = round(multi.think_time_s * 1e9)
     for k, turn in enumerate(conv.turns):
@@ -142,11 +155,12 @@ async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: i
             return
         messages = [*history, {"role": "user", "content": turn.prompt}]
         attempt = Attempt(len(replay.turns), intended, dispatched_ns=_now())
-        replay.turns.append(Turn(ci, k, attempt, messages))
+        replay.turns.append(sent := Turn(ci, k, attempt, messages))
         counters.dispatched += 1
         counters.lag_ns = attempt.dispatched_ns - intended
         payload = _payload(config, pool, messages, turn)
         await _turn(pool, payload, attempt, sem, counters)
+        on_turn(sent)  # its record, now: a kill later loses it no more
         reply = _reply(config, attempt)
         if reply is None:
             replay.abandoned += len(conv.turns) - k - 1

@@ -43,6 +43,9 @@ _now = time.perf_counter_ns
 PIECE_OVERHEAD = 120
 RESPONSE_OVERHEAD = 1500
 PACKED_OVERHEAD = 400  # a packed one: its Attempt and Response (headers dropped), the tuple, two arrays
+# slices per turn while records due by max_age are twice that late (``_behind``): a chunk
+# is then stamped at most CATCH_UP slices late, in a client already short of CPU
+CATCH_UP = 10
 MAX_NEW = 1024  # responses pushed and not yet weighed (~11 MB of 32-token ones)
 
 
@@ -101,7 +104,7 @@ class Digest:
                 if timer is not None:
                     timer.cancel()
                 continue
-            end = _now() + self.slice_ns
+            end = _now() + self.slice_ns * (CATCH_UP if self._behind() else 1)
             while True:  # at least one step per turn, however short the slice
                 if self._new:
                     self._weigh()
@@ -112,6 +115,15 @@ class Digest:
                 if _now() >= end:
                     break
             await asyncio.sleep(0)
+
+    def _behind(self) -> bool:
+        """A record due by ``max_age_ns`` is twice that late: the parse has fallen behind (a
+        client short of CPU), and a records file waiting on it would lose more to a kill."""
+        if self.max_age_ns is None:
+            return False
+        oldest = next((q[0] for q in (self._packed, self._raw) if q), None)
+        oldest = oldest[0] if isinstance(oldest, tuple) else oldest
+        return oldest is not None and _now() - oldest.response.done_ns > 2 * self.max_age_ns
 
     def _poke(self) -> None:
         if self._wake is not None and not self._wake.done():

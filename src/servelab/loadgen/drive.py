@@ -26,6 +26,7 @@ from servelab.errors import InputError, ServerError
 from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng, trace_offsets_ns
 from servelab.loadgen.digest import Digest
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, run_schedule
+from servelab.loadgen.watch import Watch
 from servelab.records import RecordSink, RequestRecord, SampleRequest
 
 
@@ -64,6 +65,7 @@ class BenchRun:
     client_cpu_s: float
     server_models: dict | None = None  # the server's /v1/models answer, asked once per bench
     probes: list[RequestRecord] = field(default_factory=list)  # --probe-request-rate's requests
+    stop_rules: dict | None = None  # the stop rules asked for and what they found (loadgen/watch.py)
 
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
@@ -188,12 +190,17 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         cpu0, wall0 = _cpu_s(), time.time()
         digesting = asyncio.ensure_future(digest.run())
         probing = start_probes(config, samples[0])
+        watch = Watch(config.load, stop, counters)
+        watching = asyncio.ensure_future(watch.run()) if watch.active else None
         try:
             outcome = await run_schedule(pool, payloads, offsets, config.load.max_concurrency, stop, counters,
-                                         t0, on_done=digest.push)
-        finally:  # the probes end with the run, however it ends
+                                         t0, on_done=_on_done(digest, watch))
+        finally:  # the probes and the rules end with the run, however it ends
             digesting.cancel()
+            if watching is not None:
+                watching.cancel()
             probes = await probing.finish() if probing else []
+        outcome.stop_reason = watch.reason
         cpu = _cpu_s() - cpu0  # the run's own; what is left to parse is off the clock
         await _raise_from(digesting)
         if config.profile:
@@ -202,7 +209,19 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
         pool.close()
     digest.flush()  # a request cut in flight was not answered: not measured, not a failure
     probe_records = [to_record(config.kind, s, a, tokenizer) for s, a in probes]
-    return BenchRun(outcome, wall0, cpu, server_models, probe_records)
+    return BenchRun(outcome, wall0, cpu, server_models, probe_records, watch.section() if watch.active else None)
+
+
+def _on_done(digest: Digest, watch: Watch):
+    """Each answered attempt: to the digest, and to the stop rules when there are any."""
+    if not watch.active:
+        return digest.push
+
+    def done(attempt: Attempt) -> None:
+        watch.answered(attempt)
+        digest.push(attempt)
+
+    return done
 
 
 async def warm(config: BenchConfig, pool: Pool, n: int) -> None:

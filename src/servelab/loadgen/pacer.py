@@ -51,6 +51,7 @@ class RunOutcome:
     interrupted: bool = False
     not_sent: int = 0  # requests the stop came too early for
     stopped_by: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM), if one did
+    stop_reason: str | None = None  # a stop rule or a failure that ended it (records.END_REASONS)
 
 
 @dataclass(slots=True)

@@ -33,6 +33,7 @@ from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.workers import run_workers
 from servelab.measure import simulated
 from servelab.records import Conversation, RecordSink, SampleRequest
+from servelab.results.records_file import FLUSH_S
 from servelab.telemetry.timeline import Timeline
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each stops the run; what completed is kept
@@ -48,6 +49,8 @@ class Bench:
     tokenizer: object
     models: dict | None  # the server's /v1/models answer, asked once per bench (measure/target.py)
     on_start: Callable | None = None  # at t0, with the live counters; may return an absolute t0
+    # every TICK_S while the run goes on (the records file's flush): a reason to end it, or None
+    tick: Callable[[], str | None] | None = None
 
 
 @dataclass(slots=True)
@@ -77,8 +80,8 @@ def local(bench: Bench, sink: RecordSink) -> DriverRun:
 
     async def go(stop, counters, started):
         return await run_bench(bench.config, sample.requests, bench.tokenizer, stop, counters, sink=sink,
-                               on_start=started, arrival_state=sample.arrival_state,
-                               server_models=bench.models), None
+                               on_start=started, arrival_state=sample.arrival_state, server_models=bench.models,
+                               digest_age_s=FLUSH_S if bench.tick is not None else None), None
 
     run, _ = in_loop(go, len(sample.requests), bench)
     return DriverRun(run)
@@ -154,15 +157,33 @@ async def _main(go, total: int, bench: Bench):
         loop.add_signal_handler(sig, on_signal, sig)
     counters = Counters()
     bar = Progress(total, counters) if bench.spec.output.progress else None
+    ticked: list[str] = []
+    ticking = asyncio.ensure_future(_tick(bench.tick, stop, ticked)) if bench.tick else None
     try:
         run, more = await go(stop, counters, _started(bench.on_start, counters, bar))
         run.outcome.stopped_by = stopped[0] if stopped else None
+        run.outcome.stop_reason = run.outcome.stop_reason or (ticked[0] if ticked else None)
         return run, more
     finally:
+        if ticking is not None:
+            ticking.cancel()
         if bar:
             bar.stop()
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
+
+
+TICK_S = 0.1
+
+
+async def _tick(tick: Callable[[], str | None], stop: asyncio.Event, ticked: list[str]) -> None:
+    """``tick()`` every TICK_S; the first reason it gives ends the run (a full disk)."""
+    while not stop.is_set():
+        await asyncio.sleep(TICK_S)
+        if (why := tick()) is not None:
+            ticked.append(why)
+            stop.set()
+            return
 
 
 def _started(on_start, counters: Counters, bar: Progress | None):

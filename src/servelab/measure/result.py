@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from servelab import __version__
 from servelab.config import BenchSpec, LoadSpec, OutputSpec
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
@@ -92,6 +93,25 @@ def _head(spec: BenchSpec, model: str, date: str) -> dict:
     return head
 
 
+def planned(spec: BenchSpec, model: str) -> dict:
+    """What a records file's sidecar keeps of its run, so ``results recover`` can build the
+    result the run would have written: vLLM's leading keys (the date is known only at t0),
+    how the result file is named, and what the summary reports."""
+    out, load = spec.output, spec.load
+    return {"servelab_version": __version__, "argv": list(spec.argv), "head": _head(spec, model, ""),
+            "result_file": {"label": out.label, "backend": spec.server.backend, "request_rate": _rate(load),
+                            "max_concurrency": load.max_concurrency, "model_id": model,
+                            "result_filename": out.result_filename, "ramp": _ramp(load)},
+            "saved": bool(out.save_result or out.append_result), "append": out.append_result,
+            "percentile_metrics": list(out.percentile_metrics), "metric_percentiles": list(out.metric_percentiles),
+            "goodput": dict(out.goodput)}
+
+
+def _rate(load: LoadSpec) -> float | str:
+    """JSON has no infinity: "inf", as vLLM's result writes it."""
+    return load.request_rate if load.request_rate < float("inf") else "inf"
+
+
 def _write(m: Measured, result: dict, paths: Paths, records_file) -> None:
     append = m.spec.output.append_result
     store.write_result(result, paths.result, append)
@@ -161,7 +181,11 @@ def _diagnose(result: dict, timeline: Timeline | None, tl_path: Path | None):
 
 
 def exit_code(outcome, completed: int) -> int:
-    """128 + the signal that stopped the run (Ctrl-C 130, SIGTERM 143); 1 when nothing completed."""
-    if outcome.interrupted:
+    """128 + the signal that stopped the run (Ctrl-C 130, SIGTERM 143); 1 when nothing
+    completed or a circuit breaker ended it (--stop-on-errors/-error-rate: the server was
+    failing); a run ended by --stop-when-saturated did what was asked (0)."""
+    if outcome.stop_reason in ("errors", "error rate"):
+        return 1
+    if outcome.interrupted and outcome.stop_reason is None:
         return 128 + (outcome.stopped_by or signal.SIGINT)
     return 1 if completed == 0 else 0

@@ -21,7 +21,7 @@ from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen.drive import BenchConfig, BenchRun
 from servelab.loadgen.lora import request_models
 from servelab.loadgen.progress import elapsed
-from servelab.measure import console, simulated
+from servelab.measure import console, early_end, simulated
 from servelab.measure.beyond_vllm import beyond_vllm
 from servelab.measure.drivers import DRIVERS, Bench, DriverRun, indexed
 from servelab.measure.result import Measured, build, check_plots, exit_code, rps_change_events
@@ -30,7 +30,6 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
-from servelab.results import store
 from servelab.telemetry import machine
 from servelab.telemetry.recorder import Recorder, metrics_url
 
@@ -67,15 +66,18 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         bench = Bench(spec, _with_lora(config, spec, work), work, tokenizer, models.get())
         console.notes(spec, bench.config)
         console.preamble(bench.config)
-        sink = _sink(spec, work)
-        with _discard_on_error(sink):
+        sink = early_end.sink(spec, work, model)
+        with early_end.discard_on_error(sink):
             with _machine_share(spec, bench.config) as shared:
-                hooked = dataclasses.replace(bench, on_start=_with_telemetry(recorder, on_start))
+                hooked = dataclasses.replace(bench, on_start=_with_telemetry(recorder, on_start), tick=sink.tick)
                 drove = DRIVERS[spec.driver](hooked, sink)
             timeline = drove.timeline if drove.timeline is not None else _stop(recorder, drove.run)
+    early_end.check_written(sink, drove.run)
     summary = _summary(spec, sink.tally, drove.run)
     measured = Measured(spec, model, drove.run, sink.tally, summary, timeline)
-    return _report(measured, bench, drove, context or {}, shared, sink.file)
+    outcome = _report(measured, bench, drove, context or {}, shared, sink.file)
+    early_end.finish_unsaved(spec, sink)
+    return outcome
 
 
 def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: dict, records_file):
@@ -87,8 +89,10 @@ def _report(m: Measured, bench: Bench, drove: DriverRun, context: dict, shared: 
     console.block(m.summary, m.tally, config, shown, probes, labels)
     console.multi_turn_units(spec, m.summary)
     extra = {**servelab_section(spec, config, run, m.tally, m.summary, bench.tokenizer, m.timeline), **labels, **context,
-             **drove.sections, **shared}
+             **drove.sections, **shared, **early_end.section(m.tally, run, drove.replay)}
     footer(extra)
+    if said := early_end.line(extra["ending"]):
+        print(said)
     extra.update(beyond_vllm(spec, m.tally, m.summary, drove.replay, m.timeline))
     console.warnings(drove.warnings)
     keys = {**(probes or {}), **rps_change_events(spec.load, m.tally, run)}
@@ -113,29 +117,10 @@ def _with_lora(config: BenchConfig, spec: BenchSpec, work) -> BenchConfig:
         indexed(work), spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
 
 
-def _sink(spec: BenchSpec, work) -> store.RecordSink:
-    """Where the run's records go as they are made: its tally, and the records file when saved.
-    A multi-turn run's tally keeps every turn's text: the run holds them anyway (its histories)."""
-    out = spec.output
-    saved = out.save_result or out.append_result
-    tally = Tally(indexed(work), detailed=out.save_detailed or spec.multi_turn.enabled)
-    return store.RecordSink(tally, store.RecordsFile(out.result_dir or ".") if saved else None)
-
-
 def _summary(spec: BenchSpec, tally: Tally, run: BenchRun) -> Summary:
     out = spec.output
     return summarize_tally(tally, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
                            dict(out.goodput) or None)
-
-
-@contextlib.contextmanager
-def _discard_on_error(sink: store.RecordSink):
-    try:
-        yield
-    except BaseException:
-        if sink.file is not None:
-            sink.file.discard()
-        raise
 
 
 @contextlib.contextmanager

@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from servelab.errors import ServelabError
 from servelab.metrics.summary import NS_PER_MS, NS_PER_S, Summary, itl_ns
 from servelab.metrics.tally import OK, Tally
 from servelab.records import RequestRecord
+from servelab.results.records_file import RecordSink, RecordsFile, record_dict, write_atomic
+
+__all__ = ["RecordSink", "RecordsFile", "record_dict"]  # their home is results/records_file.py
 
 # per-request lists vLLM drops unless --save-detailed
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
@@ -102,42 +104,28 @@ def build_result(*, head: dict, summary: Summary, tally: Tally, selected: list[s
     return result
 
 
-def write_result(result: dict, path: Path, append: bool) -> None:
-    with open(path, "a+" if append else "w", encoding="utf-8") as f:
-        if append and f.tell() != 0:
-            f.write("\n")
-        json.dump(_finite(result), f)
-
-
-def record_dict(r: RequestRecord, t0_ns: int) -> dict:
-    """One JSONL line: every instant in ms from t0, plus the derived latencies."""
-    ms = lambda t: round((t - t0_ns) / NS_PER_MS, 4)  # noqa: E731
-    return {
-        "request_id": r.request_id, "prompt_len": r.prompt_len, "expected_output_len": r.expected_output_len,
-        "prompt_len_source": r.prompt_len_source,
-        "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
-        "intended_send_ms": ms(r.intended_ns), "dispatched_ms": ms(r.dispatched_ns),
-        "sent_ms": ms(r.sent_ns), "done_ms": ms(r.done_ns),
-        "schedule_lag_ms": r.lag_ns / NS_PER_MS, "client_queue_ms": r.queue_ns / NS_PER_MS,
-        "ttft_ms": r.ttft_ns / NS_PER_MS if r.success else None,
-        "e2el_ms": r.e2el_ns / NS_PER_MS if r.success else None,
-        "token_ms": [ms(t) for t in r.token_ns], "token_counts": list(r.token_counts),
-        "error": r.error, "http_status": r.http_status, "finished": r.finished,
-        **_turn_keys(r), **_reasoning_keys(r),
-    }
-
-
-def _turn_keys(r: RequestRecord) -> dict:
-    """Multi-turn records say which conversation and turn they were (0-based)."""
-    return {} if r.turn is None else {"conversation_id": r.conversation_id, "turn": r.turn}
-
-
-def _reasoning_keys(r: RequestRecord) -> dict:
-    """Only for streams that carried reasoning: when it began and when the answer did."""
-    if not r.first_reasoning_ns:
-        return {}
-    answer = (r.first_answer_ns - r.sent_ns) / NS_PER_MS if r.first_answer_ns else None
-    return {"ttft_reasoning_ms": (r.first_reasoning_ns - r.sent_ns) / NS_PER_MS, "ttft_answer_ms": answer}
+def write_result(result: dict, path: Path, append: bool, writer=os.write) -> None:
+    """Whole or not at all: a new file by rename; an append cut back to the file's old
+    length if it fails (a full disk), so no reader ever sees half a JSON object.
+    ``writer``: os.write, or a test's that fails."""
+    text = json.dumps(finite(result))
+    if not append:
+        write_atomic(Path(path), text)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        old = os.fstat(fd).st_size
+        data = memoryview((("\n" if old else "") + text).encode())
+        try:
+            while data:
+                data = data[writer(fd, data):]
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, old)
+            raise ServelabError(f"cannot append the result to {path} ({exc.strerror or exc}); "
+                                f"the file is back to its old length ({old} bytes)") from None
+    finally:
+        os.close(fd)
 
 
 def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:
@@ -146,59 +134,18 @@ def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:
             f.write(json.dumps(record_dict(r, t0_ns)) + "\n")
 
 
-class RecordsFile:
-    """Records appended as they complete, one JSON line each. The final name carries the
-    run's date, known only after it, so lines go to a hidden file in ``folder`` first and
-    ``close`` gives it its name; ``discard`` removes it (a run that never started)."""
-
-    def __init__(self, folder: str | Path) -> None:
-        os.makedirs(folder, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=".servelab-", suffix=".records.jsonl.part", dir=folder)
-        self.file = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 16)
-
-    def write(self, r: RequestRecord, t0_ns: int) -> None:
-        self.file.write(json.dumps(record_dict(r, t0_ns)) + "\n")
-
-    def close(self, path: Path) -> None:
-        self.file.close()
-        os.chmod(self.tmp, 0o644)  # mkstemp's 0600 is for the hidden part; results are shared files
-        try:
-            os.replace(self.tmp, path)
-        except OSError:  # another file system
-            shutil.move(self.tmp, path)
-
-    def discard(self) -> None:
-        self.file.close()
-        Path(self.tmp).unlink(missing_ok=True)
-
-
-class RecordSink:
-    """A bench's ``records.RecordSink``: every record of the run, once, as it is made — by
-    this process's run or returned by a worker or a Ray shard — into the run's ``tally``
-    (what the summary and the result are computed from) and, when the run is saved, the
-    records file. Whoever made it reads ``tally`` after the run."""
-
-    def __init__(self, tally: Tally, file: RecordsFile | None = None) -> None:
-        self.tally, self.file = tally, file
-
-    def add(self, i: int, r: RequestRecord, t0_ns: int) -> None:
-        self.tally.add(i, r)
-        if self.file is not None:
-            self.file.write(r, t0_ns)
-
-
 def records_path(result_path: Path, date: str, append: bool) -> Path:
     """Beside the result; with --append-result one file per run, by date."""
     stem = result_path.with_suffix("")
     return Path(f"{stem}.{date}.records.jsonl" if append else f"{stem}.records.jsonl")
 
 
-def _finite(obj):
+def finite(obj):
     """JSON has no NaN/inf: write them as null (vLLM writes invalid JSON here)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj

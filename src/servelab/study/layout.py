@@ -108,8 +108,17 @@ def run_dir(runs: EngineRuns, workload: Workload, repeat: int) -> Path:
 
 
 def is_done(runs: EngineRuns, workload: Workload, repeat: int) -> bool:
-    marker = read_marker(run_dir(runs, workload, repeat))
-    return marker is not None and _same(runs, workload, repeat, marker)
+    return status(runs, workload, repeat) == "done"
+
+
+def recovered(folder: Path) -> bool:
+    """The folder's result was recovered from a killed run (results/recover.py): kept and
+    flagged, never a finished repeat — a resumed study reruns it."""
+    try:
+        result = json.loads((folder / files.RESULT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(result, dict) and bool((result.get("servelab") or {}).get("recovered"))
 
 
 def same_definition(runs: EngineRuns, workload: Workload, stored: str | None) -> bool:
@@ -128,7 +137,7 @@ def status(runs: EngineRuns, workload: Workload, repeat: int) -> str:
     """"done", "stale" (done under another definition), "partial" (interrupted) or "todo"."""
     folder = run_dir(runs, workload, repeat)
     marker = read_marker(folder)
-    if marker is not None:
+    if marker is not None and not recovered(folder):
         return "done" if _same(runs, workload, repeat, marker) else "stale"
     return "partial" if folder.exists() else "todo"
 

@@ -93,6 +93,7 @@ class SweepOutcome:
     slo: SLOResult | None = None
     plots: list[Path] = field(default_factory=list)
     folders: dict[float, str] = field(default_factory=dict)  # load -> its run folder
+    over_saturated: float | None = None  # --stop-when-saturated: the load whose run was judged so (the last run)
 
     @property
     def judged(self) -> bool:
@@ -133,7 +134,9 @@ def workload_spec(spec: BenchSpec, slo: dict[str, float] | None) -> BenchSpec:
     if goodput and not out.goodput:
         out = dataclasses.replace(out, goodput=tuple(goodput.items()))
         extra += ["--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
-    return dataclasses.replace(spec, output=out, argv=(*spec.argv, *extra))
+    # --stop-when-saturated: each point's run is judged, never cut short; the ladder stops (run_sweep)
+    load = dataclasses.replace(spec.load, saturation="judge") if spec.load.saturation == "stop" else spec.load
+    return dataclasses.replace(spec, output=out, load=load, argv=(*spec.argv, *extra))
 
 
 def measured_latencies(spec: BenchSpec) -> tuple[list[str], list[str]]:
@@ -199,14 +202,21 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> SweepOutco
     runs = sweep_runs(plan)
     with Session(runs, say, plan.verbose) as session:
         measure = _Measure(plan, session, say)
-        if plan.slo:
-            slo = search(measure, list(plan.ladder), plan.slo, integer, plan.rel_tol, plan.max_bisect)
-        else:
-            slo = None
-            climb(measure, list(plan.ladder), plan.min_gain, plan.max_latency_growth, plan.latency_key)
+        slo = None
+        try:
+            if plan.slo:
+                slo = search(measure, list(plan.ladder), plan.slo, integer, plan.rel_tol, plan.max_bisect)
+            else:
+                climb(measure, list(plan.ladder), plan.min_gain, plan.max_latency_growth, plan.latency_key)
+        except _OverSaturated:  # the ladder ends after the first point judged over-saturated
+            pass
     outcome = _outcome(plan, measure, slo)
     _write(plan, runs, measure.workloads, outcome)
     return outcome
+
+
+class _OverSaturated(Exception):
+    """A point's run was judged over-saturated under --stop-when-saturated: no higher load."""
 
 
 class _Measure:
@@ -214,6 +224,7 @@ class _Measure:
 
     def __init__(self, plan: SweepPlan, session: Session, say) -> None:
         self.plan, self.session, self.say = plan, session, say
+        self.over_saturated: float | None = None
         self.points: dict[float, Point] = {}
         self.folders: dict[float, str] = {}
         self.workloads: list[Workload] = []  # in the order measured: the sweep's study.json
@@ -231,7 +242,16 @@ class _Measure:
         point = point_from_result(load, run.result) if run.result else Point(load, 0.0, {}, errors=1)
         self.points[load], self.folders[load] = point, str(run.folder)
         self.say(f"{step}: {'kept from an earlier run: ' if kept else ''}{point_line(point, self.plan.latency_key)}")
+        if self.plan.spec.load.saturation != "off" and _judged_saturated(run.result):
+            self.over_saturated = load
+            raise _OverSaturated
         return point
+
+
+def _judged_saturated(result: dict | None) -> bool:
+    """Did the run's stop rules (loadgen/watch.py) judge it over-saturated?"""
+    rules = ((result or {}).get("servelab") or {}).get("stop_rules") or {}
+    return bool(rules.get("saturated"))
 
 
 def point_line(p: Point, latency_key: str) -> str:
@@ -244,7 +264,7 @@ def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> Sweep
     ladder = [p for p in points if p.load in plan.ladder]
     # every point, bisection midpoints too: a plateau they found is where the knee is
     knee = find_knee(points, plan.min_gain, plan.max_latency_growth, plan.latency_key)
-    return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders)
+    return SweepOutcome(plan, points, knee, ladder, slo, folders=measure.folders, over_saturated=measure.over_saturated)
 
 
 def _write(plan: SweepPlan, runs: EngineRuns, workloads: list[Workload], outcome: SweepOutcome) -> None:
@@ -286,6 +306,9 @@ def verdict_lines(outcome: SweepOutcome) -> list[str]:
     elif outcome.judged:
         lines.append("operating point: none — the lowest load already saturates")
     lines.append(_saturation_line(outcome))
+    if outcome.over_saturated is not None:
+        lines.append(f"stopped: {plan.load_name} {outcome.over_saturated:g} was judged over-saturated "
+                     "(--stop-when-saturated: outstanding requests and TTFT both rising, 95 % one-sided)")
     if outcome.slo is not None:
         lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {}, further(plan))
     return lines
@@ -345,7 +368,7 @@ def summary(outcome: SweepOutcome) -> dict:
         "knee": {"operating_load": outcome.operating.load if outcome.operating else None, "judged": outcome.judged,
                  "saturated_load": outcome.saturated_at.load if k.saturated else None,
                  "reason": k.reason, "stopped_early": outcome.stopped_early},
-        "slo": None if slo is None else _slo_dict(slo, plan.slo or {}),
+        "slo": None if slo is None else _slo_dict(slo, plan.slo or {}), "over_saturated_load": outcome.over_saturated,
         "verdict": verdict_lines(outcome), "plots": [str(p) for p in outcome.plots],
     }
 

@@ -1,0 +1,37 @@
+"""``sweep --over rate --stop-when-saturated`` on the mock with a scheduler cap (max_open):
+each point's run is judged in full, and the ladder ends within two points past the cap.
+
+The mock serves a request in ttft + (tokens − 1) × itl = 10 + 7 × 4 = 38 ms, max_open = 4
+at a time: about 105 requests/s at most. Below it the queue and TTFT stay level; above it
+both grow for as long as requests arrive."""
+
+import json
+
+from net_helpers import free_port
+from test_sweep import mock_engine_argv
+
+from servelab.cli import main
+
+CAPACITY_RPS = 4 / 0.038
+
+
+def test_a_rate_sweep_stops_within_two_points_past_the_cap(tmp_path, qwen3_path, capsys):
+    loads = [60, 120, 240, 480]
+    port = free_port()
+    argv = ["sweep", "--results", str(tmp_path / "results"), "--over", "rate", "--loads", ",".join(map(str, loads)),
+            "--stop-when-saturated", "--dataset-name", "random", "--random-input-len", "16",
+            "--random-output-len", "8", "--num-prompts", "400", "--tokenizer", qwen3_path, "--no-telemetry",
+            "--warmup", "1", *mock_engine_argv(port, max_open=4)]
+    assert main.main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "results" / "sweep" / "sweep.json").read_text())
+    past_cap = [x for x in loads if x > CAPACITY_RPS]
+    stopped = summary["over_saturated_load"]
+    assert stopped in past_cap[:2], out
+    assert [p["load"] for p in summary["points"]] == [x for x in loads if x <= stopped]  # nothing above it ran
+    for p in summary["points"]:  # each point ran in full: every request counted, none cut by the rule
+        run = json.loads((tmp_path / "results" / "sweep" / p["folder"] / "result.json").read_text())
+        ending = run["servelab"]["ending"]
+        assert ending["reason"] == "completed" and ending["completed"] + ending["failed"] == 400
+        assert run["servelab"]["stop_rules"]["saturated"] is (p["load"] == stopped)
+    assert "judged over-saturated" in out
