@@ -16,6 +16,7 @@ LAYERS = {
     "search": 3, "diagnose": 3, "planner": 3,
     "measure": 4, "reports": 4, "selftest": 4,
     "study": 4.1, "scale": 4.1, "sweep": 4.2,
+    "optimize": 4.3,
     "cli": 5,
 }
 

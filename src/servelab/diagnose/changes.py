@@ -50,6 +50,8 @@ class Remedy:
 SEQS = Change(FLAG, "--max-num-seqs", "double", 1024, "256", "max_num_seqs")  # vLLM 0.32 default 256 (GPU)
 BATCHED = Change(FLAG, "--max-num-batched-tokens", "double", 65536, "2048", "max_num_batched_tokens")
 CONCURRENCY = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concurrency")
+CONCURRENCY_SEQS = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concurrency",
+                          also=("--max-num-seqs",))
 WORKERS = Change(CLIENT, "workers", "double", 16, "1", None, mention="--workers")
 KV_FP8 = Change(FLAG, "--kv-cache-dtype", "set:fp8", None, "auto")
 GPU_UTIL = Change(FLAG, "--gpu-memory-utilization", "plus:0.04", 0.96, "0.9")
@@ -72,6 +74,9 @@ SAYS_SLOTS_PLATEAU = ("llama.cpp runs at most --parallel requests at once (its s
                       "load.")
 SAYS_CONCURRENCY = ("Raise the client's --max-concurrency (e.g. {c} → {c2}, {c4}) under the same load; engine "
                     "knobs will not move this.")
+SAYS_CONCURRENCY_SEQS = ("Raise the client's --max-concurrency (e.g. {c} → {c2}) and the engine's --max-num-seqs "
+                         "with it (it is {s} too): raising one alone moves the queue to the other. Re-run the same "
+                         "load.")
 SAYS_CONCURRENCY_CPU = ("Raise --max-concurrency (e.g. {c} → {c2}) only to batch more on the same full cores: "
                         "throughput rises as far as larger batches use them better, and no further.")
 SAYS_CLIENT = ("Split the load across client processes — re-run with `--workers N` (one core each, one "
@@ -93,6 +98,7 @@ _CLIENT_SIDE = {
 
 def _vllm(kv: Remedy) -> dict[str, Remedy]:
     return {
+        "client-concurrency-cap:seqs": Remedy((CONCURRENCY_SEQS,), SAYS_CONCURRENCY_SEQS),
         "scheduler-cap:max_num_seqs": Remedy((SEQS,), SAYS_SEQS),
         "scheduler-cap:max_num_batched_tokens": Remedy((BATCHED,), SAYS_BATCHED),
         "scheduler-cap:unknown": Remedy((BATCHED,), SAYS_UNKNOWN),
@@ -129,11 +135,16 @@ def key_of(verdict: str, evidence: dict, cpu_full: bool = False) -> str:
         return f"scheduler-cap:{evidence.get('limit', 'max_num_seqs')}"
     if verdict == "client-concurrency-cap" and cpu_full:
         return "client-concurrency-cap:cpu"
+    seqs, cap = evidence.get("max_num_seqs"), evidence.get("max_concurrency")
+    if verdict == "client-concurrency-cap" and seqs is not None and cap is not None and seqs <= cap:
+        return "client-concurrency-cap:seqs"  # the engine's cap is the client's: raise both
     return verdict
 
 
 def remedy(kind: str, key: str) -> Remedy:
-    return TABLE.get(kind, {}).get(key, Remedy(()))
+    """The entry for the key, else for its verdict alone (an engine without the finer split)."""
+    table = TABLE.get(kind, {})
+    return table.get(key) or table.get(key.split(":", 1)[0], Remedy(()))
 
 
 def says(kind: str, key: str) -> str:

@@ -132,7 +132,7 @@ def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -
             changes.says("vllm", "client-concurrency-cap:cpu").format(c=cap, c2=2 * cap)
     if seqs is not None and seqs <= cap:
         return 0.6, room + f". The engine's max_num_seqs is {seqs} too: past it, requests will queue there.", \
-            _raise_concurrency(cap)
+            changes.says("vllm", "client-concurrency-cap:seqs").format(c=cap, c2=2 * cap, s=seqs)
     return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room + ".", _raise_concurrency(cap)
 
 

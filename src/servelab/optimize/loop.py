@@ -1,0 +1,258 @@
+"""``servelab optimize``: the consultancy method as one loop.
+
+    plan check → baseline (repeats) + diagnosis → the knob table's changes for the verdict,
+    one at a time, each under identical load (same requests, same seed) with repeats →
+    kept only when better beyond noise (compare's rule), else reverted → after a kept
+    change, diagnose again (the limit moves) → stop: no untried change for the verdict,
+    no limit found, or the budget → the operating point on the best configuration.
+
+Every step is written to ``optimize.json`` as it ends. A rerun with the same definition
+replays the recorded steps in order — their results and decisions as recorded, never
+re-decided on new noise — and goes on from the first step not recorded. The measurer's
+sessions stop their engines on every way out; Ctrl-C writes what was done so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servelab.diagnose.changes import CLIENT, key_of, remedy
+from servelab.metrics.noise import BETTER
+from servelab.optimize import record as rec
+from servelab.optimize.config import Config, Move, apply, current, next_value
+from servelab.optimize.measure import Measurer, config_tag
+from servelab.optimize.plan import OptimizePlan, head
+from servelab.optimize.steps import Seen, compare, seen, seen_from_step, step_dict, why_text
+
+NO_CHANGE, NO_LIMIT, OUT_OF_RUNS, OUT_OF_TIME, INTERRUPTED = (
+    "no untried change for the verdict", "no limit found", "budget: runs", "budget: minutes", "interrupted")
+
+
+@dataclass(slots=True)
+class State:
+    plan: OptimizePlan
+    measurer: Measurer
+    record: dict
+    replay: list[dict]  # recorded steps not yet replayed (resume)
+    say: Callable[[str], None]
+    started: float = field(default_factory=time.monotonic)
+    minutes_before: float = 0.0
+    tried: set = field(default_factory=set)  # (config, change, value) already measured
+
+    @property
+    def minutes(self) -> float:
+        return self.minutes_before + (time.monotonic() - self.started) / 60
+
+    def save(self) -> None:
+        b = self.record["budget"]
+        b["minutes_used"] = round(self.minutes, 3)
+        b["engine_starts"] = self.record["budget"].get("engine_starts_before", 0) + self.measurer.engine_starts
+        rec.write(self.plan.folder, self.record)
+
+
+def optimize(plan: OptimizePlan, measurer: Measurer, say: Callable[[str], None] = print,
+             prerank=None) -> dict:
+    """Run (or resume) the loop; returns the record, also in ``results/NAME/optimize.json``."""
+    state = _state(plan, measurer, say)
+    try:
+        best = _baseline(state)
+        state.record["stopped_because"] = _walk(state, best, prerank)
+        best = _best(state)
+        if plan.operating_point and not state.record["stopped_because"].startswith("budget"):
+            from servelab.optimize.operating import operating_point
+
+            state.record["operating_point"] = operating_point(state, best)
+    except KeyboardInterrupt:
+        state.record["stopped_because"] = INTERRUPTED
+        raise
+    finally:
+        measurer.close()
+        _finish(state)
+    return state.record
+
+
+def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
+    old = rec.read(plan.folder)
+    record = head(plan)
+    replay: list[dict] = []
+    if old is not None and old.get("definition") == record["definition"]:
+        replay = [old["baseline"], *old.get("steps", [])] if old.get("baseline") else []
+        record["budget"]["engine_starts_before"] = old["budget"].get("engine_starts", 0)
+        record["objective"] = old.get("objective", record["objective"])
+        say(f"resuming: {len(replay)} recorded steps are replayed as recorded")
+        state = State(plan, measurer, record, replay, say, minutes_before=old["budget"].get("minutes_used", 0.0))
+    else:
+        state = State(plan, measurer, record, replay, say)
+    if plan.plan_check is not None:
+        record["plan_check"] = plan.plan_check
+    return state
+
+
+def _baseline(state: State) -> Seen:
+    plan, record = state.plan, state.record
+    config = plan.base_config
+    if state.replay:
+        step = state.replay.pop(0)
+        record["baseline"], base = step, seen_from_step(step)
+        record["budget"]["runs_used"] += step["result"]["repeats"]
+        state.say(f"baseline (recorded): {_line(step)}")
+        return base
+    state.say(f"baseline: {plan.repeats} runs")
+    m = state.measurer.measure(config, plan.repeats)
+    record["budget"]["runs_used"] += plan.repeats
+    base = seen(config, m)
+    record["objective"] = objective_for(plan, base)
+    record["baseline"] = step_dict(0, base, None, base, m, None, "the configuration as given")
+    state.say(f"baseline: {_line(record['baseline'])}; verdict {base.verdict}")
+    state.save()
+    return base
+
+
+def objective_for(plan: OptimizePlan, base: Seen) -> dict:
+    """With a finite --request-rate the engine keeps up with, every knob gives the same throughput:
+    then the objective is latency (goodput with --slo), and it says so."""
+    slo = plan.slo or None
+    rate, req_s = plan.spec.load.request_rate, _req_per_s(base)
+    if plan.objective == "throughput" and math.isfinite(rate) and req_s >= 0.9 * rate:
+        kind, what = ("goodput", "goodput under the SLO") if slo else ("latency", "mean TTFT")
+        return {"kind": kind, "slo": slo, "why": f"finite --request-rate {rate:g} below capacity (served "
+                f"{req_s:.2f} req/s): throughput is flat, optimising {what}"}
+    why = {"throughput": "output tok/s of the fixed workload, the default objective",
+           "goodput": "requests per second meeting every SLO (--objective goodput)",
+           "latency": "mean TTFT (--objective latency)"}[plan.objective]
+    return {"kind": plan.objective, "slo": slo, "why": why}
+
+
+def _req_per_s(s: Seen) -> float:
+    return _mean(s.values.get("request_throughput", ()))
+
+
+def _mean(xs) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _walk(state: State, best: Seen, prerank) -> str:
+    """Act on each verdict until a stop: returns ``stopped_because``."""
+    while True:
+        if best.verdict == "no-limit-found":
+            return NO_LIMIT
+        _replay_simulated(state)
+        recorded = _recorded_move(state, best)
+        moves = [recorded] if recorded else untried(state, best)
+        if not moves:
+            return NO_CHANGE
+        if prerank is not None and not state.replay:
+            moves = prerank(state, best, moves)
+            if not moves:
+                return NO_CHANGE
+        for move in moves:
+            stop = _over_budget(state)
+            if stop:
+                return stop
+            cand, kept = _try(state, best, move)
+            if kept:
+                best = cand
+                break
+
+
+def untried(state: State, best: Seen) -> list[Move]:
+    """The table's changes for this verdict, each at its schedule's next value, not measured before."""
+    plan = state.plan
+    out = []
+    for change in remedy(plan.kind, key_of(best.verdict, best.evidence)).changes:
+        if change.kind != CLIENT and plan.knobs is not None and change.name.lstrip("-") not in plan.knobs:
+            continue  # a command engine: only the flags its user says exist
+        if change.name == "workers" and plan.fast:
+            continue  # the simulator has no client processes to split
+        old = current(best.config, change, best.evidence)
+        new = next_value(change, old)
+        if new is not None and (_where(best.config), change.name, new) not in state.tried:
+            out.append(Move(change, old, new))
+    return out
+
+
+def _replay_simulated(state: State) -> None:
+    """Recorded simulated steps (``--simulate-first``'s pre-ranking) are copied as they were."""
+    while state.replay and state.replay[0].get("simulated"):
+        step = state.replay.pop(0)
+        state.record["steps"].append(step)
+        state.record["budget"]["simulated_runs"] += step["result"].get("repeats", 1)
+
+
+def _recorded_move(state: State, best: Seen) -> Move | None:
+    """While replaying: the change the record says was tried next (a pre-ranking may have jumped)."""
+    if not state.replay:
+        return None
+    c = state.replay[0].get("change") or {}
+    found = [ch for ch in remedy(state.plan.kind, key_of(best.verdict, best.evidence)).changes
+             if ch.name == c.get("name")]
+    return Move(found[0], c.get("from"), c["to"]) if found else None
+
+
+def _where(config: Config) -> tuple:
+    return (config_tag(config), config.max_concurrency, config.workers)
+
+
+def _over_budget(state: State) -> str | None:
+    plan, used = state.plan, state.record["budget"]["runs_used"]
+    if state.replay:
+        return None  # recorded steps were within the budget when they ran
+    if plan.budget_runs is not None and used + plan.repeats > plan.budget_runs:
+        return OUT_OF_RUNS
+    if plan.budget_minutes is not None and state.minutes >= plan.budget_minutes:
+        return OUT_OF_TIME
+    return None
+
+
+def _try(state: State, best: Seen, move: Move) -> tuple[Seen, bool]:
+    """One candidate: replayed when recorded, else measured; compared with the best; recorded."""
+    config = apply(best.config, move, best.evidence)
+    state.tried.add((_where(best.config), move.change.name, move.new))
+    steps = state.record["steps"]
+    recorded = state.replay[0] if state.replay else None
+    if recorded is not None and recorded.get("change") == move.to_dict() and not recorded.get("simulated"):
+        step = state.replay.pop(0)
+        cand = seen_from_step(step)
+        state.say(f"step {step['n']} (recorded): {step['why']}")
+    else:
+        state.replay.clear()  # the recorded path ends here: decide from now on
+        state.say(f"step {len(steps) + 1}: {best.verdict} → try {move.label} ({state.plan.repeats} runs)")
+        m = state.measurer.measure(config, state.plan.repeats)
+        cand = seen(config, m)
+        judged = compare(best, cand, state.record["objective"]["kind"])
+        step = step_dict(len(steps) + 1, best, move, cand, m, judged, why_text(move, judged, _kind(state)))
+        state.say(f"  {step['why']}")
+    state.record["budget"]["runs_used"] += step["result"]["repeats"]
+    steps.append(step)
+    state.save()
+    return cand, step["noise_verdict"] == BETTER
+
+
+def _kind(state: State) -> str:
+    return state.record["objective"]["kind"]
+
+
+def _best(state: State) -> Seen:
+    """The last kept configuration (the baseline if none was kept)."""
+    kept = [s for s in state.record["steps"] if s["kept"] and not s.get("simulated")]
+    return seen_from_step(kept[-1] if kept else state.record["baseline"])
+
+
+def _finish(state: State) -> None:
+    """``final`` and ``next`` from the best verified configuration; written."""
+    from servelab.optimize.plan import final_section
+
+    if state.record.get("baseline"):
+        best_step = next((s for s in reversed(state.record["steps"]) if s["kept"] and not s.get("simulated")),
+                         state.record["baseline"])
+        state.record.update(final_section(state.plan, best_step))
+    state.save()
+
+
+def _line(step: dict) -> str:
+    r = step["result"]
+    return (f"{r['output_tok_s']:.1f} out tok/s, mean TTFT {r['mean_ttft_ms']:.0f} ms, "
+            f"mean TPOT {r['mean_tpot_ms']:.1f} ms ({r['repeats']} runs)")
