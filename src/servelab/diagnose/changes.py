@@ -60,7 +60,8 @@ SIM_KV = Change(FLAG, "--kv-cache-tokens", "double", 1 << 22, "65536", "kv_cache
 PARALLEL = Change(FLAG, "--parallel", "double", 64, "1", "slots", also=("--ctx-size",))
 
 SAYS_SEQS = ("Raise --max-num-seqs from {s} (e.g. to {s2}, {s4}) and re-run the same load; watch KV usage and "
-             "preemptions as it rises.")
+             "preemptions as it rises. If that buys nothing, the token budget holds the queue too: raise "
+             "--max-num-batched-tokens.")
 SAYS_BATCHED = ("Raise --max-num-batched-tokens from {b} (e.g. to {b2}) and re-run the same load; each step then "
                 "admits more prompt tokens (and takes longer: watch TPOT).")
 SAYS_UNKNOWN = ("Re-run diagnose with --max-num-batched-tokens N (the engine's value) to confirm, then raise it on "
@@ -99,7 +100,7 @@ _CLIENT_SIDE = {
 def _vllm(kv: Remedy) -> dict[str, Remedy]:
     return {
         "client-concurrency-cap:seqs": Remedy((CONCURRENCY_SEQS,), SAYS_CONCURRENCY_SEQS),
-        "scheduler-cap:max_num_seqs": Remedy((SEQS,), SAYS_SEQS),
+        "scheduler-cap:max_num_seqs": Remedy((SEQS, BATCHED), SAYS_SEQS),
         "scheduler-cap:max_num_batched_tokens": Remedy((BATCHED,), SAYS_BATCHED),
         "scheduler-cap:unknown": Remedy((BATCHED,), SAYS_UNKNOWN),
         "scheduler-cap:plateau": Remedy((SEQS, BATCHED), SAYS_PLATEAU),

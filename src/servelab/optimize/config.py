@@ -43,7 +43,8 @@ class Move:
     new: str
 
     def to_dict(self) -> dict:
-        return {"kind": self.change.kind, "name": self.change.name, "from": self.old, "to": self.new}
+        out = {"kind": self.change.kind, "name": self.change.name, "from": self.old, "to": self.new}
+        return {**out, "also": list(self.change.also)} if self.change.also else out  # doubled with it
 
     @property
     def label(self) -> str:

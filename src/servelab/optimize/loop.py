@@ -136,26 +136,61 @@ def _mean(xs) -> float:
 
 def _walk(state: State, best: Seen, prerank) -> str:
     """Act on each verdict until a stop: returns ``stopped_because``."""
+    best = _replayed(state, best)
     while True:
         if best.verdict == "no-limit-found":
             return NO_LIMIT
-        _replay_simulated(state)
-        recorded = _recorded_move(state, best)
-        moves = [recorded] if recorded else untried(state, best)
+        moves = untried(state, best)
+        if moves and prerank is not None:
+            moves = prerank(state, best, moves)
         if not moves:
             return NO_CHANGE
-        if prerank is not None and not state.replay:
-            moves = prerank(state, best, moves)
-            if not moves:
-                return NO_CHANGE
         for move in moves:
             stop = _over_budget(state)
             if stop:
                 return stop
-            cand, kept = _try(state, best, move)
-            if kept:
+            cand = _try(state, best, move)
+            if _kept(state):
                 best = cand
                 break
+            paired = _pair(state, best, move, cand)
+            if paired is not None:
+                best = paired
+                break
+
+
+def _pair(state: State, best: Seen, first: Move, cand: Seen) -> Seen | None:
+    """A change that bought nothing but moved the limit (its run names another verdict) is
+    tried once more together with the next limit's first change: two limits that bind
+    together (the client's cap and max_num_seqs, a KV cache and the token budget) give way
+    only together. Kept only when the pair is better beyond noise than the best."""
+    if cand.verdict in (best.verdict, "no-limit-found"):
+        return None
+    second = untried(state, cand)
+    if not second or _over_budget(state):
+        return None
+    paired = _try(state, best, second[0], on=cand, first=first)
+    return paired if _kept(state) else None
+
+
+def _kept(state: State) -> bool:
+    return state.record["steps"][-1]["kept"]
+
+
+def _replayed(state: State, best: Seen) -> Seen:
+    """The recorded steps, in order, as recorded: their results and decisions are not re-made."""
+    while state.replay:
+        step = state.replay.pop(0)
+        state.record["steps"].append(step)
+        if step.get("simulated"):
+            state.record["budget"]["simulated_runs"] += step["result"].get("repeats", 1)
+        else:
+            state.record["budget"]["runs_used"] += step["result"]["repeats"]
+        state.tried.add(tuple(step["tried"]))
+        state.say(f"step {step['n']} (recorded): {step['why']}")
+        if step["kept"] and not step.get("simulated"):
+            best = seen_from_step(step)
+    return best
 
 
 def untried(state: State, best: Seen) -> list[Move]:
@@ -169,27 +204,11 @@ def untried(state: State, best: Seen) -> list[Move]:
             continue  # the simulator has no client processes to split
         old = current(best.config, change, best.evidence)
         new = next_value(change, old)
-        if new is not None and (_where(best.config), change.name, new) not in state.tried:
+        if change.name == "max_concurrency" and new is not None and int(new) > plan.spec.dataset.num_prompts:
+            continue  # more slots than requests is no more load
+        if new is not None and (*_where(best.config), change.name, new) not in state.tried:
             out.append(Move(change, old, new))
     return out
-
-
-def _replay_simulated(state: State) -> None:
-    """Recorded simulated steps (``--simulate-first``'s pre-ranking) are copied as they were."""
-    while state.replay and state.replay[0].get("simulated"):
-        step = state.replay.pop(0)
-        state.record["steps"].append(step)
-        state.record["budget"]["simulated_runs"] += step["result"].get("repeats", 1)
-
-
-def _recorded_move(state: State, best: Seen) -> Move | None:
-    """While replaying: the change the record says was tried next (a pre-ranking may have jumped)."""
-    if not state.replay:
-        return None
-    c = state.replay[0].get("change") or {}
-    found = [ch for ch in remedy(state.plan.kind, key_of(best.verdict, best.evidence)).changes
-             if ch.name == c.get("name")]
-    return Move(found[0], c.get("from"), c["to"]) if found else None
 
 
 def _where(config: Config) -> tuple:
@@ -207,28 +226,28 @@ def _over_budget(state: State) -> str | None:
     return None
 
 
-def _try(state: State, best: Seen, move: Move) -> tuple[Seen, bool]:
-    """One candidate: replayed when recorded, else measured; compared with the best; recorded."""
-    config = apply(best.config, move, best.evidence)
-    state.tried.add((_where(best.config), move.change.name, move.new))
-    steps = state.record["steps"]
-    recorded = state.replay[0] if state.replay else None
-    if recorded is not None and recorded.get("change") == move.to_dict() and not recorded.get("simulated"):
-        step = state.replay.pop(0)
-        cand = seen_from_step(step)
-        state.say(f"step {step['n']} (recorded): {step['why']}")
-    else:
-        state.replay.clear()  # the recorded path ends here: decide from now on
-        state.say(f"step {len(steps) + 1}: {best.verdict} → try {move.label} ({state.plan.repeats} runs)")
-        m = state.measurer.measure(config, state.plan.repeats)
-        cand = seen(config, m)
-        judged = compare(best, cand, state.record["objective"]["kind"])
-        step = step_dict(len(steps) + 1, best, move, cand, m, judged, why_text(move, judged, _kind(state)))
-        state.say(f"  {step['why']}")
-    state.record["budget"]["runs_used"] += step["result"]["repeats"]
+def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Move | None = None) -> Seen:
+    """One candidate (``move`` made on the best, or on ``on``: a pair), measured, compared with
+    the best by compare's rule, recorded and written."""
+    base = on or best
+    config = apply(base.config, move, base.evidence)
+    tried = (*_where(base.config), move.change.name, move.new)
+    state.tried.add(tried)
+    steps, repeats = state.record["steps"], state.plan.repeats
+    label = f"{first.label} + {move.label}" if first else move.label
+    state.say(f"step {len(steps) + 1}: {base.verdict} → try {label} ({repeats} runs)")
+    m = state.measurer.measure(config, repeats)
+    cand = seen(config, m)
+    judged = compare(best, cand, _kind(state))
+    step = step_dict(len(steps) + 1, base, move, cand, m, judged, why_text(move, judged, _kind(state), first))
+    step["tried"] = list(tried)
+    if first is not None:
+        step["with"] = first.to_dict()  # the reverted change this one was paired with
+    state.record["budget"]["runs_used"] += repeats
     steps.append(step)
+    state.say(f"  {step['why']}")
     state.save()
-    return cand, step["noise_verdict"] == BETTER
+    return cand
 
 
 def _kind(state: State) -> str:

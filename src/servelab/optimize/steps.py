@@ -71,14 +71,17 @@ def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Measured
             "config": cand.config.to_dict(), "result": result,
             "gain": round(gain, 4) if gain is not None else None, "noise_verdict": noise,
             "kept": noise == BETTER, "why": why, "simulated": simulated,
-            "diagnosis_after": {"verdict": cand.verdict, "evidence": list(cand.lines),
-                                "evidence_values": cand.evidence}}
+            # what limited the candidate itself: the next verdict, if it is kept
+            "diagnosis_after": None if move is None else {"verdict": cand.verdict, "evidence": list(cand.lines),
+                                                          "evidence_values": cand.evidence}}
 
 
-def why_text(move: Move, judged: tuple[str, float | None], objective: str) -> str:
+def why_text(move: Move, judged: tuple[str, float | None], objective: str, first: Move | None = None) -> str:
     noise, gain = judged
     _, _, name = OBJECTIVES[objective]
     ratio = f"{gain:.2f}×" if gain is not None else "no ratio"
+    label = (f"{move.label}, with {first.label} (alone it moved the limit but bought nothing)" if first
+             else move.label)
     if noise == BETTER:
-        return f"{move.label}: {name} {ratio} the best so far, better beyond noise — kept"
-    return f"{move.label}: {name} {ratio} the best so far, {noise} — reverted"
+        return f"{label}: {name} {ratio} the best so far, better beyond noise — kept"
+    return f"{label}: {name} {ratio} the best so far, {noise} — reverted"
