@@ -48,7 +48,8 @@ class Move:
 
     @property
     def label(self) -> str:
-        return f"{self.change.said_as} {self.old or 'default'} → {self.new}"
+        also = "".join(f" (and {flag} with it)" for flag in self.change.also)
+        return f"{self.change.said_as} {self.old or 'default'} → {self.new}{also}"
 
 
 def current(config: Config, change: Change, evidence: dict) -> str | None:

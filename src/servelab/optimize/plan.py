@@ -171,6 +171,19 @@ def scale_line(plan: OptimizePlan, config: Config) -> str:
     client += [f"--workers {config.workers}"] if config.workers else []
     env = [f"--env {shlex.quote(k + '=' + v)}" for k, v in sorted(config.env.items())]
     engine = "" if plan.engine.spec.kind == "embedded" else f" --engine {plan.engine.spec.kind}"
-    workload = " ".join(shlex.quote(a) for a in plan.spec.argv if a not in ("--simulate",))
+    workload = " ".join(shlex.quote(a) for a in _without_client(plan.spec.argv))
     args = f" -- {shlex.join(config.engine_args)}" if config.engine_args else ""
     return " ".join(x for x in (f"servelab scale --replicas 2{engine}", workload, *client, *env) if x) + args
+
+
+def _without_client(argv: tuple[str, ...]) -> list[str]:
+    """The workload's flags less the client's free variables (given anew) and --simulate."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--max-concurrency", "--workers"):
+            skip = True
+        elif a != "--simulate":
+            out.append(a)
+    return out
