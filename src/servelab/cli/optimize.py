@@ -16,15 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servelab.cli.engine_args import (
-    add_engine_arguments,
-    add_study_arguments,
-    engine_entry,
-    engine_port,
-    interruptible,
-    sayer,
-    workload_spec,
-)
+from servelab.cli import engine_args as given  # the engine, workload and results flags tune and sweep take
 from servelab.flags.bench_serve import add_bench_arguments
 
 
@@ -46,17 +38,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-operating-point", dest="operating_point", action="store_false",
                    help="stop after the knobs: no load ladder on the best configuration")
     g.add_argument("--json", action="store_true", help="print optimize.json on stdout (progress on stderr)")
-    add_study_arguments(p, "optimize")
-    add_engine_arguments(p)
+    given.add_study_arguments(p, "optimize")
+    given.add_engine_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from servelab.optimize.run import optimize_command, text
 
-    say = sayer("optimize", args.name)
+    say = given.sayer("optimize", args.name)
     if args.json:
         say = (lambda s: print(f"[optimize {args.name}] {s}", file=sys.stderr, flush=True))
-    outcome = interruptible(lambda: optimize_command(_plan(args), say), "optimize")
+    outcome = given.interruptible(lambda: optimize_command(_plan(args), say), "optimize")
     if isinstance(outcome, int):
         return outcome
     record, path = outcome
@@ -75,13 +67,13 @@ def _plan(args: argparse.Namespace):
     from servelab.optimize.run import table_kind
     from servelab.search.slo import parse_slo
 
-    entry = engine_entry(args)
+    entry = given.engine_entry(args)
     if args.simulate and entry.spec.kind != "sim":
         raise InputError("--simulate runs the simulated engine's fast mode: give --engine sim (its flags after --)")
     knobs = tuple(k.strip().removeprefix("--") for k in args.knobs.split(",") if k.strip()) if args.knobs else None
     return OptimizePlan(
-        name=args.name, engine=entry, spec=workload_spec(args), kind=table_kind(entry), objective=args.objective,
+        name=args.name, engine=entry, spec=given.workload_spec(args), kind=table_kind(entry), objective=args.objective,
         slo=parse_slo(args.slo) if args.slo else None, repeats=args.repeats, budget_runs=args.budget_runs,
         budget_minutes=args.budget_minutes, simulate_first=args.simulate_first, knobs=knobs, results=args.results,
-        warmup=args.warmup, port=engine_port(args), verbose=args.verbose, fast=bool(args.simulate),
+        warmup=args.warmup, port=given.engine_port(args), verbose=args.verbose, fast=bool(args.simulate),
         operating_point=args.operating_point)

@@ -38,7 +38,8 @@ def operating_point(state, best: Seen) -> dict | None:
         state.record["budget"]["runs_used"] += 1
         point = point_from_result(load, m.results[0])
         points.append(point)
-        rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0], **_means(m.results[0])})
+        rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
+                     **_means(m.results[0])})
         state.say(f"operating point: concurrency {load:g}: {point.throughput:.1f} out tok/s")
         if not plan.slo and find_knee(points, latency_key=LATENCY_KEY).saturated:
             break

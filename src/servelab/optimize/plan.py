@@ -178,12 +178,6 @@ def scale_line(plan: OptimizePlan, config: Config) -> str:
 
 def _without_client(argv: tuple[str, ...]) -> list[str]:
     """The workload's flags less the client's free variables (given anew) and --simulate."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--max-concurrency", "--workers"):
-            skip = True
-        elif a != "--simulate":
-            out.append(a)
-    return out
+    drop = {i for i, a in enumerate(argv) if a in ("--max-concurrency", "--workers")}
+    drop |= {i + 1 for i in drop}
+    return [a for i, a in enumerate(argv) if i not in drop and a != "--simulate"]

@@ -8,11 +8,12 @@ or a crash leaves a valid file; a rerun reads it back to replay the recorded dec
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from servelab.metrics.noise import NOISE_FLOOR, TAIL_FACTOR
 from servelab.results.layout import write_json_atomic
+# NaN and ±inf as null (JSON has neither): tune's pre-ranking's walker, not a third copy
+from servelab.sweep.presim import _finite as finite
 
 SCHEMA = "servelab.optimize/1"
 FILE = "optimize.json"
@@ -48,14 +49,3 @@ def write(folder: Path, record: dict) -> Path:
 def dumps(record: dict) -> str:
     """The stable ``--json`` form: the file's object, keys sorted."""
     return json.dumps(finite(record), indent=2, sort_keys=True, allow_nan=False)
-
-
-def finite(value):
-    """NaN and ±inf as null: JSON has neither."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
