@@ -164,3 +164,28 @@ def test_the_json_is_the_documented_contract(truth, tmp_path):
     assert {"engine_args", "env", "client", "output_tok_s", "serve_command"} <= set(truth["final"])
     assert truth["noise"]["floor"] == 0.1 and truth["noise"]["repeats"] == 2
     assert json.loads(json.dumps(truth)) == truth
+
+
+class CutAt(Counting):
+    """Ctrl-C during the n-th measurement."""
+
+    def __init__(self, plan: OptimizePlan, n: int) -> None:
+        super().__init__(plan)
+        self.n = n
+
+    def measure(self, config, repeats):
+        if len(self.asked) + 1 == self.n:
+            raise KeyboardInterrupt
+        return super().measure(config, repeats)
+
+
+def test_ctrl_c_writes_what_was_done_and_a_rerun_goes_on(tmp_path, qwen3_path):
+    plan = plan_of(tmp_path, "cut", qwen3_path, budget_runs=8)
+    with pytest.raises(KeyboardInterrupt):
+        optimize(plan, CutAt(plan, 3), say=lambda _: None)
+    cut = json.loads((tmp_path / "cut" / "optimize.json").read_text())
+    assert cut["stopped_because"] == "interrupted" and len(cut["steps"]) == 1 and cut["final"] is not None
+    measurer = Counting(plan)
+    done = optimize(plan, measurer, say=lambda _: None)
+    assert done["steps"][0] == cut["steps"][0] and len(measurer.asked) == len(done["steps"]) - 1
+    assert done["stopped_because"] == "budget: runs"
