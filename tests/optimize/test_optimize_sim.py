@@ -189,3 +189,23 @@ def test_ctrl_c_writes_what_was_done_and_a_rerun_goes_on(tmp_path, qwen3_path):
     done = optimize(plan, measurer, say=lambda _: None)
     assert done["steps"][0] == cut["steps"][0] and len(measurer.asked) == len(done["steps"]) - 1
     assert done["stopped_because"] == "budget: runs"
+
+
+class FailsToStart(Counting):
+    """An engine that will not start with --max-num-seqs 4 (as a config past memory would not)."""
+
+    def measure(self, config, repeats):
+        from servelab.errors import EngineError
+
+        if "4" in config.engine_args[config.engine_args.index("--max-num-seqs") + 1:][:1]:
+            raise EngineError("engine 'sim' exited during startup (code 1)\nlast log lines: …")
+        return super().measure(config, repeats)
+
+
+def test_a_configuration_that_cannot_start_is_reverted_and_the_loop_goes_on(tmp_path, qwen3_path):
+    plan = plan_of(tmp_path, "infeasible", qwen3_path, budget_runs=6)
+    record = optimize(plan, FailsToStart(plan), say=lambda _: None)
+    first = record["steps"][0]
+    assert first["change"]["to"] == "4" and first["kept"] is False and first["noise_verdict"] is None
+    assert "the engine did not run with it (engine 'sim' exited during startup (code 1))" in first["why"]
+    assert record["steps"][1]["change"]["name"] == "--max-num-batched-tokens"  # the table's next change

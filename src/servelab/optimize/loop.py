@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servelab.diagnose.changes import CLIENT, key_of, remedy
+from servelab.errors import EngineError
 from servelab.metrics.noise import BETTER
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, Move, apply, current, next_value
@@ -41,6 +42,7 @@ class State:
     started: float = field(default_factory=time.monotonic)
     minutes_before: float = 0.0
     tried: set = field(default_factory=set)  # (config, change, value) already measured
+    starts_before: int = 0  # engine starts of the runs a resumed record already holds
 
     @property
     def minutes(self) -> float:
@@ -49,7 +51,7 @@ class State:
     def save(self) -> None:
         b = self.record["budget"]
         b["minutes_used"] = round(self.minutes, 3)
-        b["engine_starts"] = self.record["budget"].get("engine_starts_before", 0) + self.measurer.engine_starts
+        b["engine_starts"] = self.starts_before + self.measurer.engine_starts
         rec.write(self.plan.folder, self.record)
 
 
@@ -80,10 +82,10 @@ def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
     replay: list[dict] = []
     if old is not None and old.get("definition") == record["definition"]:
         replay = [old["baseline"], *old.get("steps", [])] if old.get("baseline") else []
-        record["budget"]["engine_starts_before"] = old["budget"].get("engine_starts", 0)
         record["objective"] = old.get("objective", record["objective"])
         say(f"resuming: {len(replay)} recorded steps are replayed as recorded")
-        state = State(plan, measurer, record, replay, say, minutes_before=old["budget"].get("minutes_used", 0.0))
+        state = State(plan, measurer, record, replay, say, minutes_before=old["budget"].get("minutes_used", 0.0),
+                      starts_before=old["budget"].get("engine_starts", 0))
     else:
         state = State(plan, measurer, record, replay, say)
     if plan.plan_check is not None:
@@ -105,6 +107,7 @@ def _baseline(state: State) -> Seen:
     record["budget"]["runs_used"] += plan.repeats
     base = seen(config, m)
     record["objective"] = objective_for(plan, base)
+    record["noise"] = rec.noise_rule(plan.repeats, record["objective"]["kind"])
     record["baseline"] = step_dict(0, base, None, base, m, None, "the configuration as given")
     state.say(f"baseline: {_line(record['baseline'])}; verdict {base.verdict}")
     state.save()
@@ -236,7 +239,10 @@ def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Mo
     steps, repeats = state.record["steps"], state.plan.repeats
     label = f"{first.label} + {move.label}" if first else move.label
     state.say(f"step {len(steps) + 1}: {base.verdict} → try {label} ({repeats} runs)")
-    m = state.measurer.measure(config, repeats)
+    try:
+        m = state.measurer.measure(config, repeats)
+    except EngineError as exc:  # this configuration cannot start (or died): reverted, and the loop goes on
+        return _infeasible(state, base, move, config, tried, exc)
     cand = seen(config, m)
     judged = compare(best, cand, _kind(state))
     step = step_dict(len(steps) + 1, base, move, cand, m, judged, why_text(move, judged, _kind(state), first))
@@ -245,6 +251,19 @@ def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Mo
         step["with"] = first.to_dict()  # the reverted change this one was paired with
     state.record["budget"]["runs_used"] += repeats
     steps.append(step)
+    state.say(f"  {step['why']}")
+    state.save()
+    return cand
+
+
+def _infeasible(state: State, base: Seen, move: Move, config: Config, tried: tuple, exc: EngineError) -> Seen:
+    reason = str(exc).split("\n", 1)[0]
+    cand = Seen(config, {}, "infeasible", {}, (reason,))
+    step = step_dict(len(state.record["steps"]) + 1, base, move, cand, None, None,
+                     f"{move.label}: the engine did not run with it ({reason}) — reverted")
+    step["result"].update(output_tok_s=0.0, mean_ttft_ms=0.0, mean_tpot_ms=0.0, repeats=0, runs=[])
+    step["tried"] = list(tried)
+    state.record["steps"].append(step)
     state.say(f"  {step['why']}")
     state.save()
     return cand

@@ -111,7 +111,8 @@ def limits(plan: OptimizePlan) -> list[str]:
            "--max-concurrency and --workers, reported beside the engine's flags",
            f"{plan.repeats} repeats per configuration, each configuration on one engine start: start-to-start "
            "noise is covered only by the floor of compare's rule",
-           "one change at a time, in the knob table's order: changes that help only together are not found",
+           "one change at a time, in the knob table's order (a change that moved the limit is tried once more "
+           "with the next limit's change): changes that help only three at a time are not found",
            "a knob the table does not list for a verdict is never tried"]
     if plan.fast or plan.kind == "sim":
         out.insert(0, "SIMULATED: every number is servelab's vLLM V1 scheduler model, not a measurement; "
