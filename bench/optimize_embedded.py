@@ -27,16 +27,24 @@ def main() -> int:
     p.add_argument("--num-prompts", type=int, default=16)
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--name", default="optimize-embedded")
+    p.add_argument("--budget-minutes", type=float, default=None)
+    p.add_argument("--random-output-len", type=int, default=64)
+    p.add_argument("--port", type=int, default=8347, help="the engine's port (not 8000: a shared machine)")
     p.add_argument("--simulate-first", action="store_true")
     args = p.parse_args()
     argv = [sys.executable, "-m", "servelab.cli.main", "optimize", "--name", args.name, "--results", str(args.results),
-            "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "64",
+            "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", str(args.random_output_len), "--port", str(args.port),
             "--num-prompts", str(args.num_prompts), "--max-concurrency", "2", "--budget-runs", str(args.budget_runs),
-            "--repeats", "2", *(["--simulate-first"] if args.simulate_first else []), "--", "--max-num-seqs", "2"]
+            "--repeats", "2", *(["--budget-minutes", str(args.budget_minutes)] if args.budget_minutes else []),
+            *(["--simulate-first"] if args.simulate_first else []), "--", "--max-num-seqs", "2"]
     print("$ " + " ".join(argv[2:]), flush=True)
     started = time.monotonic()
     code = subprocess.call(argv)
-    record = json.loads((args.results / args.name / "optimize.json").read_text(encoding="utf-8"))
+    path = args.results / args.name / "optimize.json"
+    if not path.is_file():
+        print(f"exit {code}: no record written ({path})")
+        return code or 1
+    record = json.loads(path.read_text(encoding="utf-8"))
     print(f"\nexit {code} after {(time.monotonic() - started) / 60:.1f} min")
     print(figures(record))
     print(f"record: {args.results / args.name / 'optimize.json'}")

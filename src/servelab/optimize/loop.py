@@ -71,8 +71,10 @@ def optimize(plan: OptimizePlan, measurer: Measurer, say: Callable[[str], None] 
         state.record["stopped_because"] = INTERRUPTED
         raise
     finally:
-        measurer.close()
-        _finish(state)
+        try:
+            measurer.close()  # stops the engine; may raise (a port still taken) …
+        finally:
+            _finish(state)  # … and the record is written all the same
     return state.record
 
 
