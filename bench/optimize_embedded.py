@@ -32,10 +32,12 @@ def main() -> int:
     p.add_argument("--port", type=int, default=8347, help="the engine's port (not 8000: a shared machine)")
     p.add_argument("--simulate-first", action="store_true")
     args = p.parse_args()
-    argv = [sys.executable, "-m", "servelab.cli.main", "optimize", "--name", args.name, "--results", str(args.results),
-            "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", str(args.random_output_len), "--port", str(args.port),
-            "--num-prompts", str(args.num_prompts), "--max-concurrency", "2", "--budget-runs", str(args.budget_runs),
-            "--repeats", "2", *(["--budget-minutes", str(args.budget_minutes)] if args.budget_minutes else []),
+    workload = ["--dataset-name", "random", "--random-input-len", "128", "--random-output-len",
+                str(args.random_output_len), "--num-prompts", str(args.num_prompts), "--max-concurrency", "2"]
+    budget = ["--budget-runs", str(args.budget_runs), "--repeats", "2",
+              *(["--budget-minutes", str(args.budget_minutes)] if args.budget_minutes else [])]
+    argv = [sys.executable, "-m", "servelab.cli.main", "optimize", "--name", args.name, "--results",
+            str(args.results), "--port", str(args.port), *workload, *budget,
             *(["--simulate-first"] if args.simulate_first else []), "--", "--max-num-seqs", "2"]
     print("$ " + " ".join(argv[2:]), flush=True)
     started = time.monotonic()
@@ -53,17 +55,22 @@ def main() -> int:
 
 def figures(record: dict) -> str:
     base, final, b = record["baseline"], record.get("final") or {}, record["budget"]
-    lines = [f"baseline: {base['result']['output_tok_s']:.1f} out tok/s, mean TTFT {base['result']['mean_ttft_ms']:.0f} "
-             f"ms; verdict {base['verdict']}"]
+    if base is None:
+        return f"no baseline (stopped because: {record['stopped_because']})"
+    r = base["result"]
+    lines = [f"baseline: {r['output_tok_s']:.1f} out tok/s, mean TTFT {r['mean_ttft_ms']:.0f} ms; "
+             f"verdict {base['verdict']}"]
     lines += [f"step {s['n']}: [{s['verdict']}] {s['why']}" for s in record["steps"]]
     if final:
-        lines.append(f"final: {final['output_tok_s']:.1f} out tok/s ({final['output_tok_s'] / base['result']['output_tok_s']:.2f}× "
-                     f"the baseline); {final['serve_command']}; client --max-concurrency {final['client']['max_concurrency']}")
+        lines.append(f"final: {final['output_tok_s']:.1f} out tok/s ({final['output_tok_s'] / r['output_tok_s']:.2f}× "
+                     f"the baseline); {final['serve_command']}; client --max-concurrency "
+                     f"{final['client']['max_concurrency']}")
     op = record.get("operating_point")
     if op and op.get("load") is not None:
         lines.append(f"operating point: concurrency {op['load']:g}, {op['output_tok_s']:.1f} out tok/s")
     lines.append(f"stopped because: {record['stopped_because']}; runs {b['runs_used']}/{b['runs_limit']}, "
-                 f"engine starts {b['engine_starts']}, simulated runs {b['simulated_runs']}, {b['minutes_used']:.1f} min")
+                 f"engine starts {b['engine_starts']}, simulated runs {b['simulated_runs']}, "
+                 f"{b['minutes_used']:.1f} min")
     return "\n".join(lines)
 
 
