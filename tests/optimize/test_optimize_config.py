@@ -27,3 +27,23 @@ def test_a_flag_is_replaced_in_either_spelling_and_companions_move_with_it():
     assert both.max_concurrency == 8 and both.engine_args == ("--max-num-seqs", "8")
     env = apply(Config(), Move(CPU_KV, "1", "2"))
     assert env.env == {"VLLM_CPU_KVCACHE_SPACE": "2"} and Config.from_dict(env.to_dict()) == env
+
+
+def test_a_finite_rate_the_engine_keeps_up_with_turns_throughput_into_latency(tmp_path, plan_of):
+    import dataclasses
+
+    from servelab.optimize.loop import objective_for
+    from servelab.optimize.steps import Seen
+
+    plan = plan_of(tmp_path, "rate")
+    at_rate = dataclasses.replace(plan, spec=dataclasses.replace(
+        plan.spec, load=dataclasses.replace(plan.spec.load, request_rate=2.0)))
+    kept_up = Seen(Config(), {"request_throughput": (1.95, 1.97)}, "no-limit-found", {}, ())
+    behind = Seen(Config(), {"request_throughput": (1.2, 1.3)}, "scheduler-cap", {}, ())
+    latency = objective_for(at_rate, kept_up)
+    assert latency["kind"] == "latency"
+    assert latency["why"] == ("finite --request-rate 2 below capacity (served 1.96 req/s): throughput is flat, "
+                              "optimising mean TTFT")
+    assert objective_for(dataclasses.replace(at_rate, slo={"p99_ttft": 500.0}), kept_up)["kind"] == "goodput"
+    assert objective_for(at_rate, behind)["kind"] == "throughput"
+    assert objective_for(plan, kept_up)["kind"] == "throughput"  # rate inf: nothing to keep up with

@@ -15,38 +15,15 @@ client-concurrency-cap → scheduler-cap (max_num_batched_tokens).
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 import pytest
 
-from servelab.engines import EngineSpec
-from servelab.flags.bench_serve import add_bench_arguments, bench_spec
 from servelab.optimize import loop
 from servelab.optimize.loop import optimize
 from servelab.optimize.measure import SimMeasurer
 from servelab.optimize.plan import OptimizePlan
 from servelab.optimize.prerank import Prerank
-from servelab.study.file import EngineEntry
-
-TRUTH = ("--max-num-seqs", "2", "--max-num-batched-tokens", "64", "--kv-cache-tokens", "2048",
-         "--step-overhead-ms", "20", "--step-per-token-ms", "0.01")
-WORKLOAD = ["--dataset-name", "random", "--random-input-len", "256", "--random-output-len", "64",
-            "--num-prompts", "48", "--max-concurrency", "8"]
-
-
-def spec_of(argv: list[str], tokenizer: str):
-    parser = argparse.ArgumentParser()
-    add_bench_arguments(parser, runs_owned=True)
-    argv = [*argv, "--tokenizer", tokenizer]
-    return bench_spec(parser.parse_args(argv), tuple(argv))
-
-
-def plan_of(tmp: Path, name: str, tokenizer: str, **kw) -> OptimizePlan:
-    entry = EngineEntry("sim", EngineSpec(name="sim", kind="sim", model="sim", args=TRUTH), args=TRUTH)
-    return OptimizePlan(name, entry, spec_of(WORKLOAD, tokenizer), "sim", results=tmp, fast=True,
-                        operating_point=False, **kw)
 
 
 class Counting(SimMeasurer):
@@ -68,8 +45,8 @@ def run(plan: OptimizePlan) -> dict:
 
 
 @pytest.fixture(scope="module")
-def truth(tmp_path_factory, qwen3_path) -> dict:
-    return run(plan_of(tmp_path_factory.mktemp("opt"), "truth", qwen3_path, budget_runs=40))
+def truth(tmp_path_factory, plan_of) -> dict:
+    return run(plan_of(tmp_path_factory.mktemp("opt"), "truth", budget_runs=40))
 
 
 def first_seen(record: dict) -> list[str]:
@@ -104,9 +81,9 @@ def test_it_keeps_the_changes_that_help_and_the_answer_lifts_every_limit(truth):
     assert final["serve_command"].endswith("# SIMULATED: try these knobs on the real engine")
 
 
-def test_a_change_with_no_effect_is_within_noise_and_reverted(tmp_path, qwen3_path):
+def test_a_change_with_no_effect_is_within_noise_and_reverted(tmp_path, plan_of):
     """The step overhead dominates and nothing queues for the budget: doubling it does nothing."""
-    plan = plan_of(tmp_path, "noop", qwen3_path)
+    plan = plan_of(tmp_path, "noop")
     state = loop._state(plan, Counting(plan), lambda _: None)
     best = loop._baseline(state)
     from servelab.diagnose.changes import BATCHED
@@ -119,13 +96,13 @@ def test_a_change_with_no_effect_is_within_noise_and_reverted(tmp_path, qwen3_pa
     assert loop._best(state).config == best.config  # the best is still the baseline
 
 
-def test_its_answer_is_within_10_percent_of_an_exhaustive_simulated_tune(truth, tmp_path, qwen3_path):
+def test_its_answer_is_within_10_percent_of_an_exhaustive_simulated_tune(truth, tmp_path, workload_spec):
     from servelab.search.knobs import parse_knob
     from servelab.sweep import presim
     from servelab.sweep.tune import TunePlan
 
     step_model = ["--sim-step-overhead-ms", "20", "--sim-step-per-token-ms", "0.01"]
-    spec = spec_of([*WORKLOAD[:-2], *step_model], qwen3_path)
+    spec = workload_spec(step_model)
     grid = ["max-num-seqs=8,32", "max-num-batched-tokens=64,256", "kv-cache-tokens=4096,16384"]
     plan = TunePlan("grid", None, spec, knobs=tuple(parse_knob(k) for k in grid), loads=(16.0, 32.0),
                     results=tmp_path)
@@ -133,10 +110,10 @@ def test_its_answer_is_within_10_percent_of_an_exhaustive_simulated_tune(truth, 
     assert truth["final"]["output_tok_s"] >= 0.9 * best, (truth["final"], best)
 
 
-def test_a_rerun_replays_the_recorded_decisions_and_goes_on(tmp_path, qwen3_path):
-    first = run(plan_of(tmp_path, "resume", qwen3_path, budget_runs=6))
+def test_a_rerun_replays_the_recorded_decisions_and_goes_on(tmp_path, plan_of):
+    first = run(plan_of(tmp_path, "resume", budget_runs=6))
     assert first["stopped_because"] == "budget: runs" and len(first["steps"]) == 2
-    plan = plan_of(tmp_path, "resume", qwen3_path, budget_runs=10)
+    plan = plan_of(tmp_path, "resume", budget_runs=10)
     measurer = Counting(plan)
     second = optimize(plan, measurer, say=lambda _: None)
     assert second["steps"][:2] == first["steps"] and second["baseline"] == first["baseline"]
@@ -144,8 +121,8 @@ def test_a_rerun_replays_the_recorded_decisions_and_goes_on(tmp_path, qwen3_path
     assert second["budget"]["runs_used"] == 10
 
 
-def test_simulate_first_spends_fewer_real_runs_for_the_same_answer(truth, tmp_path, qwen3_path):
-    ranked = run(plan_of(tmp_path, "simfirst", qwen3_path, budget_runs=40, simulate_first=True))
+def test_simulate_first_spends_fewer_real_runs_for_the_same_answer(truth, tmp_path, plan_of):
+    ranked = run(plan_of(tmp_path, "simfirst", budget_runs=40, simulate_first=True))
     assert ranked["final"]["output_tok_s"] == pytest.approx(truth["final"]["output_tok_s"], rel=0.02)
     assert ranked["budget"]["runs_used"] < truth["budget"]["runs_used"]
     assert ranked["budget"]["simulated_runs"] > 0
@@ -179,8 +156,8 @@ class CutAt(Counting):
         return super().measure(config, repeats)
 
 
-def test_ctrl_c_writes_what_was_done_and_a_rerun_goes_on(tmp_path, qwen3_path):
-    plan = plan_of(tmp_path, "cut", qwen3_path, budget_runs=8)
+def test_ctrl_c_writes_what_was_done_and_a_rerun_goes_on(tmp_path, plan_of):
+    plan = plan_of(tmp_path, "cut", budget_runs=8)
     with pytest.raises(KeyboardInterrupt):
         optimize(plan, CutAt(plan, 3), say=lambda _: None)
     cut = json.loads((tmp_path / "cut" / "optimize.json").read_text())
@@ -202,8 +179,8 @@ class FailsToStart(Counting):
         return super().measure(config, repeats)
 
 
-def test_a_configuration_that_cannot_start_is_reverted_and_the_loop_goes_on(tmp_path, qwen3_path):
-    plan = plan_of(tmp_path, "infeasible", qwen3_path, budget_runs=6)
+def test_a_configuration_that_cannot_start_is_reverted_and_the_loop_goes_on(tmp_path, plan_of):
+    plan = plan_of(tmp_path, "infeasible", budget_runs=6)
     record = optimize(plan, FailsToStart(plan), say=lambda _: None)
     first = record["steps"][0]
     assert first["change"]["to"] == "4" and first["kept"] is False and first["noise_verdict"] is None
