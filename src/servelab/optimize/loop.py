@@ -106,7 +106,7 @@ def _baseline(state: State) -> Seen:
         return base
     state.say(f"baseline: {plan.repeats} runs")
     m = state.measurer.measure(config, plan.repeats)
-    record["budget"]["runs_used"] += plan.repeats
+    record["budget"]["runs_used"] += m.fresh
     base = seen(config, m)
     record["objective"] = objective_for(plan, base)
     record["noise"] = rec.noise_rule(plan.repeats, record["objective"]["kind"])
@@ -251,7 +251,7 @@ def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Mo
     step["tried"] = list(tried)
     if first is not None:
         step["with"] = first.to_dict()  # the reverted change this one was paired with
-    state.record["budget"]["runs_used"] += repeats
+    state.record["budget"]["runs_used"] += m.fresh
     steps.append(step)
     state.say(f"  {step['why']}")
     state.save()

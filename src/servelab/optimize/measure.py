@@ -43,6 +43,7 @@ class Measured:
     results: tuple[dict, ...]  # one result JSON per repeat
     runs: tuple[str, ...]  # their folders, relative to results/NAME
     engine_started: bool  # an engine start was spent on it
+    fresh: int = 0  # runs measured now (the rest were read back, done before): what the budget counts
 
     def spread(self, key: str) -> Spread:
         return Spread(tuple(float(r.get(key) or 0.0) for r in self.results))
@@ -113,7 +114,7 @@ class EngineMeasurer:
         self.engine_starts += started
         root = self.results / self.name
         return Measured(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
-                        started)
+                        started, sum(not r.kept for r in out))
 
     def _session(self, config: Config) -> Session:
         tag = config_tag(config)
@@ -141,14 +142,15 @@ class SimMeasurer:
     def measure(self, config: Config, repeats: int) -> Measured:
         runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
         workload = client_workload(self.spec, config, self.slo)
-        results, folders = [], []
+        results, folders, fresh = [], [], 0
         for repeat in range(1, repeats + 1):
             folder = layout.run_dir(runs, workload, repeat)
             if not layout.is_done(runs, workload, repeat):
                 self._run(runs, workload, repeat, config)
+                fresh += 1
             results.append(run_result(folder) or {})
             folders.append(str(folder.relative_to(self.results / self.name)))
-        return Measured(tuple(results), tuple(folders), False)
+        return Measured(tuple(results), tuple(folders), False, fresh)
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
         from servelab.measure.run import execute

@@ -35,7 +35,7 @@ def operating_point(state, best: Seen) -> dict | None:
                                           f"({len(points)} loads measured)")
             break
         m = state.measurer.measure(dataclasses.replace(best.config, max_concurrency=int(load)), 1)
-        state.record["budget"]["runs_used"] += 1
+        state.record["budget"]["runs_used"] += m.fresh  # a load measured before (the best's own) is read back
         point = point_from_result(load, m.results[0])
         points.append(point)
         rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
