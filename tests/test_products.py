@@ -14,9 +14,11 @@ HOME = {
     "scale": "scale", "plan": "planner", "diagnose": "diagnose", "selftest": "selftest", "serve": "engines",
     "gpu": "telemetry", "mock": "mock", "data": "datasets", "compare": "reports", "report": "reports",
     "results": "results",
+    "optimize": "optimize",
 }
 # The L4 products: one measured run, studies, sweeps and tuning, scale-out.
-PRODUCTS = {"measure": {"bench"}, "study": {"study", "demo"}, "sweep": {"sweep", "tune"}, "scale": {"scale"}}
+PRODUCTS = {"measure": {"bench"}, "study": {"study", "demo"}, "sweep": {"sweep", "tune"}, "scale": {"scale"},
+            "optimize": {"optimize"}}
 
 
 def cli_imports(command: str) -> set[str]:

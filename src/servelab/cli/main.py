@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("servelab.cli.sweep", "a load ladder on one engine: the knee, operating point, most load under an SLO"),
     "tune": ("servelab.cli.tune", "search engine knobs for the most throughput under an SLO; print the serve command"),
     "scale": ("servelab.cli.scale", "N replicas loaded at one instant: throughput in their common window, scaling efficiency"),
+    "optimize": ("servelab.cli.optimize", "diagnose, change what limits it, keep only gains beyond noise, repeat; the serve line"),
     "plan": ("servelab.cli.plan", "predict weights, KV cache, requests at once and a speed floor, before launching"),
     "results": ("servelab.cli.results", "results recover DIR: a run killed hard, as a result from its records"),
     "demo": ("servelab.cli.demo", "the whole loop on the embedded engine: study, comparison, report"),

@@ -17,6 +17,8 @@ Heavy imports happen inside functions so importing this module stays cheap.
 
 from __future__ import annotations
 
+import functools
+
 import importlib.util
 import json
 import os
@@ -157,10 +159,18 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     """Find ``spec.name_or_path`` locally and load it; TokenizerError names what was tried."""
     where = resolve_tokenizer(spec.name_or_path)
     if where.is_file():
-        return FastTokenizer(where, spec.name_or_path)
+        return _fast(where, where.stat().st_mtime_ns, spec.name_or_path)
     if (where / "tokenizer.json").is_file():
-        return FastTokenizer(where / "tokenizer.json", spec.name_or_path)
+        return _fast(where / "tokenizer.json", (where / "tokenizer.json").stat().st_mtime_ns, spec.name_or_path)
     return HFTokenizer(where, spec.name_or_path, spec.trust_remote_code)
+
+
+@functools.lru_cache(maxsize=4)
+def _fast(path: Path, mtime_ns: int, name: str) -> FastTokenizer:
+    """Read once per process (a file changed on disk is read again): a tune, a simulated
+    pre-ranking or an optimize runs many benches, and parsing Qwen3's tokenizer.json takes
+    seconds on a busy machine. Nothing mutates a FastTokenizer after it is built."""
+    return FastTokenizer(path, name)
 
 
 def resolve_tokenizer(name_or_path: str) -> Path:

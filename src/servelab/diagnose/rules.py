@@ -17,6 +17,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from servelab.diagnose import changes
 from servelab.diagnose.evidence import Evidence
 from servelab.diagnose.spans import Spell, spell
 from servelab.diagnose.verdict import Verdict
@@ -86,9 +87,7 @@ def client_bound(ev: Evidence) -> Verdict | None:
         "client-bound", max(conf for conf, _ in found),
         "The client limits this run (" + "; ".join(r for _, r in found) + "): the numbers understate the server.",
         {"client_cpu_fraction": rounded(cpu), "cpu_saturated_share": rounded(hot), "schedule_lag_p99_ms": rounded(lag)},
-        "Split the load across client processes — re-run with `--workers N` (one core each, one "
-        "schedule), or give the client its own cores (taskset) — and compare; if throughput rises, "
-        "this run measured the client.")
+        changes.says("vllm", "client-bound"))
 
 
 def partial(conf: float, held: Spell) -> float:
@@ -130,11 +129,10 @@ def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -
     room += f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
     if host is not None and host.cpu_engine and host.saturated:  # its compute had none: cpu-compute-bound
         return 0.5, room + (f", but the {host.cpus} CPUs it computes on were {host.busy:.0%} busy."), \
-            (f"Raise --max-concurrency (e.g. {cap} → {2 * cap}) only to batch more on the same full cores: "
-             "throughput rises as far as larger batches use them better, and no further.")
+            changes.says("vllm", "client-concurrency-cap:cpu").format(c=cap, c2=2 * cap)
     if seqs is not None and seqs <= cap:
         return 0.6, room + f". The engine's max_num_seqs is {seqs} too: past it, requests will queue there.", \
-            _raise_concurrency(cap)
+            changes.says("vllm", "client-concurrency-cap:seqs").format(c=cap, c2=2 * cap, s=seqs)
     return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room + ".", _raise_concurrency(cap)
 
 
@@ -144,8 +142,7 @@ def _at(times: tuple[float, ...], xs: tuple[float, ...], t: float) -> float:
 
 
 def _raise_concurrency(cap: int) -> str:
-    return (f"Raise the client's --max-concurrency (e.g. {cap} → {2 * cap}, {4 * cap}) under the same load; "
-            "engine knobs (--max-num-seqs, memory) will not move this.")
+    return changes.says("vllm", "client-concurrency-cap").format(c=cap, c2=2 * cap, c4=4 * cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,22 +195,14 @@ def family(e) -> str:
     return (e.names.get("running") or "vllm:").split(":", 1)[0]
 
 
-# What to raise when a plateau in running is the cap, by engine family.
-PLATEAU_NEXT = {
-    "vllm": "If the engine runs with --max-num-seqs {p}, raise it (e.g. to {p2}); otherwise raise "
-            "--max-num-batched-tokens. Re-run the same load.",
-    "llamacpp": "llama.cpp runs at most --parallel requests at once (its slots): if that is {p}, raise it "
-                "(e.g. to {p2}) and --ctx-size with it, since the slots share the context. Re-run the same load.",
-}
+# What to raise when a plateau in running is the cap, by engine family (the knob table's sentences).
+PLATEAU_NEXT = {"vllm": changes.SAYS_PLATEAU, "llamacpp": changes.SAYS_SLOTS_PLATEAU}
 
 
 # A known cap, by engine family: (what it is called, what to raise, the evidence key).
 KNOWN_CAP = {
-    "vllm": ("max_num_seqs {s}", "Raise --max-num-seqs from {s} (e.g. to {s2}, {s4}) and re-run the same load; "
-             "watch KV usage and preemptions as it rises.", "max_num_seqs"),
-    "llamacpp": ("llama.cpp's {s} slots (--parallel {s}, from its log)",
-                 "Raise --parallel from {s} (e.g. to {s2}) and --ctx-size with it, since the slots share the "
-                 "context. Re-run the same load.", "slots"),
+    "vllm": ("max_num_seqs {s}", changes.SAYS_SEQS, "max_num_seqs"),
+    "llamacpp": ("llama.cpp's {s} slots (--parallel {s}, from its log)", changes.SAYS_SLOTS, "slots"),
 }
 
 
@@ -252,8 +241,7 @@ def _token_budget(ev: Evidence) -> Limit | None:
     seqs = known_cap(ev.facts, family(e))
     below = f" with running below max_num_seqs {seqs}" if seqs else ""
     return _limit(ev, 0.85, f"each engine step carries the full token budget (max_num_batched_tokens {budget}){below}",
-                  f"Raise --max-num-batched-tokens from {budget} (e.g. to {2 * budget}) and re-run the same load; "
-                  "each step then admits more prompt tokens (and takes longer: watch TPOT).",
+                  changes.SAYS_BATCHED.format(b=budget, b2=2 * budget),
                   {"max_num_batched_tokens": budget, "limit": "max_num_batched_tokens",
                    "tokens_per_step": rounded(e.tokens_per_step, 1)}, full)
 
@@ -269,8 +257,7 @@ def _unknown_budget(ev: Evidence) -> Limit | None:
         return None
     found = _limit(ev, 0.45, f"running stays below max_num_seqs {seqs} with room in the KV cache — the token "
                              "budget (max_num_batched_tokens, not stated in the result) is what is left to hold them",
-                   "Re-run diagnose with --max-num-batched-tokens N (the engine's value) to confirm, then raise it "
-                   "on the engine and re-run the same load.", {"max_num_seqs": seqs, "limit": "unknown"},
+                   changes.SAYS_UNKNOWN, {"max_num_seqs": seqs, "limit": "unknown"},
                    [w >= 1 and r < seqs for r, w in zip(e.running, e.waiting)])
     return found if found.held.share >= PARTIAL else None
 
@@ -308,13 +295,15 @@ def kv_capacity(ev: Evidence) -> Verdict | None:
     usage = f"KV usage mean {kv_mean:.0%}, max {kv_max:.0%}" if e.kv else "KV usage not reported"
     return Verdict("kv-capacity", conf,
                    f"The KV cache is the limit: {head}{when}; {usage}; {mean(e.waiting):.1f} waiting on average.",
-                   {**_queue_numbers(e), "bound": held.to_dict()}, _free_kv(ev.facts.kv_cache_tokens))
+                   {**_queue_numbers(e), "bound": held.to_dict()}, _free_kv(ev))
 
 
-def _free_kv(kv_tokens: int | None) -> str:
-    now = f" (it holds {kv_tokens:,} tokens now)" if kv_tokens else ""
-    return ("Make room in the KV cache" + now + ": quantize the weights (AWQ/FP8) or the KV cache "
-            "(--kv-cache-dtype fp8), raise --gpu-memory-utilization, or lower --max-model-len; re-run the same load.")
+def _free_kv(ev: Evidence) -> str:
+    """The knob table's sentence for this engine (the CPU build's KV budget is an environment variable)."""
+    tokens, host = ev.facts.kv_cache_tokens, ev.facts.host
+    kind = changes.family_kind(family(ev.engine), cpu_engine=host is not None and host.cpu_engine)
+    now = f" (it holds {tokens:,} tokens now)" if tokens else ""
+    return changes.says(kind, "kv-capacity").format(now=now)
 
 
 def offered_unbounded(ev: Evidence) -> bool:

@@ -1,0 +1,115 @@
+"""One configuration the optimizer measures, and how a change from the knob table moves it.
+
+A configuration is the engine's flags and environment *and* the client's free variables
+(``--max-concurrency``, ``--workers``): the load a deployment serves is part of the
+answer, so it is varied beside the engine and reported beside it, never hidden in it.
+Flags are kept as the argv the engine is started with; a change replaces the flag's
+value (or appends it), so the serve command shows exactly what was measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from servelab.diagnose.changes import CLIENT, ENV, FLAG, Change
+from servelab.engines.spec import flag_value
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    engine_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    max_concurrency: int | None = None
+    workers: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"engine_args": list(self.engine_args), "env": dict(self.env),
+                "client": {"max_concurrency": self.max_concurrency, "workers": self.workers}}
+
+    @staticmethod
+    def from_dict(d: dict) -> Config:
+        client = d.get("client") or {}
+        return Config(tuple(d.get("engine_args") or ()), dict(d.get("env") or {}), client.get("max_concurrency"),
+                      client.get("workers"))
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One change, with the values it moves between (``from`` None: not set, the engine's default)."""
+
+    change: Change
+    old: str | None
+    new: str
+
+    def to_dict(self) -> dict:
+        out = {"kind": self.change.kind, "name": self.change.name, "from": self.old, "to": self.new}
+        return {**out, "also": list(self.change.also)} if self.change.also else out  # doubled with it
+
+    @property
+    def label(self) -> str:
+        also = "".join(f" (and {flag} with it)" for flag in self.change.also)
+        return f"{self.change.said_as} {self.old or 'default'} → {self.new}{also}"
+
+
+def current(config: Config, change: Change, evidence: dict) -> str | None:
+    """The value the configuration runs with: as given, else as the engine reported it, else its default."""
+    if change.kind == FLAG:
+        given = flag_value(list(config.engine_args), change.name)
+    elif change.kind == ENV:
+        given = config.env.get(change.name)
+    else:
+        value = getattr(config, change.name)
+        given = None if value is None else str(value)
+    if given is not None:
+        return given
+    seen = evidence.get(change.evidence_key) if change.evidence_key else None
+    return str(seen) if seen is not None else change.default
+
+
+def next_value(change: Change, value: str | None) -> str | None:
+    """The schedule's next value; None past the ceiling (or when it cannot move)."""
+    how, _, arg = change.step.partition(":")
+    if how == "set":
+        return None if value == arg else arg
+    try:
+        x = float(value) if value is not None else None
+    except ValueError:
+        return None
+    if x is None:
+        return None
+    new = x * 2 if how == "double" else x + float(arg)
+    if change.ceiling is not None and new > change.ceiling + 1e-9:
+        return None
+    return str(int(new)) if new == int(new) and how == "double" else f"{new:g}"
+
+
+def apply(config: Config, move: Move, evidence: dict | None = None) -> Config:
+    """The configuration with the change made, and its companion flags doubled with it
+    (their value as given, else as the verdict's evidence states it)."""
+    c = move.change
+    if c.kind == CLIENT:
+        config = dataclasses.replace(config, **{c.name: int(float(move.new))})
+    elif c.kind == ENV:
+        config = dataclasses.replace(config, env={**config.env, c.name: move.new})
+    else:
+        config = dataclasses.replace(config, engine_args=set_flag(config.engine_args, c.name, move.new))
+    args = config.engine_args
+    for flag in c.also:
+        old = flag_value(list(args), flag) or (evidence or {}).get(flag.lstrip("-").replace("-", "_"))
+        if old is not None and str(old).isdigit():
+            args = set_flag(args, flag, str(2 * int(old)))
+    return dataclasses.replace(config, engine_args=args)
+
+
+def set_flag(args: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
+    """``--flag value`` replaced where given (either spelling, ``--flag=value`` too), else appended."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return (*out, flag, value)

@@ -1,0 +1,185 @@
+"""Where the optimizer's runs happen: one seam, two ways.
+
+``EngineMeasurer`` starts the engine of a configuration in a study ``Session`` (one start,
+warm-up, then the runs; the engine stops on every way out, Ctrl-C included) and keeps it
+while only the client's side changes. ``SimMeasurer`` runs the simulated engine's fast mode
+in this process (``bench --simulate``): no server, no waiting, deterministic — the tests'
+engine of known truth, and ``--simulate-first``'s pre-ranker. Both write every run as a
+study run (``results/NAME/<engine config>/<client config>/<repeat>/``, marker last), so
+``compare`` and ``diagnose`` read them, and both hand back the same ``Measured``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from servelab.config import BenchSpec, check_spec
+from servelab.metrics.noise import Spread
+from servelab.optimize.config import Config
+from servelab.results import layout as files
+from servelab.results.runs import run_result
+from servelab.sim.options import add_engine_arguments, from_args
+from servelab.study import layout
+from servelab.study.engine_runs import EngineRuns
+from servelab.study.file import EngineEntry, Workload
+from servelab.study.session import Session
+from servelab.sweep.ladder import workload_spec
+
+# What a step's result reports, by the result's key.
+SHOWN = {"output_tok_s": "output_throughput", "mean_ttft_ms": "mean_ttft_ms", "mean_tpot_ms": "mean_tpot_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    results: tuple[dict, ...]  # one result JSON per repeat
+    runs: tuple[str, ...]  # their folders, relative to results/NAME
+    engine_started: bool  # an engine start was spent on it
+    fresh: int = 0  # runs measured now (the rest were read back, done before): what the budget counts
+
+    def spread(self, key: str) -> Spread:
+        return Spread(tuple(float(r.get(key) or 0.0) for r in self.results))
+
+    def summary(self) -> dict:
+        out = {name: round(self.spread(key).mean, 3) for name, key in SHOWN.items()}
+        return {**out, "repeats": len(self.results), "runs": list(self.runs)}
+
+    @property
+    def diagnosis(self) -> dict:
+        """The first repeat's (every repeat ran the same load on the same config)."""
+        return (self.results[0].get("servelab") or {}).get("diagnosis") or {}
+
+
+class Measurer(Protocol):
+    simulated: bool
+    engine_starts: int
+
+    def measure(self, config: Config, repeats: int) -> Measured: ...
+
+    def close(self) -> None: ...
+
+
+def config_tag(config: Config) -> str:
+    """The engine folder's name, derived from the engine's flags and environment (the client's
+    settings are the workload's name): the same engine config finds its runs again."""
+    text = json.dumps([list(config.engine_args), sorted(config.env.items())])
+    return "engine-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def client_workload(spec: BenchSpec, config: Config, slo: dict | None) -> Workload:
+    """The fixed workload with the configuration's client: ``c8`` (cap 8), ``c8-w2`` (2 workers)."""
+    base = workload_spec(spec, slo)
+    load = dataclasses.replace(base.load, max_concurrency=config.max_concurrency, workers=config.workers or 1)
+    varied = dataclasses.replace(base, load=load)
+    check_spec(varied)
+    name = f"c{config.max_concurrency}" if config.max_concurrency else "cinf"
+    return Workload(name + (f"-w{config.workers}" if (config.workers or 1) > 1 else ""), varied)
+
+
+def engine_runs(name: str, results: Path, base: EngineEntry, config: Config, warmup: int, port: int) -> EngineRuns:
+    spec = dataclasses.replace(base.spec, name=config_tag(config), args=config.engine_args,
+                               env={**config.env})
+    entry = dataclasses.replace(base, name=spec.name, spec=spec, args=spec.args, env=spec.env)
+    return EngineRuns(name=name, results=results, engine=entry, warmup=warmup, port=port,
+                      origin=results / name / "optimize.json")
+
+
+class EngineMeasurer:
+    """A real engine, one ``Session`` per engine configuration, kept open across client changes."""
+
+    simulated = False
+
+    def __init__(self, name: str, results: Path, base: EngineEntry, spec: BenchSpec, slo: dict | None,
+                 say, warmup: int = 4, port: int = 8000, verbose: bool = False) -> None:
+        self.name, self.results, self.base, self.spec, self.slo = name, results, base, spec, slo
+        self.say, self.warmup, self.port, self.verbose = say, warmup, port, verbose
+        self.session: Session | None = None
+        self.tag: str | None = None
+        self.engine_starts = 0
+
+    def measure(self, config: Config, repeats: int) -> Measured:
+        session = self._session(config)
+        workload = client_workload(self.spec, config, self.slo)
+        was_up = session.engine is not None
+        out = [session.run(workload, r) for r in range(1, repeats + 1)]
+        started = session.engine is not None and not was_up
+        self.engine_starts += started
+        root = self.results / self.name
+        return Measured(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
+                        started, sum(not r.kept for r in out))
+
+    def _session(self, config: Config) -> Session:
+        tag = config_tag(config)
+        if self.session is None or tag != self.tag:
+            self.close()
+            runs = engine_runs(self.name, self.results, self.base, config, self.warmup, self.port)
+            self.session, self.tag = Session(runs, self.say, self.verbose), tag
+        return self.session
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+class SimMeasurer:
+    """The simulated engine's fast mode: the engine's args are the sim engine's (vLLM-named) flags."""
+
+    simulated = True
+
+    def __init__(self, name: str, results: Path, base: EngineEntry, spec: BenchSpec, slo: dict | None) -> None:
+        self.name, self.results, self.base, self.spec, self.slo = name, results, base, spec, slo
+        self.engine_starts = 0
+
+    def measure(self, config: Config, repeats: int) -> Measured:
+        runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
+        workload = client_workload(self.spec, config, self.slo)
+        results, folders, fresh = [], [], 0
+        for repeat in range(1, repeats + 1):
+            folder = layout.run_dir(runs, workload, repeat)
+            if not layout.is_done(runs, workload, repeat):
+                self._run(runs, workload, repeat, config)
+                fresh += 1
+            results.append(run_result(folder) or {})
+            folders.append(str(folder.relative_to(self.results / self.name)))
+        return Measured(tuple(results), tuple(folders), False, fresh)
+
+    def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
+        from servelab.measure.run import execute
+
+        folder = layout.run_dir(runs, workload, repeat)
+        layout.clear(folder)
+        out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
+                                  result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
+                                  progress=False, telemetry=True)
+        spec = dataclasses.replace(workload.spec, simulate=sim_engine(self.spec.argv, config.engine_args), output=out)
+        started = time.monotonic()
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \
+                contextlib.redirect_stdout(console), contextlib.redirect_stderr(io.StringIO()):
+            execute(spec)
+        layout.mark_done(runs, workload, repeat, {"wall_s": round(time.monotonic() - started, 2),
+                                                  "simulated": "fast"})
+
+    def close(self) -> None:
+        pass
+
+
+def sim_engine(argv: tuple[str, ...], engine_args: tuple[str, ...]):
+    """The simulated engine: the workload's own ``--sim-*`` flags, then the engine's vLLM-named ones."""
+    given, _ = _parser("sim-").parse_known_args(list(argv))
+    return from_args(_parser("").parse_args(list(engine_args), namespace=given))
+
+
+def _parser(prefix: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    add_engine_arguments(parser, prefix=prefix)
+    return parser

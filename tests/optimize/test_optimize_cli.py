@@ -1,0 +1,58 @@
+"""``servelab optimize`` on the command line: --json is the file's object, stable across a
+resumed rerun; bad input is one line."""
+
+import json
+
+import pytest
+
+from servelab.cli.main import main
+
+ARGS = ["optimize", "--engine", "sim", "--simulate", "--dataset-name", "random", "--random-input-len", "128",
+        "--random-output-len", "32", "--num-prompts", "24", "--max-concurrency", "4", "--budget-runs", "6",
+        "--no-operating-point"]
+
+
+def test_json_is_the_record_and_a_rerun_replays_it(qwen3_path, tmp_path, capsys):
+    argv = [*ARGS, "--results", str(tmp_path), "--name", "j", "--tokenizer", qwen3_path, "--json", "--",
+            "--max-num-seqs", "2"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first == json.loads((tmp_path / "j" / "optimize.json").read_text())
+    assert first["schema"] == "servelab.optimize/1" and first["engine"]["simulated"] is True
+    assert first["stopped_because"] == "budget: runs" and first["budget"]["runs_used"] == 6
+    assert first["steps"][0]["change"] == {"kind": "flag", "name": "--max-num-seqs", "from": "2", "to": "4"}
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    again = json.loads(captured.out)
+    assert "replayed as recorded" in captured.err
+    assert again["baseline"] == first["baseline"] and again["steps"] == first["steps"]
+    assert again["final"] == first["final"]
+
+
+def test_the_text_names_each_step_the_answer_and_the_file(qwen3_path, tmp_path, capsys):
+    argv = [*ARGS, "--results", str(tmp_path), "--name", "t", "--tokenizer", qwen3_path, "--", "--max-num-seqs", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED: servelab's vLLM V1 scheduler model; these numbers are not measured" in out
+    assert "step 1 [scheduler-cap] --max-num-seqs 2 → 4" in out
+    assert "serve: servelab serve --engine sim -- --max-num-seqs " in out
+    assert f"summary: {tmp_path / 't' / 'optimize.json'}" in out
+    note = tmp_path / "t" / "optimize.md"  # the write-up, from the record the command left
+    assert f"report: {tmp_path / 't' / 'optimize.html'} and {note}" in out
+    assert "--max-num-seqs 2 → 4" in note.read_text() or "--max-num-seqs" in note.read_text()
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--repeats", "1"], "--repeats must be at least 2"),
+    (["--budget-runs", "1"], "--budget-runs 1 cannot pay for the baseline's 2 runs"),
+    (["--objective", "goodput"], "--objective goodput needs --slo"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
+    assert main([*ARGS, "--results", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servelab: error: ") and message in err and err.count("\n") == 1
+
+
+def test_simulate_needs_the_sim_engine(tmp_path, capsys):
+    assert main([*ARGS[:1], *ARGS[3:], "--results", str(tmp_path)]) == 2
+    assert "--simulate runs the simulated engine's fast mode" in capsys.readouterr().err

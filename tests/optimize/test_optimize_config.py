@@ -1,0 +1,49 @@
+"""How a change from the knob table moves a configuration: values, ceilings, companions."""
+
+from servelab.diagnose.changes import BATCHED, CONCURRENCY_SEQS, CPU_KV, KV_FP8, PARALLEL, SEQS
+from servelab.optimize.config import Config, Move, apply, current, next_value, set_flag
+
+
+def test_the_schedule_doubles_sets_and_stops_at_the_ceiling():
+    assert next_value(SEQS, "2") == "4" and next_value(SEQS, "1024") is None
+    assert next_value(KV_FP8, "auto") == "fp8" and next_value(KV_FP8, "fp8") is None
+    assert next_value(BATCHED, None) is None and next_value(SEQS, "many") is None
+
+
+def test_the_current_value_is_as_given_else_as_reported_else_the_default():
+    config = Config(("--max-num-seqs", "8"), {"VLLM_CPU_KVCACHE_SPACE": "2"}, 4)
+    assert current(config, SEQS, {"max_num_seqs": 2}) == "8"
+    assert current(Config(), SEQS, {"max_num_seqs": 2}) == "2"
+    assert current(Config(), BATCHED, {}) == "2048"
+    assert current(config, CPU_KV, {}) == "2" and current(Config(), CPU_KV, {}) == "1"
+
+
+def test_a_flag_is_replaced_in_either_spelling_and_companions_move_with_it():
+    assert set_flag(("--a", "1", "--max-num-seqs=2", "--b"), "--max-num-seqs", "4") == ("--a", "1", "--b",
+                                                                                          "--max-num-seqs", "4")
+    moved = apply(Config(("--parallel", "2", "--ctx-size", "4096")), Move(PARALLEL, "2", "4"))
+    assert moved.engine_args == ("--parallel", "4", "--ctx-size", "8192")
+    both = apply(Config((), {}, 4), Move(CONCURRENCY_SEQS, "4", "8"), {"max_num_seqs": 4})
+    assert both.max_concurrency == 8 and both.engine_args == ("--max-num-seqs", "8")
+    env = apply(Config(), Move(CPU_KV, "1", "2"))
+    assert env.env == {"VLLM_CPU_KVCACHE_SPACE": "2"} and Config.from_dict(env.to_dict()) == env
+
+
+def test_a_finite_rate_the_engine_keeps_up_with_turns_throughput_into_latency(tmp_path, plan_of):
+    import dataclasses
+
+    from servelab.optimize.loop import objective_for
+    from servelab.optimize.steps import Seen
+
+    plan = plan_of(tmp_path, "rate")
+    at_rate = dataclasses.replace(plan, spec=dataclasses.replace(
+        plan.spec, load=dataclasses.replace(plan.spec.load, request_rate=2.0)))
+    kept_up = Seen(Config(), {"request_throughput": (1.95, 1.97)}, "no-limit-found", {}, ())
+    behind = Seen(Config(), {"request_throughput": (1.2, 1.3)}, "scheduler-cap", {}, ())
+    latency = objective_for(at_rate, kept_up)
+    assert latency["kind"] == "latency"
+    assert latency["why"] == ("finite --request-rate 2 below capacity (served 1.96 req/s): throughput is flat, "
+                              "optimising mean TTFT")
+    assert objective_for(dataclasses.replace(at_rate, slo={"p99_ttft": 500.0}), kept_up)["kind"] == "goodput"
+    assert objective_for(at_rate, behind)["kind"] == "throughput"
+    assert objective_for(plan, kept_up)["kind"] == "throughput"  # rate inf: nothing to keep up with
