@@ -39,7 +39,7 @@ def test_the_text_names_each_step_the_answer_and_the_file(qwen3_path, tmp_path, 
     assert f"summary: {tmp_path / 't' / 'optimize.json'}" in out
     note = tmp_path / "t" / "optimize.md"  # the write-up, from the record the command left
     assert f"report: {tmp_path / 't' / 'optimize.html'} and {note}" in out
-    assert "--max-num-seqs 2 → 4" in note.read_text() or "--max-num-seqs" in note.read_text()
+    assert "### Step 1: --max-num-seqs 2 → 4 — kept" in note.read_text()
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -123,7 +123,10 @@ class HFTokenizer:
                 str(folder), local_files_only=True, trust_remote_code=trust_remote_code
             )
         except Exception as exc:  # ImportError, OSError, ValueError from remote code...
-            raise TokenizerError(f"cannot load tokenizer from {folder} with transformers: {exc}") from exc
+            # transformers' messages run over several lines: the first says what failed
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TokenizerError(f"cannot load tokenizer from {folder} with transformers: {first} "
+                                 "(a folder with tokenizer.json loads without transformers)") from exc
         self.name = name
         self.vocab_size = int(self._tok.vocab_size)
         self.special_ids = frozenset(self._tok.all_special_ids)
