@@ -1,6 +1,7 @@
 """``--ray`` (loadgen/ray_shards.py) on a real 2-node Ray cluster on this machine
-(Ray's own ``cluster_utils.Cluster``: two raylets), against the mock. Skipped where Ray
-is not installed (it is the optional extra ``servelab[ray]``)."""
+(Ray's own ``cluster_utils.Cluster``: two raylets bound to 127.0.0.1), against the mock.
+Skipped where Ray is not installed (it is the optional extra ``servelab[ray]``). The
+node-loss test removes a node: it is the module's last test."""
 
 from __future__ import annotations
 
@@ -16,12 +17,45 @@ from servelab.records import SampleRequest  # noqa: E402
 from servelab.results.store import RecordSink  # noqa: E402
 
 
+# A lost node is declared dead after a few missed health checks: ~2 s here instead of Ray's ~30 s
+FAST_HEALTH_CHECK = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
+                     "health_check_timeout_ms": 500, "health_check_failure_threshold": 4}
+
+
 @pytest.fixture(scope="module")
 def two_nodes():
     from ray_helpers import two_node_cluster
 
-    with two_node_cluster() as cluster:
+    with two_node_cluster(system_config=FAST_HEALTH_CHECK) as cluster:
         yield cluster
+
+
+def shard_actor_processes(cluster) -> list:
+    from ray_helpers import actor_processes
+
+    return actor_processes(cluster, "ShardActor")
+
+
+def test_a_head_that_cannot_be_reached_is_one_line_within_the_deadline_not_a_hang(mock_server, qwen3_path):
+    """Ray alone retries such a connect for ever ("Failed to connect to GCS … within 5 seconds")."""
+    import subprocess
+    import sys
+    import time
+
+    from net_helpers import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    mock = mock_server()
+    argv = [sys.executable, "-m", "servelab.cli.main", "bench", "--base-url", mock.url, "--model", "mock",
+            "--tokenizer", qwen3_path, "--dataset-name", "random", "--num-prompts", "4", "--random-input-len", "8",
+            "--random-output-len", "4", "--ray", address, "--ray-connect-timeout-s", "4", "--disable-tqdm"]
+    began = time.monotonic()
+    got = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    err = got.stderr.strip().splitlines()
+    assert got.returncode == 2 and len(err) == 1, got.stderr
+    assert err[0] == (f"servelab: error: --ray {address}: no Ray cluster answered within 4 s "
+                      "(--ray-connect-timeout-s); is its head running and reachable from here?"), err
+    assert time.monotonic() - began < 60
 
 
 def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes, mock_server):
@@ -56,13 +90,9 @@ def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(tw
     import threading
     import time
 
-    import psutil
-
     def kill_one_shard() -> None:
         time.sleep(2.0)  # past a few batches handed over (every RECORDS_EVERY_S)
-        shard = next(p for p in psutil.process_iter(["cmdline"])
-                     if (p.info["cmdline"] or [""])[0].startswith("ray::ShardActor"))
-        os.kill(shard.pid, signal.SIGKILL)
+        os.kill(shard_actor_processes(two_nodes)[0].pid, signal.SIGKILL)  # ours: other clusters may run here
 
     mock = mock_server(ttft_ms=5, itl_ms=20)
     config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
@@ -127,3 +157,68 @@ def test_records_an_ended_shard_made_but_the_driver_could_not_take_are_counted_l
                                                 "wall_start": 0.0, "interrupted": False, "server_models": None})
     assert _entry(shard, "node", (0, 0), run, 3)["lost_requests"] == 2
     assert _entry(shard, "node", (0, 0), run, 5)["lost_requests"] == 0
+
+
+def test_an_actor_that_never_becomes_ready_ends_the_run_naming_its_node_and_none_is_left(two_nodes, mock_server,
+                                                                                        monkeypatch):
+    """The second node's only CPU is taken: its shard actor cannot be placed, and so never gets ready."""
+    from servelab.errors import ServerError
+    from servelab.loadgen import ray_shards
+
+    @ray.remote(num_cpus=1)
+    class Squatter:
+        def ping(self) -> int:
+            return 1
+
+    node = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])[1]
+    squatter = ray_shards.on_node(ray, Squatter, node).remote()
+    ray.get(squatter.ping.remote())
+    monkeypatch.setattr(ray_shards, "READY_S", 3.0)
+    mock = mock_server()
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=50.0), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 5, f"rayn-{i}") for i in range(10)]
+    with pytest.raises(ServerError) as raised:
+        run_ray(config, reqs, None, two_nodes.address, sink=RecordSink(Tally(reqs)))
+    said = str(raised.value)
+    assert said.startswith(f"--ray: the shard actor on Ray node {node[:12]} (shard ") and "\n" not in said
+    assert said.endswith("failed before the start: not ready in 3 s; nothing was sent")
+    ray.kill(squatter)  # the CPU is free again: a shard actor left pending would start now
+    import time
+
+    time.sleep(3.0)
+    assert shard_actor_processes(two_nodes) == [] and mock.truth().requests == []
+
+
+def test_a_node_lost_mid_run_is_named_its_returned_records_kept_and_its_share_counted(two_nodes, mock_server):
+    """The second node's raylet is killed mid-run (SIGKILL): the node, and its actor, are gone."""
+    import threading
+    import time
+
+    worker_node = next(iter(two_nodes.worker_nodes))
+    lost_id = worker_node.node_id
+
+    def kill_its_raylet() -> None:
+        time.sleep(2.0)  # past a few batches handed over (every RECORDS_EVERY_S)
+        from ray._private import ray_constants
+
+        worker_node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.kill()
+
+    mock = mock_server(ttft_ms=5, itl_ms=20)
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=10.0), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayl-{i}") for i in range(80)]
+    killer = threading.Thread(target=kill_its_raylet)
+    sink = RecordSink(Tally(reqs))
+    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start(), sink=sink)
+    killer.join()
+    failed = [w for w in got.section["per_worker"] if w["failed"]]
+    assert [w["node"] for w in failed] == [lost_id]
+    kept = sink.tally.records()
+    from_lost = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == failed[0]["worker"]]
+    assert failed[0]["records"] == len(from_lost) > 0 and failed[0]["lost_requests"] == 40 - len(from_lost)
+    assert len(got.failed) == 1 and got.failed[0].startswith(f"Ray node {lost_id[:12]} (shard {failed[0]['worker']})")
+    assert f"{40 - len(from_lost)} of its 40 requests are lost" in got.failed[0]
+    assert got.run.outcome.interrupted
+    time.sleep(2.0)
+    assert shard_actor_processes(two_nodes) == []  # the survivor stopped and killed, the lost one gone with its node
