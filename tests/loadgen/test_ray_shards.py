@@ -17,9 +17,10 @@ from servelab.records import SampleRequest  # noqa: E402
 from servelab.results.store import RecordSink  # noqa: E402
 
 
-# A lost node is declared dead after a few missed health checks: ~2 s here instead of Ray's ~30 s
-FAST_HEALTH_CHECK = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
-                     "health_check_timeout_ms": 500, "health_check_failure_threshold": 4}
+# A lost node is declared dead after 5 missed health checks a second apart (Ray's default: 3 s apart);
+# not faster: on a loaded machine a live raylet could miss them and be declared dead at start
+FAST_HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_timeout_ms": 2000,
+                     "health_check_failure_threshold": 5}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,22 @@ def shard_actor_processes(cluster) -> list:
     from ray_helpers import actor_processes
 
     return actor_processes(cluster, "ShardActor")
+
+
+def run_with_a_kill(cluster, mock_server, kill, rate: float, n: int) -> tuple:
+    """A run of ``n`` requests at ``rate`` on the cluster with ``kill`` started in a thread at t0:
+    (its WorkersRun, the entries of the shards that failed, the records kept)."""
+    import threading
+
+    mock = mock_server(ttft_ms=5, itl_ms=20)
+    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
+                         load=LoadSpec(request_rate=rate), seed=3)
+    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(n)]
+    killer = threading.Thread(target=kill)
+    sink = RecordSink(Tally(reqs))
+    got = run_ray(config, reqs, None, cluster.address, on_start=lambda counters: killer.start(), sink=sink)
+    killer.join()
+    return got, [w for w in got.section["per_worker"] if w["failed"]], sink.tally.records()
 
 
 def test_a_head_that_cannot_be_reached_is_one_line_within_the_deadline_not_a_hang(mock_server, qwen3_path):
@@ -87,23 +104,13 @@ def test_one_shard_per_node_and_the_merge_is_what_the_shards_measured(two_nodes,
 def test_an_actor_killed_mid_run_ends_the_run_and_the_others_records_are_kept(two_nodes, mock_server):
     import os
     import signal
-    import threading
     import time
 
     def kill_one_shard() -> None:
         time.sleep(2.0)  # past a few batches handed over (every RECORDS_EVERY_S)
         os.kill(shard_actor_processes(two_nodes)[0].pid, signal.SIGKILL)  # ours: other clusters may run here
 
-    mock = mock_server(ttft_ms=5, itl_ms=20)
-    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
-                         load=LoadSpec(request_rate=20.0), seed=3)
-    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(60)]
-    killer = threading.Thread(target=kill_one_shard)
-    sink = RecordSink(Tally(reqs))
-    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start(), sink=sink)
-    killer.join()
-    failed = [w for w in got.section["per_worker"] if w["failed"]]
-    kept = sink.tally.records()
+    got, failed, kept = run_with_a_kill(two_nodes, mock_server, kill_one_shard, 20.0, 60)
     from_dead = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == failed[0]["worker"]]
     # what the dead shard had handed over before it died is kept; only its tail is lost
     assert len(failed) == 1 and failed[0]["records"] == len(from_dead) > 0 and "Actor" in failed[0]["failed"]
@@ -192,7 +199,6 @@ def test_an_actor_that_never_becomes_ready_ends_the_run_naming_its_node_and_none
 
 def test_a_node_lost_mid_run_is_named_its_returned_records_kept_and_its_share_counted(two_nodes, mock_server):
     """The second node's raylet is killed mid-run (SIGKILL): the node, and its actor, are gone."""
-    import threading
     import time
 
     worker_node = next(iter(two_nodes.worker_nodes))
@@ -204,17 +210,8 @@ def test_a_node_lost_mid_run_is_named_its_returned_records_kept_and_its_share_co
 
         worker_node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.kill()
 
-    mock = mock_server(ttft_ms=5, itl_ms=20)
-    config = BenchConfig(base_url=mock.url, endpoint="/v1/completions", kind="completions", model="mock",
-                         load=LoadSpec(request_rate=10.0), seed=3)
-    reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayl-{i}") for i in range(80)]
-    killer = threading.Thread(target=kill_its_raylet)
-    sink = RecordSink(Tally(reqs))
-    got = run_ray(config, reqs, None, two_nodes.address, on_start=lambda counters: killer.start(), sink=sink)
-    killer.join()
-    failed = [w for w in got.section["per_worker"] if w["failed"]]
+    got, failed, kept = run_with_a_kill(two_nodes, mock_server, kill_its_raylet, 10.0, 80)
     assert [w["node"] for w in failed] == [lost_id]
-    kept = sink.tally.records()
     from_lost = [r for r in kept if int(r.request_id.split("-")[1]) % 2 == failed[0]["worker"]]
     assert failed[0]["records"] == len(from_lost) > 0 and failed[0]["lost_requests"] == 40 - len(from_lost)
     assert len(got.failed) == 1 and got.failed[0].startswith(f"Ray node {lost_id[:12]} (shard {failed[0]['worker']})")
