@@ -219,3 +219,11 @@ def test_a_node_lost_mid_run_is_named_its_returned_records_kept_and_its_share_co
     assert got.run.outcome.interrupted
     time.sleep(2.0)
     assert shard_actor_processes(two_nodes) == []  # the survivor stopped and killed, the lost one gone with its node
+
+
+def test_a_connect_deadline_that_is_not_positive_is_refused_before_ray_is_asked():
+    from servelab.errors import InputError
+    from servelab.loadgen.ray_connect import connect
+
+    with pytest.raises(InputError, match=r"^--ray-connect-timeout-s must be more than 0 seconds, not 0$"):
+        connect("127.0.0.1:1", 0.0)
