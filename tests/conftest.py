@@ -17,7 +17,15 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+from hypothesis import settings as hypothesis_settings
+
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
+
+# Hypothesis in CI: few examples, the same ones every run (derandomize: a failure in CI is
+# a failure on every machine), no per-example deadline (2 shared cores make timings noise).
+# bench/fuzz.py runs the same properties with 10,000 cases each.
+hypothesis_settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # The prepared-request cache (datasets/cache.py) goes to a folder of this run, never the
 # user's ~/.cache: a test must not read what an earlier run or another test left there.

@@ -93,6 +93,7 @@ class LoadSpec:
     max_concurrency: int | None = None  # requests in flight at most (the client's cap), whole run
     workers: int = 1  # client processes sharing one schedule (loadgen/workers.py)
     ray: str | None = None  # a Ray cluster's address ("auto": the local one): one shard per node
+    ray_connect_timeout_s: float = 30.0  # a Ray head that does not answer in this long is an error, not a hang
     num_warmups: int = 0
     ready_check_timeout_s: int = 0
     # --ramp-up-strategy: the rate moves from start to end rps over the request sequence

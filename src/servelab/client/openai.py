@@ -97,6 +97,9 @@ def interpret(kind: str, events: list[Event]) -> Stream:
         if "error" in data and not data.get("choices"):
             error = f"server error in stream: {_error_text(data['error'])}"
             break
+        error = _shape_problem(kind, data)
+        if error:
+            break
         usage = data.get("usage") or usage
         for choice in data.get("choices") or ():
             finished = finished or bool(choice.get("finish_reason"))
@@ -113,6 +116,31 @@ def interpret(kind: str, events: list[Event]) -> Stream:
     return Stream(tuple(token_ns), tuple(texts), usage.get("completion_tokens"),
                   usage.get("prompt_tokens"), finished, error, first["reasoning"], first["answer"],
                   "".join(answers))
+
+
+def _shape_problem(kind: str, data: dict) -> str | None:
+    """Why an event's fields cannot be read (a field of the wrong type), or None. Absent and
+    null fields are fine: servers leave out what they have not got (usage until the end)."""
+    choices, usage = data.get("choices"), data.get("usage")
+    if choices is not None and not (isinstance(choices, list) and all(isinstance(c, dict) for c in choices)):
+        return f"unreadable event in stream: 'choices' is not a list of objects: {str(choices)[:60]!r}"
+    if usage is not None and not isinstance(usage, dict):
+        return f"unreadable event in stream: 'usage' is not an object: {str(usage)[:60]!r}"
+    for key in ("completion_tokens", "prompt_tokens"):
+        n = (usage or {}).get(key)
+        if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+            return f"unreadable event in stream: usage.{key} is not a count: {str(n)[:40]!r}"
+    first = choices[0] if choices else {}
+    texts = [("text", first.get("text"))]
+    if kind == "chat":
+        delta = first.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            return f"unreadable event in stream: 'delta' is not an object: {str(delta)[:60]!r}"
+        texts = [(f"delta.{k}", (delta or {}).get(k)) for k in ("content", "reasoning", "reasoning_content")]
+    for name, text in texts:
+        if text is not None and not isinstance(text, str):
+            return f"unreadable event in stream: choices[0].{name} is not text: {str(text)[:40]!r}"
+    return None
 
 
 def _token_text(kind: str, data: dict) -> tuple[str | None, str]:

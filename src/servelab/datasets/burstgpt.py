@@ -53,8 +53,10 @@ def gpt4_rows(path: str) -> list[tuple[int, int]]:
             continue
         try:
             request, response = int(float(row["Request tokens"])), int(float(row["Response tokens"]))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: "inf" is a float, not a count
             raise DatasetError(f"{path}:{number}: Request tokens and Response tokens must be numbers") from None
+        if request < 0:
+            raise DatasetError(f"{path}:{number}: Request tokens must be >= 0, not {request}")
         if response > 0:
             rows.append((request, response))
     if not rows:

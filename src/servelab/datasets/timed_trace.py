@@ -22,6 +22,8 @@ change and equal vLLM's run under ``PYTHONHASHSEED=0``.
 
 from __future__ import annotations
 
+import math
+
 import random
 
 from servelab.config import DatasetSpec
@@ -62,8 +64,10 @@ def _fields(spec: DatasetSpec, where: str, row: object) -> tuple[int, int, float
     for what, (label, flag) in labels.items():
         value = row.get(label)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise DatasetError(f"{where}: no number in field {label!r} ({what}; fields: {', '.join(row)}; "
+            raise DatasetError(f"{where}: no number in field {label!r} ({what}; fields: {', '.join(map(repr, row))}; "
                                f"name it with {flag})")
+        if not (math.isfinite(value) and value >= 0):  # Infinity, NaN and -1 parse as JSON numbers too
+            raise DatasetError(f"{where}: field {label!r} ({what}) must be a finite number >= 0, not {value}")
         values.append(value)
     hashes = row.get(spec.timed_trace_label_hash_ids, [])
     if not isinstance(hashes, list):

@@ -84,6 +84,8 @@ def _add_load(p: argparse.ArgumentParser, ray_help: str | None = None) -> None:
                    help=ray_help or ("drive the load from every node of a Ray cluster (default address: "
                                      "auto), one shard per node, clocks aligned by an NTP-style exchange; "
                                      "needs servelab[ray]"))
+    g.add_argument("--ray-connect-timeout-s", type=float, default=30.0, metavar="S",
+                   help="give up on the Ray cluster if it has not answered in S seconds (default: %(default)s)")
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured requests before the run (default: %(default)s)")
     g.add_argument("--ramp-up-strategy", default=None, choices=["linear", "exponential"],
                    help="move the rate from --ramp-up-start-rps to --ramp-up-end-rps over the requests, "
@@ -276,7 +278,8 @@ def _server(args: argparse.Namespace) -> ServerSpec:
 
 def _load(args: argparse.Namespace) -> LoadSpec:
     return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
-                    workers=args.workers, ray=args.ray, num_warmups=args.num_warmups,
+                    workers=args.workers, ray=args.ray,
+                    ray_connect_timeout_s=args.ray_connect_timeout_s, num_warmups=args.num_warmups,
                     ready_check_timeout_s=args.ready_check_timeout_sec, ramp_up_strategy=args.ramp_up_strategy,
                     ramp_up_start_rps=args.ramp_up_start_rps, ramp_up_end_rps=args.ramp_up_end_rps,
                     self_timed=args.self_timed, probe_request_rate=args.probe_request_rate,

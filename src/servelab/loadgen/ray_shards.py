@@ -26,20 +26,13 @@ from servelab.loadgen.barrier import RAY_START_LEAD_NS, RayParty
 from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
+from servelab.loadgen.ray_connect import connect, first_line
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
                                      WorkersRun, global_index, live_row, shard_config, shard_run, split)
 from servelab.records import RecordSink, RequestRecord
 
 CLOCK_SAMPLES = 16
 POLL_S = 0.25  # the nodes' counters, for the progress line and telemetry's client samples
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray needs Ray: pip install 'servelab[ray]'") from None
-    return ray
 
 
 class ShardActor(RayParty):
@@ -85,18 +78,29 @@ class ShardActor(RayParty):
 FINAL_TAKE_S = 120.0  # an ended shard's last batch: the whole tail of a big shard may be in it
 
 
+READY_S = 300.0  # an actor placed, its shard's requests tokenized, waiting at the start line
+
+
 def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, *, sink: RecordSink,
             arrival_state: tuple | None = None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
-    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's."""
-    ray, nodes = connect(address)
+    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's.
+    No actor outlives the call, however it ends."""
+    ray, nodes = connect(address, config.load.ray_connect_timeout_s)
     if len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
     shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, len(nodes))
     actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
+    try:
+        return _drive(ray, nodes, shards, actors, on_start, sink)
+    finally:
+        for actor in actors:
+            ray.kill(actor)  # a shard still running (a node cut off, a hung loop) ends here, not later
+
+
+def _drive(ray, nodes: list[str], shards: list[Shard], actors: list, on_start, sink: RecordSink) -> WorkersRun:
     runs = [a.run.remote() for a in actors]
-    if not all(ray.get([a.wait_ready.remote(300.0) for a in actors])):
-        raise ServerError("--ray: a node's shard was not ready in 300 s")
+    _wait_ready(ray, nodes, shards, actors)
     clocks = [clock_offset(ray, a) for a in actors]
     t0 = time.perf_counter_ns() + RAY_START_LEAD_NS
     ray.get([a.release.remote(t0 + off) for a, (off, _) in zip(actors, clocks)])
@@ -117,15 +121,20 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     return _merged(shards, nodes, clocks, got, t0, returned)
 
 
-def connect(address: str | None) -> tuple:
-    """Ray, connected to the cluster at ``address`` (auto: the local one), and its alive nodes' ids."""
-    ray = _ray()
-    if not ray.is_initialized():
+def _wait_ready(ray, nodes: list[str], shards: list[Shard], actors: list) -> None:
+    """Every shard at its start line within READY_S, or ServerError naming the first node that is not
+    (an actor Ray cannot place, a node gone, a shard whose preparation failed); nothing was sent yet."""
+    refs = [a.wait_ready.remote(READY_S) for a in actors]
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=READY_S + 5.0)
+    for node, shard, ref in zip(nodes, shards, refs):
+        why = f"not ready in {READY_S:g} s"
         try:
-            ray.init(address=address or "auto", log_to_driver=False)
-        except ConnectionError as exc:  # no cluster there: Ray's own words, on one line
-            raise InputError(f"--ray {address or 'auto'}: {(str(exc).splitlines() or [''])[0]}") from None
-    return ray, [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+            ready = ref in done and ray.get(ref, timeout=1.0)
+        except Exception as exc:  # its actor died or could not start: Ray's words
+            ready, why = False, first_line(exc)
+        if not ready:
+            raise ServerError(f"--ray: the shard actor on Ray node {node[:12]} (shard {shard.index}, "
+                              f"{len(shard.samples)} requests) failed before the start: {why}; nothing was sent")
 
 
 async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRun | str]:
@@ -201,7 +210,7 @@ def _outcome(ray, ref, actors) -> ShardRun | str:
     except Exception as exc:  # a dead actor or node, in Ray's words; named in the result
         for actor in actors:
             actor.stop.remote()  # fire and forget: the dead one's call fails, unread
-        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        return f"{type(exc).__name__}: {first_line(exc)[:200]}"
 
 
 def shifted(r: RequestRecord, by: int) -> RequestRecord:

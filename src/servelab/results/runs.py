@@ -36,25 +36,26 @@ class Run:
 
     @property
     def servelab(self) -> dict:
-        return self.result.get("servelab") or {}
+        return table(self.result, "servelab")
 
     @property
     def engine(self) -> dict:
-        return self.servelab.get("engine") or {}
+        return table(self.servelab, "engine")
 
     @property
     def simulated(self) -> bool:
         """From servelab's simulator: a fast-mode result, a run of the ``sim`` engine, or a
         bench against a sim server (its /v1/models says so)."""
-        models = (self.servelab.get("provenance") or {}).get("server_models") or {}
-        owners = [str(m.get("owned_by", "")) for m in models.get("data") or [] if isinstance(m, dict)]
+        models = table(table(self.servelab, "provenance"), "server_models")
+        data = models.get("data")
+        owners = [str(m.get("owned_by", "")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
         return bool(self.servelab.get("simulated")) or self.engine.get("kind") == "sim" \
             or any("SIMULATED" in o for o in owners)
 
     def memory(self) -> dict:
         """The engine's memory report (plus measured footprint) for this run."""
         beside = _json_or_none(self.folder / MEMORY_FILE)
-        return beside if isinstance(beside, dict) else dict(self.engine.get("memory_report") or {})
+        return beside if isinstance(beside, dict) else dict(table(self.engine, "memory_report"))
 
     def records(self) -> list[dict]:
         """Per-request records (``*.records.jsonl``); [] when they are not there."""
@@ -62,17 +63,16 @@ class Run:
         return _jsonl(path) if path else []
 
     def timeline_path(self) -> Path | None:
-        telemetry = self.servelab.get("telemetry") or {}
-        return self._beside(telemetry.get("timeline_file"), ".timeline.jsonl")
+        return self._beside(table(self.servelab, "telemetry").get("timeline_file"), ".timeline.jsonl")
 
     def prompts(self) -> list[dict]:
         found = _json_or_none(self.folder / PROMPTS_FILE)
         return found if isinstance(found, list) else []
 
-    def _beside(self, recorded: str | None, suffix: str) -> Path | None:
+    def _beside(self, recorded, suffix: str) -> Path | None:
         # A study folder may have moved since: the file's name beside the result wins.
         candidates = [self.path.with_suffix("").with_name(self.path.stem + suffix)]
-        if recorded:
+        if recorded and isinstance(recorded, str) and "\0" not in recorded:  # anything else names no file
             candidates += [self.folder / Path(recorded).name, Path(recorded)]
         return next((p for p in candidates if p.is_file()), None)
 
@@ -130,7 +130,7 @@ def _from_file(path: Path, config: str | None) -> list[Run]:
     results = _results_in(path)
     if not results:
         raise InputError(f"{path}: not a result file (no throughput figures in it)")
-    return [Run(r, path, config or r.get("label") or path.stem, repeat=i + 1 if len(results) > 1 else None)
+    return [Run(r, path, config or str(r.get("label") or path.stem), repeat=i + 1 if len(results) > 1 else None)
             for i, r in enumerate(results)]
 
 
@@ -165,14 +165,24 @@ def _json_or_none(path: Path):
 
 
 def _jsonl(path: Path) -> list[dict]:
+    """The file's JSON objects, one a line; a line cut by a crash (not JSON, or cut inside a
+    UTF-8 character) or not an object is skipped: the others still count."""
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for line in f:
             try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue  # a line cut by a crash: the others still count
+                row = json.loads(line.decode("utf-8"))
+            except ValueError:  # UnicodeDecodeError is one
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
     return rows
+
+
+def table(d: dict, key: str) -> dict:
+    """``d[key]`` if it is a JSON object, else {}: a field of the wrong type reads as absent."""
+    value = d.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def study_info(paths: list[str | Path]) -> dict | None:

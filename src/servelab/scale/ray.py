@@ -29,7 +29,8 @@ from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.replicas import with_share
 from servelab.errors import EngineError, InputError, ServerError
 from servelab.loadgen.barrier import RAY_START_LEAD_NS, Aborted, RayParty
-from servelab.loadgen.ray_shards import clock_offset, connect, on_node, shifted
+from servelab.loadgen.ray_connect import connect
+from servelab.loadgen.ray_shards import clock_offset, on_node, shifted
 from servelab.results import layout
 from servelab.measure.facts import engine_context
 from servelab.scale.local import Job, JobRun, run_together
@@ -188,7 +189,7 @@ def _on_driver_clock(run: JobRun, offset: int, t0: int) -> JobRun:
 def start_on_ray(plan, stack: contextlib.ExitStack, say) -> RayFleet:
     """Start replica i on node i mod M, one after another (as locally); each is stopped,
     and its actor killed, when ``stack`` closes."""
-    ray, nodes = connect(plan.ray)
+    ray, nodes = connect(plan.ray, plan.spec.load.ray_connect_timeout_s)
     fleet, n = RayFleet(ray, nodes, plan.ray), len(plan.replicas)
     if n > len(nodes):
         say(f"replicas placed {spread(n, len(nodes))}")
