@@ -3,6 +3,8 @@
 import pytest
 
 from servelab.planner import find_gpu, find_model
+from servelab.planner.corpus import load_corpus
+from servelab.planner.fitting import fit_speed, outside_scope
 from servelab.planner.speed_model import (Efficiency, Engine, SpeedConstants, concurrency1, sim_step_model,
                                           step_costs)
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
@@ -45,3 +47,12 @@ def test_the_simulator_runs_the_same_step_model():
     tpot_ms = (got[-1] - got[0]) / (len(got) - 1) / 1e6
     assert ttft_ms == pytest.approx(expected["mean_ttft_ms"], rel=1e-4)
     assert tpot_ms == pytest.approx(expected["mean_tpot_ms"], rel=2e-3)
+
+
+def test_a_row_beyond_the_calibrated_tensor_parallel_is_shown_but_never_fitted():
+    corpus = load_corpus()
+    tp8 = [r for r in corpus.speed if r.tensor_parallel == 8]
+    assert tp8 and all("TP 8: per-layer all-reduce" in outside_scope(r) for r in tp8)
+    assert all(outside_scope(r) == "" for r in corpus.speed if r.tensor_parallel <= 2)
+    fitted = [r for r in corpus.speed if not corpus.held_out(r) and not outside_scope(r)]
+    assert f"fitted on {len(fitted)} benchmark rows" in fit_speed(corpus).source

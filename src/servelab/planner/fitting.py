@@ -64,13 +64,27 @@ def fit_nonkv(corpus: Corpus) -> NonKvConstants:
         source=f"fitted on {len(profiled)} V0 startup logs of the corpus (fit rows only)")
 
 
+# The step model has no collective-communication term (a per-layer all-reduce across the tensor-
+# parallel group) and no fit row beyond TP 2 could calibrate one: such rows are shown, never fitted.
+MAX_CALIBRATED_TP = 2
+
+
+def outside_scope(row) -> str:
+    """Why a speed row is outside what the step model can represent ("" when it is inside)."""
+    if row.tensor_parallel > MAX_CALIBRATED_TP:
+        return (f"TP {row.tensor_parallel}: per-layer all-reduce across {row.tensor_parallel} GPUs, "
+                "which the step model has no term for")
+    return ""
+
+
 def fit_speed(corpus: Corpus) -> SpeedConstants:
     """Decode first: mean TPOT = overhead + bytes read / bandwidth x (1 + d_family), one overhead for
     all GPUs, d >= 0 per family (so no family reads faster than its datasheet). Then prefill: what
     TTFT leaves after the weight and KV reads = request cost + FLOPs / peak x (1 + c_family),
     on the rows whose TTFT is a real prefill (``replay._excluded``)."""
     rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
-    rows = [r for r in rows if r.workload.max_concurrency == 1 and "mean_tpot_ms" in r.measured]
+    rows = [r for r in rows if r.workload.max_concurrency == 1 and "mean_tpot_ms" in r.measured
+            and not outside_scope(r)]
     engines = [speed_engine(r) for r in rows]
     names = sorted({FAMILIES[e.gpu.name] for e in engines if e.gpu.name in FAMILIES})
     overhead, *slow = _solve(list(zip(rows, engines)), names, _decode_column, "mean_tpot_ms",

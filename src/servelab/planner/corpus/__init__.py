@@ -16,7 +16,9 @@ Growing the corpus: the rule counts positions, so a new group dated before exist
 which groups are held out, and a row the fit has seen could become "held out".
 tests/planner/test_corpus.py pins the held-out set: add rows of existing groups, or groups dated
 after the last one, and refit (bench/plan_accuracy.py --fit); if the pin must change, the fit
-must be redone and the commit must say so.
+must be redone and the commit must say so. New groups dated between two existing ones keep every
+existing row on its side when they come in a block of three consecutive positions (each existing
+group's position then moves by a multiple of three); the third of the block is held out.
 """
 
 from __future__ import annotations
