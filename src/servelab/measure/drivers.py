@@ -48,6 +48,7 @@ class Bench:
     tokenizer: object
     models: dict | None  # the server's /v1/models answer, asked once per bench (measure/target.py)
     on_start: Callable | None = None  # at t0, with the live counters; may return an absolute t0
+    record_within_s: float | None = None  # make each record that soon after its response (a live view's)
 
 
 @dataclass(slots=True)
@@ -78,7 +79,7 @@ def local(bench: Bench, sink: RecordSink) -> DriverRun:
     async def go(stop, counters, started):
         return await run_bench(bench.config, sample.requests, bench.tokenizer, stop, counters, sink=sink,
                                on_start=started, arrival_state=sample.arrival_state,
-                               server_models=bench.models), None
+                               server_models=bench.models, digest_age_s=bench.record_within_s), None
 
     run, _ = in_loop(go, len(sample.requests), bench)
     return DriverRun(run)
