@@ -41,10 +41,14 @@ NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last
 
 def wanted(stream=None) -> bool:
     """Whether a run shows the panel: ``SERVELAB_LIVE`` decides when set, else a terminal."""
-    forced = os.environ.get("SERVELAB_LIVE", "").strip()
-    if forced:
-        return forced not in ("0", "off", "no")
-    return (stream or sys.stderr).isatty()
+    forced = forced_to()
+    return (stream or sys.stderr).isatty() if forced is None else forced
+
+
+def forced_to() -> bool | None:
+    """``SERVELAB_LIVE``: True (1, on, yes…), False (0, off, no), None when unset."""
+    value = os.environ.get("SERVELAB_LIVE", "").strip().lower()
+    return None if not value else value not in ("0", "off", "no", "false")
 
 
 class Panel:
