@@ -86,6 +86,15 @@ class Requests(Sequence):
                         numbers=None if self.numbers is None else self.numbers[s],
                         names=None if self.names is None else self.names[s], prefix=self.prefix)
 
+    def topped_up(self, picks: np.ndarray) -> Requests:
+        """These requests (numbered 0…n−1), then a copy of row ``picks[j]`` numbered n + j
+        (oversampling: the copies share their rows' prompts)."""
+        rows = np.concatenate([np.arange(len(self)), picks])
+        return Requests(self.prompts, self.spans[rows], self.prompt_len[rows], self.output_len[rows],
+                        ids_prompts=self.ids_prompts,
+                        timestamp_s=None if self.timestamp_s is None else self.timestamp_s[rows],
+                        numbers=np.arange(len(rows), dtype=np.int64), prefix=self.prefix)
+
     def with_prefix(self, prefix: str) -> Requests:
         """The same requests with ``prefix`` before every id (a run's fresh id prefix)."""
         view = self._view(slice(None))
