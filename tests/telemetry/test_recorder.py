@@ -126,3 +126,16 @@ def test_a_pinned_client_keeps_its_cpu(tmp_path):
     finally:
         proc.stdin.close()
         proc.wait(timeout=PATIENCE_S)
+
+
+def test_latest_is_the_newest_whole_engine_line_read_from_where_it_stopped():
+    with Recorder("http://127.0.0.1:9/metrics") as rec:
+        assert rec.latest() is None  # nothing scraped yet
+        scrape = rec._dir / "scrape.jsonl"
+        scrape.write_text('{"src": "meta", "t_ns": 1}\n{"src": "engine", "t_ns": 2, "running": 3}\n'
+                          '{"src": "engine-meta", "t_ns": 3}\n{"src": "engine", "t_ns": 4, "runn')
+        assert rec.latest() == {"src": "engine", "t_ns": 2, "running": 3}  # the cut line waits
+        with open(scrape, "a") as f:
+            f.write('ing": 5}\n')
+        assert rec.latest() == {"src": "engine", "t_ns": 4, "running": 5}
+        assert rec.latest() == {"src": "engine", "t_ns": 4, "running": 5}  # no new line: the same

@@ -12,8 +12,9 @@ version). The cache is checked, not trusted: an entry is used only if its stored
 equals the one just computed *and* its payload's own SHA-256 matches; anything else
 (an unreadable, truncated or edited file, a different key) is rebuilt and rewritten,
 with a note on stderr. Writes are atomic (temporary file, then rename). The payload is
-columns with each distinct prompt stored once, so an oversampled 500k-request entry
-costs little to read and its requests share their prompt strings again.
+the requests' own columns (datasets/requests.py: one prompt buffer, each distinct prompt
+once, int columns) as raw bytes, read back as views of the file's bytes: a 500k-request
+entry is one read, no object per request.
 
 Where: ``$SERVELAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/servelab``, else
 ``~/.cache/servelab``; entries live in its ``prepared/`` folder and may be deleted at
@@ -33,11 +34,11 @@ from pathlib import Path
 from servelab import __version__
 from servelab.config import DatasetSpec
 from servelab.datasets import notes
+from servelab.datasets.requests import Requests, from_bytes
 from servelab.datasets.sample import Sample
 from servelab.datasets.tokenizer import Tokenizer
-from servelab.records import SampleRequest
 
-FORMAT = 2  # bump when the file layout or any sampler's output changes without a version bump
+FORMAT = 3  # bump when the file layout or any sampler's output changes without a version bump
 
 
 def cache_dir() -> Path | None:
@@ -57,7 +58,7 @@ def cached(spec: DatasetSpec, tokenizer: Tokenizer, sample) -> Sample:
         return sample(spec, tokenizer)
     bare = dataclasses.replace(spec, request_id_prefix="")
     key = cache_key(bare, tokenizer)
-    path = folder / "prepared" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+    path = folder / "prepared" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
     hit = _read(path, key)
     if hit is None:
         with notes.collect() as said:
@@ -110,8 +111,7 @@ def _read(path: Path, key: str) -> tuple[Sample, str] | None:
             head, body = json.loads(f.readline()), f.read()
         if head["key"] != key or head["sha256"] != hashlib.sha256(body).hexdigest():
             raise ValueError("its key or checksum does not match")
-        payload = json.loads(body)
-        return _decode(payload), payload["notes"]
+        return _decode(body)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -123,50 +123,44 @@ def _read(path: Path, key: str) -> tuple[Sample, str] | None:
 def _write(path: Path, key: str, requests: Sample, notes: str) -> None:
     """Two lines: the key and the payload's SHA-256, then the payload (checked as bytes,
     never re-serialized: a 500k-request entry is read once)."""
-    body = json.dumps(_encode(requests, notes), ensure_ascii=False).encode()
-    head = json.dumps({"key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    body = _encode(requests, notes)
+    digest = hashlib.sha256()
+    for piece in body:
+        digest.update(piece)
+    head = json.dumps({"key": key, "sha256": digest.hexdigest()}).encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as f:
-            f.write(head + b"\n" + body)
+            f.write(head + b"\n")
+            for piece in body:
+                f.write(piece)
         os.replace(f.name, path)
     except OSError as exc:  # a read-only home must not stop a run: it just is not cached
         print(f"servelab: note: cannot write the prepared-request cache {path.parent}: {exc}", file=sys.stderr)
 
 
-def _encode(sample: Sample, notes: str) -> dict:
-    """Columns, each prompt once: an oversampled run repeats a few prompts many times, and
-    read back they are shared again, not one string per request."""
-    requests = sample.requests
-    where: dict = {}
-    index = [where.setdefault(r.prompt, len(where)) for r in requests]
-    prompts = [p if isinstance(p, str) else list(p) for p in where]
+def _encode(sample: Sample, notes: str) -> list:
+    """A JSON line (the notes, the arrival state), then the requests' columns as raw bytes
+    (datasets/requests.py): read back as views of the file's bytes, no object per request."""
     state = sample.arrival_state
     if state is not None:  # RandomState.get_state(): (name, uint32 key array, pos, has_gauss, cached_gaussian)
         state = [state[0], state[1].tolist(), *state[2:]]
-    return {"prompts": prompts, "prompt": index, "prompt_len": [r.prompt_len for r in requests],
-            "output_len": [r.expected_output_len for r in requests],
-            "request_id": [r.request_id for r in requests], "timestamp_s": [r.timestamp_s for r in requests],
-            "arrival_state": state, "notes": notes}
+    meta = json.dumps({"arrival_state": state, "notes": notes}, ensure_ascii=False).encode()
+    return [meta + b"\n", *Requests.of(sample.requests).pieces()]
 
 
-def _decode(payload: dict) -> Sample:
+def _decode(body: bytes) -> tuple[Sample, str]:
     import numpy as np
 
-    prompts = [p if isinstance(p, str) else tuple(p) for p in payload["prompts"]]
-    columns = (payload["prompt"], payload["prompt_len"], payload["output_len"], payload["request_id"],
-               payload["timestamp_s"])
-    if len({len(c) for c in columns}) != 1:
-        raise ValueError("its columns differ in length")
-    requests = [SampleRequest(prompts[i], n, out, rid, ts) for i, n, out, rid, ts in zip(*columns)]
-    state = payload["arrival_state"]
+    newline = body.find(b"\n")
+    meta = json.loads(body[:newline])
+    state = meta["arrival_state"]
     if state is not None:
         state = (state[0], np.array(state[1], dtype=np.uint32), *state[2:])
-    return Sample.of(requests, arrival_state=state)
+    return Sample(from_bytes(memoryview(body)[newline + 1:]), arrival_state=state), meta["notes"]
 
 
 def _prefixed(sample: Sample, prefix: str) -> Sample:
     if not prefix:
         return sample
-    return Sample.of([dataclasses.replace(r, request_id=prefix + r.request_id) for r in sample.requests],
-                     arrival_state=sample.arrival_state)
+    return Sample(Requests.of(sample.requests).with_prefix(prefix), arrival_state=sample.arrival_state)

@@ -7,8 +7,10 @@ records; any other defect is a DatasetError at the exact line:column.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from servelab.datasets import notes
@@ -21,9 +23,7 @@ _KEYWORD_STARTS = {word[:n] for word in ("true", "false", "null") for n in range
 
 def read_text(path: str | Path) -> str:
     """The whole file as UTF-8 text; DatasetError when missing or unreadable."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"dataset file not found: {path} (--dataset-path)")
+    path = _existing(path)
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -51,6 +51,99 @@ def load_json_list(path: str | Path) -> list:
         if text[pos] == "]":
             return _expect_end(text, pos + 1, path, records)
         pos = _skip(text, pos + 1)
+
+
+# bytes read at a time by ``iter_json_list``: the window of text it holds, not the file
+WINDOW = 4 << 20
+
+
+def iter_json_list(path: str | Path) -> Iterator:
+    """``load_json_list``'s records one at a time, holding a few MB of the file, not all of
+    it (the bundled ShareGPT is 125 MB of text, and its records as objects more again).
+    A defect other than a cut-off tail is left to ``load_json_list``, whose error names
+    its line:column (read whole only then)."""
+    window = _Window(path)
+    pos = window.skip(0)
+    if window.text[pos:pos + 1] != "[":
+        yield from load_json_list(path)
+        return
+    pos, count = window.skip(pos + 1), 0
+    while pos is not None and window.text[pos:pos + 1] not in ("]", ""):
+        try:
+            record, end = _DECODER.raw_decode(window.text, pos)
+        except json.JSONDecodeError as exc:
+            if window.more():
+                continue  # the record runs past the window: read on, parse it again
+            if not _is_truncation(exc, window.text):
+                yield from load_json_list(path)[count:]
+                return
+            pos = None
+            break
+        yield record
+        count += 1
+        pos = window.skip(end)
+        if window.text[pos:pos + 1] == ",":
+            pos = window.skip(pos + 1)
+        elif window.text[pos:pos + 1] not in ("]", ""):
+            yield from load_json_list(path)[count:]
+            return
+        pos = window.forget(pos)
+    if pos is None or not window.text[pos:pos + 1]:
+        _warn_truncated(path, count)
+    elif window.rest(pos + 1).strip(" \t\n\r"):
+        yield from load_json_list(path)[count:]  # extra data after the list: its error
+
+
+class _Window:
+    """The part of a UTF-8 file being parsed, as text; ``more`` reads the next piece."""
+
+    def __init__(self, path: str | Path) -> None:
+        _existing(path)
+        self._file = open(path, "rb")
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text, self.eof = "", False
+        self.more()
+
+    def more(self) -> bool:
+        """Append the next WINDOW bytes; False at the end of the file."""
+        if self.eof:
+            return False
+        data = self._file.read(WINDOW)
+        self.eof = not data
+        try:
+            self.text += self._decoder.decode(data, final=self.eof)
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"cannot read dataset file {self._file.name}: {exc}") from exc
+        if self.eof:
+            self._file.close()
+        return not self.eof
+
+    def skip(self, pos: int) -> int:
+        """Past the whitespace at ``pos``, reading on while the window ends in it."""
+        pos = _skip(self.text, pos)
+        while pos >= len(self.text) and self.more():
+            pos = _skip(self.text, pos)
+        return pos
+
+    def forget(self, pos: int) -> int:
+        """Drop the text before ``pos`` once it is half the window; the new ``pos``."""
+        if pos < WINDOW // 2:
+            return pos
+        self.text = self.text[pos:]
+        return 0
+
+    def rest(self, pos: int) -> str:
+        while self.more():
+            pass
+        return self.text[pos:]
+
+
+def _existing(path: str | Path) -> Path:
+    """``path``; DatasetError when there is no such file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file not found: {path} (--dataset-path)")
+    return path
 
 
 def _next_record(text: str, pos: int, path, records: list) -> int | None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from servelab.config import DatasetSpec
 from servelab.datasets import notes
+from servelab.datasets.requests import Builder, Requests
 from servelab.datasets.tokenizer import Tokenizer
 from servelab.errors import InputError
 from servelab.records import SampleRequest
@@ -39,21 +40,32 @@ MAX_FIXES = 10  # vLLM's max_retry: corrections before a prompt keeps its length
 Draw = Callable[[int], list[int]]  # k random token ids, from the sampler's own generator
 
 
-def sample_random(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleRequest]:
+# sequences fitted at a time: the token lists and texts of a fitting are Python objects
+# (~1.5 KB a 16-token prompt, all told); 500,000 at once peaked near 2 GB
+CHUNK = 8192
+
+
+def sample_random(spec: DatasetSpec, tokenizer: Tokenizer) -> Requests:
     rng = np.random.default_rng(spec.seed)
     input_lens, output_lens, offsets = draw_lengths(spec, tokenizer, rng)
     allowed = allowed_tokens(tokenizer)
     draw = _generator_draw(rng, tokenizer.vocab_size)
     prefix = random_prefix(tokenizer, spec.random_prefix_len, allowed, rng, draw)
-    seqs = [prefix + allowed[(int(offsets[i]) + i + np.arange(int(n))) % len(allowed)].tolist()
-            for i, n in enumerate(input_lens)]
-    # vLLM's target counts the asked prefix length, even if fitting the prefix missed it
-    targets = [spec.random_prefix_len + int(n) for n in input_lens]
-    prompts = fit_lengths(tokenizer, seqs, targets, draw)
-    return [
-        SampleRequest(text, len(ids), int(output_lens[i]), f"{spec.request_id_prefix}{i}")
-        for i, (text, ids) in enumerate(prompts)
-    ]
+    built, missed = Builder(share=False), 0
+    # Fitting draws from the generator only for sequences that re-encode short, in index
+    # order (fit_lengths); chunks in index order keep that order, so the prompts are the same.
+    for lo in range(0, len(input_lens), CHUNK):
+        chunk = range(lo, min(lo + CHUNK, len(input_lens)))
+        seqs = [prefix + allowed[(int(offsets[i]) + i + np.arange(int(input_lens[i]))) % len(allowed)].tolist()
+                for i in chunk]
+        # vLLM's target counts the asked prefix length, even if fitting the prefix missed it
+        targets = [spec.random_prefix_len + int(input_lens[i]) for i in chunk]
+        prompts = fit_lengths(tokenizer, seqs, targets, draw, warn=False)
+        missed += sum(1 for (_, ids), t in zip(prompts, targets) if len(ids) != t)
+        for i, (text, ids) in zip(chunk, prompts):
+            built.add(SampleRequest(text, len(ids), int(output_lens[i]), f"{spec.request_id_prefix}{i}"))
+    _warn_mismatch(missed)
+    return built.build()
 
 
 def draw_lengths(
@@ -98,7 +110,7 @@ def random_prefix(tokenizer: Tokenizer, length: int, allowed: np.ndarray, rng: n
 
 
 def fit_lengths(tokenizer: Tokenizer, seqs: list[list[int]], targets: list[int],
-                draw: Draw) -> list[tuple[str, list[int]]]:
+                draw: Draw, warn: bool = True) -> list[tuple[str, list[int]]]:
     """(text, ids) per sequence after vLLM's fitting (module docstring); ``encode(text) == ids``.
 
     Same results as fitting one sequence after another, faster: sequences are
@@ -126,7 +138,8 @@ def fit_lengths(tokenizer: Tokenizer, seqs: list[list[int]], targets: list[int],
         pending = retry
     for i in sorted(short):
         done[i] = _fit_one(tokenizer, current[i], targets[i], fixes_left[i], draw)
-    _warn_mismatch(done, targets)
+    if warn:
+        _warn_mismatch(sum(1 for (_, ids), t in zip(done, targets) if len(ids) != t))
     return done  # type: ignore[return-value]
 
 
@@ -144,8 +157,7 @@ def _fit_one(tokenizer: Tokenizer, ids: list[int], target: int, fixes_left: int,
             return text, ids
 
 
-def _warn_mismatch(done, targets: list[int]) -> None:
-    off = sum(1 for (_, ids), t in zip(done, targets) if len(ids) != t)
+def _warn_mismatch(off: int) -> None:
     if off:
         notes.say(f"servelab: note: {off} prompt(s) still differ from their target length after "
                   f"{MAX_FIXES} decode/re-encode corrections (as in vLLM); prompt_len counts what is sent")

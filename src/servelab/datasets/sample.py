@@ -12,16 +12,18 @@ slice or a copy of the requests carries no hidden state that could change it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servelab.datasets.requests import Requests
 from servelab.records import SampleRequest
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: the state holds a numpy array
 class Sample:
-    requests: tuple[SampleRequest, ...]
+    requests: Sequence[SampleRequest]  # datasets/requests.Requests: columns, not 500k objects
     arrival_state: tuple | None = None
 
     @classmethod
     def of(cls, requests, arrival_state: tuple | None = None) -> Sample:
-        return cls(tuple(requests), arrival_state)
+        return cls(Requests.of(requests), arrival_state)

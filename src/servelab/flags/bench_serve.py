@@ -138,7 +138,9 @@ def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
                    help=f"metrics to report percentiles of, from {','.join(PERCENTILE_METRICS)} (default: %(default)s)")
     g.add_argument("--metric-percentiles", default="99", help="percentiles to report (default: %(default)s)")
     g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
-    g.add_argument("--disable-tqdm", action="store_true", help="no progress line")
+    g.add_argument("--disable-tqdm", action="store_true",
+                   help="no live panel or progress line (the panel shows where stderr is a terminal; "
+                        "SERVELAB_LIVE=1 forces it, SERVELAB_LIVE=0 draws the plain line instead)")
     g.add_argument("--no-telemetry", action="store_true",
                    help="do not sample the engine's /metrics, the GPU and the client during the run")
     g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",

@@ -18,6 +18,7 @@ from pathlib import Path
 from servelab.config import BenchSpec
 from servelab.datasets import prepare_requests, sample_conversations
 from servelab.diagnose.verdict import render as render_diagnosis
+from servelab.loadgen import live
 from servelab.loadgen.drive import BenchConfig, BenchRun
 from servelab.loadgen.lora import request_models
 from servelab.loadgen.progress import elapsed
@@ -68,8 +69,8 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         console.preamble(bench.config)
         sink = early_end.sink(spec, work, model)
         with early_end.discard_on_error(sink):
-            with _machine_share(spec, bench.config) as shared:
-                hooked = dataclasses.replace(bench, on_start=_with_telemetry(recorder, on_start), tick=sink.tick)
+            with _machine_share(spec, bench.config) as shared, _live_view(bench, sink, recorder) as shown:
+                hooked = dataclasses.replace(_hooked(shown, recorder, on_start), tick=sink.tick)
                 drove = DRIVERS[spec.driver](hooked, sink)
             timeline = drove.timeline if drove.timeline is not None else _stop(recorder, drove.run)
     early_end.check_written(sink, drove.run)
@@ -164,6 +165,37 @@ def _with_telemetry(recorder, on_start):
         return t0
 
     return started
+
+
+@contextlib.contextmanager
+def _live_view(bench: Bench, sink: store.RecordSink, recorder):
+    """The bench as its driver runs it: with the live panel (loadgen/live.py) when it is wanted,
+    which replaces the plain progress line and asks for records within a second; as is, else."""
+    spec = bench.spec
+    if not spec.output.progress or spec.simulate is not None or not live.wanted():
+        yield bench, None
+        return
+    panel = live.Panel(len(indexed(bench.work)), spec.output.label or "bench", sink.tally,
+                       recorder.latest if recorder is not None else None)
+    quiet = dataclasses.replace(spec, output=dataclasses.replace(spec.output, progress=False))
+    try:
+        yield dataclasses.replace(bench, spec=quiet, record_within_s=live.DIGEST_AGE_S), panel
+    finally:
+        panel.stop()
+
+
+def _hooked(shown: tuple[Bench, live.Panel | None], recorder, on_start) -> Bench:
+    """The bench with its t0 hook: the caller's and the telemetry's, then the panel's."""
+    bench, panel = shown
+    started = _with_telemetry(recorder, on_start)
+
+    def hook(counters) -> int | None:
+        t0 = started(counters)
+        if panel is not None:
+            panel.start(counters)
+        return t0
+
+    return dataclasses.replace(bench, on_start=hook)
 
 
 def _stop(recorder, run: BenchRun):

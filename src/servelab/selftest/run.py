@@ -7,7 +7,9 @@ import asyncio
 import os
 
 from servelab.config import LoadSpec
+from servelab.loadgen import live
 from servelab.loadgen.drive import BenchConfig, run_bench
+from servelab.loadgen.pacer import Counters
 from servelab.loadgen.loop import loop_run
 from servelab.metrics.tally import Tally
 from servelab.results.store import RecordSink
@@ -28,11 +30,20 @@ def _cpus() -> tuple[set[int], list[int] | None]:
 
 
 def _bench(url: str, samples, concurrency: int):
-    """(the run, its records) against the mock at ``url``."""
+    """(the run, its records) against the mock at ``url``. With ``SERVELAB_LIVE=1`` the live
+    panel draws meanwhile, as in a bench (its cost on the figures is what that measures);
+    otherwise never, even on a terminal: the selftest measures the client as CI runs it."""
     config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
                          load=LoadSpec(max_concurrency=concurrency), ignore_eos=True)
-    sink = RecordSink(Tally(samples))
-    run = loop_run(run_bench(config, samples, None, asyncio.Event(), sink=sink))
+    sink, counters = RecordSink(Tally(samples)), Counters()
+    panel = live.Panel(len(samples), "selftest", sink.tally) if live.forced_to() else None
+    try:
+        run = loop_run(run_bench(config, samples, None, asyncio.Event(), counters, sink=sink,
+                                 on_start=(lambda: panel.start(counters)) if panel else None,
+                                 digest_age_s=live.DIGEST_AGE_S if panel else None))
+    finally:
+        if panel:
+            panel.stop()
     return run, sink.tally.records()
 
 

@@ -30,6 +30,7 @@ class Recorder:
         self.client = ClientSampler(interval_s)
         self._dir = Path(tempfile.mkdtemp(prefix="servelab-telemetry-"))
         self._proc: subprocess.Popen | None = None
+        self._tail = (0, None)  # (bytes of scrape.jsonl read, the latest engine sample in them)
 
     def __enter__(self) -> Recorder:
         return self
@@ -55,6 +56,26 @@ class Recorder:
 
     def on_start(self, counters) -> None:
         self.client.start(counters)
+
+    def latest(self) -> dict | None:
+        """The engine's latest sample so far (a live view's; None before the first), read
+        from where the last call stopped, so each call costs only the new lines."""
+        read, last = self._tail
+        try:
+            with open(self._dir / "scrape.jsonl", "rb") as f:
+                f.seek(read)
+                new = f.read()
+        except OSError:
+            return last
+        whole = new[: new.rfind(b"\n") + 1]  # a line still being written waits for the next call
+        for line in whole.splitlines():
+            if b'"src": "engine"' in line:
+                try:
+                    last = json.loads(line)
+                except ValueError:
+                    continue
+        self._tail = (read + len(whole), last)
+        return last
 
     def stop(self, t0_ns: int, end_ns: int) -> tl.Timeline:
         """Stop the scraper, merge its samples with the client's, clean up."""

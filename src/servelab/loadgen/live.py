@@ -1,0 +1,177 @@
+"""The run's live panel on a terminal: a ``rich`` table redrawn a few times a second.
+
+It lives on its own thread and only reads: the client's ``Counters`` (a client
+worker's or Ray shard's rows too, ``shards.Live``), the tally's numpy columns for the
+records made so far, and the engine's latest sample that the telemetry scraper
+already wrote. The request path never waits on it; what it costs is a few
+milliseconds of the GIL per redraw, which ``selftest --concurrency 512`` measures
+with it on and off (the figures are in the issue's note).
+
+TTFT and output tokens come from the records made so far: a short run parses its
+responses after it ends (loadgen/digest.py), so the panel asks the run to make its
+records within ``DIGEST_AGE_S`` of each response instead, and says how many it has.
+Percentiles above ``EXACT_UP_TO`` records are over an even stride of them (marked ≈):
+a sort of 500,000 values four times a second would hold the GIL for tens of ms.
+
+On when stderr is a terminal, or forced with ``SERVELAB_LIVE=1`` (a test in tmux,
+a log that wants the table); ``SERVELAB_LIVE=0`` or ``--disable-tqdm`` turn it off,
+and the plain progress line (loadgen/progress.py) is drawn instead.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+from collections import deque
+
+import numpy as np
+
+from servelab.loadgen.pacer import Counters
+from servelab.loadgen.shards import LIVE_FIELDS, Live
+from servelab.metrics.tally import OK
+
+REFRESH_HZ = 4
+DIGEST_AGE_S = 1.0  # how late a record may be made while the panel shows TTFT and tokens
+EXACT_UP_TO = 65_536  # records over which percentiles are exact; past it, an even stride
+NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last 2 s
+
+
+def wanted(stream=None) -> bool:
+    """Whether a run shows the panel: ``SERVELAB_LIVE`` decides when set, else a terminal."""
+    forced = forced_to()
+    return (stream or sys.stderr).isatty() if forced is None else forced
+
+
+def forced_to() -> bool | None:
+    """``SERVELAB_LIVE``: True (1, on, yes…), False (0, off, no), None when unset."""
+    value = os.environ.get("SERVELAB_LIVE", "").strip().lower()
+    return None if not value else value not in ("0", "off", "no", "false")
+
+
+class Panel:
+    """``start(counters)`` at t0 draws until ``stop()``; ``tally``: the run's (its columns);
+    ``engine()``: the engine's latest sample as a dict, or None."""
+
+    def __init__(self, total: int, label: str = "bench", tally=None, engine=None, stream=None) -> None:
+        self.total, self.label, self.tally, self.engine = total, label, tally, engine
+        self.stream = stream or sys.stderr
+        self.counters: Counters | None = None
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+        self._cpu = (self._t0, _cpu_s())
+        self._tokens: deque[tuple[float, int]] = deque()  # (when, tokens so far), the last NOW_WINDOW_S
+
+    def start(self, counters: Counters) -> None:
+        self.counters, self._t0 = counters, time.monotonic()
+        self._cpu = (self._t0, _cpu_s())
+        self._thread = threading.Thread(target=self._draw, name="servelab-live", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _draw(self) -> None:
+        from rich.console import Console
+        from rich.live import Live as RichLive
+
+        console = Console(file=self.stream, force_terminal=True)
+        with RichLive(self.table(), console=console, auto_refresh=False, transient=False) as live:
+            while not self._done.wait(1.0 / REFRESH_HZ):
+                live.update(self.table(), refresh=True)
+            live.update(self.table())  # the last state, drawn once as the panel closes (and kept)
+
+    def table(self):
+        """The panel as it is now (a ``rich`` Table)."""
+        from rich.table import Table
+
+        table = Table(title=f"servelab {self.label} · {time.monotonic() - self._t0:.1f} s", title_justify="left",
+                      show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column()
+        for name, value in self.rows():
+            table.add_row(name, value)
+        return table
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(name, value) lines, in order: what the table shows, as plain text."""
+        c = self.counters or Counters()
+        pct = 100.0 * c.done / self.total if self.total else 100.0
+        rows = [("progress", f"{c.done:,}/{self.total:,} ({pct:.0f}%)"),
+                ("requests", f"sent {c.dispatched:,} · in flight {c.in_flight:,} · finished {c.done - c.failed:,} "
+                             f"· failed {c.failed:,}")]
+        rows += self._record_rows()
+        rows.append(("engine", self._engine_line()))
+        rows.append(("client CPU", self._cpu_line(c)))
+        if isinstance(c, Live) and len(c.arrays) > 1:
+            rows += [(f"  worker {i}", _worker_line(list(a))) for i, a in enumerate(c.arrays)]
+        return rows
+
+    def _record_rows(self) -> list[tuple[str, str]]:
+        if self.tally is None:
+            return []
+        col = self.tally.col
+        made = int(np.count_nonzero(col["status"]))
+        # a record being added on the run's thread has its status before its first token's
+        # instant (Tally.add's order): one whose instant is not there yet is left for later
+        ok = np.flatnonzero((col["status"] == OK) & (col["first_ns"] > 0))
+        tokens = int(col["output_tokens"][ok].sum())
+        elapsed = max(time.monotonic() - self._t0, 1e-9)
+        rows = [("output tok/s", f"now {self._tokens_now(tokens):,.0f} · so far {tokens / elapsed:,.0f} "
+                                 f"({made:,} records made)")]
+        if len(ok) == 0:
+            return rows + [("TTFT", "no records yet")]
+        exact = len(ok) <= EXACT_UP_TO
+        pick = ok if exact else ok[:: -(-len(ok) // EXACT_UP_TO)]
+        ttft = (col["first_ns"][pick] - col["sent_ns"][pick]) / 1e6
+        p50, p99 = np.percentile(ttft, (50, 99))
+        mark = "" if exact else "≈ "
+        return rows + [("TTFT", f"{mark}p50 {p50:,.1f} ms · p99 {p99:,.1f} ms (so far)")]
+
+    def _tokens_now(self, tokens: int) -> float:
+        """Tokens per second over the last NOW_WINDOW_S of redraws."""
+        now = time.monotonic()
+        self._tokens.append((now, tokens))
+        while len(self._tokens) > 1 and now - self._tokens[0][0] > NOW_WINDOW_S:
+            self._tokens.popleft()
+        (t_old, k_old) = self._tokens[0]
+        return (tokens - k_old) / (now - t_old) if now > t_old else 0.0
+
+    def _engine_line(self) -> str:
+        sample = self.engine() if self.engine is not None else None
+        if not sample:
+            return "no sample (telemetry off, or none yet)"
+        if "error" in sample:
+            return f"scrape failed: {sample['error']}"
+        kv = sample.get("kv_usage")
+        return (f"running {_count(sample.get('running'))} · waiting {_count(sample.get('waiting'))} · "
+                f"KV {'—' if kv is None else f'{100 * kv:.0f}%'}")
+
+    def _cpu_line(self, c: Counters) -> str:
+        if isinstance(c, Live) and c.arrays:
+            return f"busiest worker {c.cpu_s:.1f} s"
+        now, cpu = time.monotonic(), _cpu_s()
+        (t_old, cpu_old), self._cpu = self._cpu, (now, cpu)
+        busy = (cpu - cpu_old) / (now - t_old) if now > t_old else 0.0
+        return f"{100 * busy:.0f}% of a core now · {cpu:.1f} s (this process, the panel included)"
+
+
+def _worker_line(row: list[int]) -> str:
+    w = dict(zip(LIVE_FIELDS, row))
+    return (f"sent {w['dispatched']:,} · in flight {w['in_flight']:,} · done {w['done']:,} · "
+            f"failed {w['failed']:,} · lag {w['lag_ns'] / 1e6:.1f} ms · CPU {w['cpu_ns'] / 1e9:.1f} s")
+
+
+def _count(value) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime

@@ -1,0 +1,135 @@
+"""The live panel: what it shows from counters, records and the engine's sample, when it is
+on, and — in a real terminal (tmux) — that a bench against the mock draws it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from servelab.loadgen import live
+from servelab.loadgen.pacer import Counters
+from servelab.loadgen.shards import Live
+from servelab.metrics.tally import Tally
+from servelab.records import RequestRecord, SampleRequest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def tally_of(ttfts_ms: list[int], tokens: int = 4) -> Tally:
+    """A tally whose request i was sent at 0 and had its first token at ttfts_ms[i]."""
+    n = len(ttfts_ms) + 1
+    tally = Tally([SampleRequest("p", 1, tokens, f"r{i}") for i in range(n)])
+    for i, ms in enumerate(ttfts_ms):
+        first = 1_000 + ms * 1_000_000
+        tally.add(i, RequestRecord(f"r{i}", 1, tokens, 1_000, 1_000, 1_000, first + 10, (first,) * tokens,
+                                   (1,) * tokens, tokens))
+    return tally  # the last request has not ended
+
+
+def test_rows_show_counters_records_engine_and_cpu():
+    tally = tally_of(list(range(1, 101)))
+    engine = {"src": "engine", "running": 7.0, "waiting": 2.0, "kv_usage": 0.375}
+    panel = live.Panel(200, tally=tally, engine=lambda: engine)
+    panel.start(Counters(dispatched=150, done=101, failed=1, in_flight=49))
+    panel.stop()
+    rows = dict(panel.rows())
+    assert rows["progress"] == "101/200 (50%)"
+    assert rows["requests"] == "sent 150 · in flight 49 · finished 100 · failed 1"
+    assert rows["TTFT"] == "p50 50.5 ms · p99 99.0 ms (so far)"  # numpy's linear percentiles of 1…100
+    assert rows["output tok/s"].endswith("(100 records made)")
+    assert rows["engine"] == "running 7 · waiting 2 · KV 38%"
+    assert "of a core now" in rows["client CPU"]
+
+
+def test_past_the_exact_limit_percentiles_are_over_a_stride_and_marked(monkeypatch):
+    monkeypatch.setattr(live, "EXACT_UP_TO", 10)
+    panel = live.Panel(101, tally=tally_of(list(range(1, 101))))
+    panel.counters = Counters()
+    assert dict(panel.rows())["TTFT"].startswith("≈ p50 ")
+
+
+def test_no_records_no_engine_said_in_words():
+    panel = live.Panel(3, tally=tally_of([]), engine=lambda: None)
+    panel.counters = Counters()
+    rows = dict(panel.rows())
+    assert rows["TTFT"] == "no records yet"
+    assert rows["engine"] == "no sample (telemetry off, or none yet)"
+    panel.engine = lambda: {"src": "engine", "error": "connection refused"}
+    assert dict(panel.rows())["engine"] == "scrape failed: connection refused"
+
+
+def test_one_line_per_worker_from_their_published_rows():
+    rows = [[10, 8, 1, 2, 3_000_000, 2_500_000_000], [9, 7, 0, 2, 1_000_000, 4_000_000_000]]
+    counters = Live(arrays=rows)
+    counters.refresh()
+    panel = live.Panel(20)
+    panel.counters = counters
+    got = dict(panel.rows())
+    assert got["requests"] == "sent 19 · in flight 4 · finished 14 · failed 1"
+    assert got["  worker 1"] == "sent 9 · in flight 2 · done 7 · failed 0 · lag 1.0 ms · CPU 4.0 s"
+    assert got["client CPU"] == "busiest worker 4.0 s"
+
+
+def test_the_table_draws_every_row():
+    panel = live.Panel(5)
+    panel.counters = Counters(done=5)
+    from rich.console import Console
+
+    console = Console(width=120, record=True, file=open(os.devnull, "w"))
+    console.print(panel.table())
+    text = console.export_text()
+    assert "servelab bench" in text and "5/5 (100%)" in text
+
+
+def test_on_with_a_terminal_or_when_forced(monkeypatch):
+    class Tty:
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("SERVELAB_LIVE", raising=False)
+    assert live.wanted(Tty()) and not live.wanted(open(os.devnull))
+    monkeypatch.setenv("SERVELAB_LIVE", "1")
+    assert live.wanted(open(os.devnull))
+    monkeypatch.setenv("SERVELAB_LIVE", "0")
+    assert not live.wanted(Tty())
+
+
+def _pane(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh installs it)")
+def test_a_bench_in_a_real_terminal_draws_the_panel(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(ttft_ms=20, itl_ms=10)
+    done = tmp_path / "done"
+    bench = [sys.executable, "-m", "servelab.cli.main", "bench", "--backend", "vllm", "--base-url", mock.url,
+             "--model", "mock", "--tokenizer", qwen3_path, "--dataset-name", "random", "--random-input-len", "16",
+             "--random-output-len", "16", "--num-prompts", "120", "--request-rate", "40", "--max-concurrency", "16",
+             "--no-telemetry"]
+    command = f"env PYTHONPATH={shlex.quote(SRC)} {shlex.join(bench)} >/dev/null; touch {shlex.quote(str(done))}; " \
+              "sleep 60"
+    session = f"servelab-live-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LIVE"}  # on because the pane is a terminal
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "30", command], check=True,
+                   env=env)
+    try:
+        seen, deadline = [], time.monotonic() + 90
+        while not done.exists() and time.monotonic() < deadline:
+            seen.append(_pane(session))
+            time.sleep(0.25)
+        final = _pane(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert done.exists(), final
+    assert any("in flight" in s and "/120 (" in s and "120/120" not in s for s in seen), "no panel mid-run"
+    assert "servelab bench" in final and "120/120 (100%)" in final, final
+    assert "sent 120 · in flight 0 · finished 120 · failed 0" in final, final
+    assert "(120 records made)" in final and "TTFT" in final, final
