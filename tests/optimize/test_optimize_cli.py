@@ -56,3 +56,15 @@ def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
 def test_simulate_needs_the_sim_engine(tmp_path, capsys):
     assert main([*ARGS[:1], *ARGS[3:], "--results", str(tmp_path)]) == 2
     assert "--simulate runs the simulated engine's fast mode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--alternative-model", "a,sim"], "--alternative-model sim is the model already served"),
+    (["--engine", "external", "--url", "http://127.0.0.1:9", "--alternative-model", "a"],
+     "--alternative-model needs an engine servelab starts"),
+])
+def test_alternative_model_refusals_are_one_line(tmp_path, capsys, extra, message):
+    args = [a for a in ARGS if a not in ("--engine", "sim", "--simulate")] if "external" in extra else ARGS
+    assert main([*args, "--results", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servelab: error: ") and message in err and err.count("\n") == 1

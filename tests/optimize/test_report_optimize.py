@@ -209,3 +209,13 @@ def test_the_loops_example_renders(tmp_path):
     (tmp_path / "optimize.json").write_text(EXAMPLE.read_text())
     md = write_report(tmp_path)[1].read_text()
     assert f"Stopped because: {doc['stopped_because']}." in md
+
+
+def test_a_kept_model_change_reads_as_the_checkpoint_served(tmp_path):
+    md, html = written(tmp_path, "model")
+    change = "model Qwen/Qwen3-8B → Qwen/Qwen3-8B-AWQ (engine restarted)"
+    rows = md_table_after(md, "## Steps")
+    assert rows[3][2] == change and rows[3][-1] == "kept (better)"
+    assert f"### Step 2: {change} — kept" in md
+    assert "vllm serve Qwen/Qwen3-8B-AWQ --max-num-seqs 64" in md and "vllm serve Qwen/Qwen3-8B-AWQ" in html
+    assert "Model: Qwen/Qwen3-8B-AWQ, served instead of Qwen/Qwen3-8B (the same requests" in md

@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rank each verdict's changes on the simulated engine before spending real runs")
     g.add_argument("--knobs", default=None, metavar="NAME,NAME",
                    help="a command engine: the flags it takes (e.g. max-num-seqs,max-num-batched-tokens)")
+    g.add_argument("--alternative-model", action="append", default=[], metavar="M",
+                   help="a checkpoint to try instead of the model (e.g. an AWQ/FP8 one: a local folder or a name "
+                        "as the engine takes it; repeatable or comma-separated), for a KV or memory-bandwidth "
+                        "limit; the engine is restarted with it, the requests and tokenizer stay the workload's. "
+                        "The sim engine: a --step-model file (its stand-in for a model)")
     g.add_argument("--no-operating-point", dest="operating_point", action="store_false",
                    help="stop after the knobs: no load ladder on the best configuration")
     g.add_argument("--json", action="store_true", help="print optimize.json on stdout (progress on stderr)")
@@ -76,4 +81,5 @@ def _plan(args: argparse.Namespace):
         slo=parse_slo(args.slo) if args.slo else None, repeats=args.repeats, budget_runs=args.budget_runs,
         budget_minutes=args.budget_minutes, simulate_first=args.simulate_first, knobs=knobs, results=args.results,
         warmup=args.warmup, port=given.engine_port(args), verbose=args.verbose, fast=bool(args.simulate),
-        operating_point=args.operating_point)
+        operating_point=args.operating_point,
+        alternative_models=tuple(m.strip() for a in args.alternative_model for m in a.split(",") if m.strip()))

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FLAG, ENV, CLIENT = "flag", "env", "client"
+FLAG, ENV, CLIENT, MODEL = "flag", "env", "client", "model"
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    kind: str  # FLAG (engine flag), ENV (engine environment), CLIENT (the load generator's setting)
-    name: str  # "--max-num-seqs", "VLLM_CPU_KVCACHE_SPACE", "max_concurrency", "workers"
-    step: str  # "double" | "plus:X" | "set:VALUE"
+    kind: str  # FLAG (engine flag), ENV (engine environment), CLIENT (the load generator's setting), MODEL
+    name: str  # "--max-num-seqs", "VLLM_CPU_KVCACHE_SPACE", "max_concurrency", "workers", "model"
+    step: str  # "double" | "plus:X" | "set:VALUE" | "given" (MODEL: the values are the user's, none by default)
     ceiling: float | None = None  # no value past this is tried
     default: str | None = None  # the engine's value when the flag is not given
     evidence_key: str | None = None  # where the verdict's evidence states the value the engine ran with
@@ -57,6 +57,9 @@ KV_FP8 = Change(FLAG, "--kv-cache-dtype", "set:fp8", None, "auto")
 GPU_UTIL = Change(FLAG, "--gpu-memory-utilization", "plus:0.04", 0.96, "0.9")
 CPU_KV = Change(ENV, "VLLM_CPU_KVCACHE_SPACE", "double", 64, "1")  # GiB; engines/vllm.py sets 1 for the CPU build
 SIM_KV = Change(FLAG, "--kv-cache-tokens", "double", 1 << 22, "65536", "kv_cache_tokens")
+# A checkpoint the user names (``optimize --alternative-model``): smaller weights free memory for the
+# KV cache and bytes read per decode step. No value of its own: only offered when the user gave one.
+ALT_MODEL = Change(MODEL, "model", "given", mention="--alternative-model")
 PARALLEL = Change(FLAG, "--parallel", "double", 64, "1", "slots", also=("--ctx-size",))
 
 SAYS_SEQS = ("Raise --max-num-seqs from {s} (e.g. to {s2}, {s4}) and re-run the same load; watch KV usage and "
@@ -84,10 +87,17 @@ SAYS_CLIENT = ("Split the load across client processes — re-run with `--worker
                "schedule), or give the client its own cores (taskset) — and compare; if throughput rises, "
                "this run measured the client.")
 SAYS_KV_GPU = ("Make room in the KV cache{now}: quantize the KV cache (--kv-cache-dtype fp8) or raise "
-               "--gpu-memory-utilization (or serve quantized weights, AWQ/FP8); re-run the same load.")
+               "--gpu-memory-utilization, or serve quantized weights (AWQ/FP8: `servelab optimize --alternative-model M` "
+               "tries a checkpoint you name); re-run the same load.")
 SAYS_KV_CPU = ("Make room in the KV cache{now}: raise VLLM_CPU_KVCACHE_SPACE (GiB, the CPU build's KV budget) "
-               "if the machine's memory allows; re-run the same load.")
-SAYS_KV_SIM = "Make room in the KV cache{now}: raise --kv-cache-tokens (the simulated cache); re-run the same load."
+               "if the machine's memory allows, or serve a smaller checkpoint (`servelab optimize "
+               "--alternative-model M` tries one you name); re-run the same load.")
+SAYS_KV_SIM = ("Make room in the KV cache{now}: raise --kv-cache-tokens (the simulated cache), or give the "
+               "simulated engine another model's step costs (`servelab optimize --alternative-model FILE`, a "
+               "step-model file); re-run the same load.")
+SAYS_BANDWIDTH = ("Cut the bytes read per token: quantize the weights (AWQ/FP8: `servelab optimize "
+                  "--alternative-model M` tries a checkpoint you name) or the KV cache (--kv-cache-dtype fp8); a "
+                  "larger batch spreads each weight read over more tokens, if latency allows.")
 SAYS_KV_LLAMACPP = ("Make room in the KV cache{now}: raise --ctx-size (the slots share it); re-run the same load.")
 
 _CLIENT_SIDE = {
@@ -113,9 +123,11 @@ def _vllm(kv: Remedy) -> dict[str, Remedy]:
 CTX = Change(FLAG, "--ctx-size", "double", 1 << 20, "4096")
 
 TABLE: dict[str, dict[str, Remedy]] = {
-    "vllm": {**_vllm(Remedy((KV_FP8, GPU_UTIL), SAYS_KV_GPU)), "memory-bandwidth-bound": Remedy((KV_FP8,))},
-    "vllm-cpu": _vllm(Remedy((CPU_KV,), SAYS_KV_CPU)),
-    "sim": _vllm(Remedy((SIM_KV,), SAYS_KV_SIM)),
+    "vllm": {**_vllm(Remedy((KV_FP8, GPU_UTIL, ALT_MODEL), SAYS_KV_GPU)),
+             "memory-bandwidth-bound": Remedy((KV_FP8, ALT_MODEL), SAYS_BANDWIDTH)},
+    "vllm-cpu": _vllm(Remedy((CPU_KV, ALT_MODEL), SAYS_KV_CPU)),
+    # the sim's "model" is its step costs: a --step-model file stands in for a checkpoint (optimize/config.py)
+    "sim": _vllm(Remedy((SIM_KV, ALT_MODEL), SAYS_KV_SIM)),
     "llamacpp": {
         "scheduler-cap:slots": Remedy((PARALLEL,), SAYS_SLOTS),
         "scheduler-cap:plateau": Remedy((PARALLEL,), SAYS_SLOTS_PLATEAU),

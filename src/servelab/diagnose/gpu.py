@@ -3,6 +3,7 @@ memory bandwidth. Thresholds beside each; the CPU-side and scheduler rules are i
 
 from __future__ import annotations
 
+from servelab.diagnose import changes
 from servelab.diagnose.evidence import Evidence
 from servelab.diagnose.rules import mean, more_load, rounded
 from servelab.diagnose.verdict import Verdict
@@ -75,8 +76,7 @@ def memory_bandwidth_bound(ev: Evidence) -> Verdict | None:
         {"gpu": g.index, "util_mean": rounded(mean(g.util), 1), "mem_util_mean": rounded(mean(g.mem_util), 1),
          "power_w_mean": rounded(power, 1), "power_limit_w": g.power_limit_w, "output_tok_s": rounded(tok_s, 1),
          "weight_read_share": rounded(share, 3) if share is not None else None},
-        "Cut the bytes read per token: quantize the weights (AWQ/FP8) or the KV cache (fp8); a larger batch "
-        "spreads each weight read over more tokens, if latency allows.")
+        changes.says("vllm", "memory-bandwidth-bound"))
 
 
 def _hot(g) -> bool:

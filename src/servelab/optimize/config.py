@@ -5,6 +5,11 @@ A configuration is the engine's flags and environment *and* the client's free va
 answer, so it is varied beside the engine and reported beside it, never hidden in it.
 Flags are kept as the argv the engine is started with; a change replaces the flag's
 value (or appends it), so the serve command shows exactly what was measured.
+
+A model change (``--alternative-model``) serves another checkpoint instead of the base
+model: ``model`` is None for the base, else the checkpoint as the engine takes it. The
+simulated engine runs no weights: what a checkpoint changes there is its step costs, so
+its "model" is a ``--step-model`` file (``served_args``) — a stand-in, and the docs say so.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from servelab.diagnose.changes import CLIENT, ENV, FLAG, Change
+from servelab.diagnose.changes import CLIENT, ENV, FLAG, MODEL, Change
 from servelab.engines.spec import flag_value
 
 
@@ -22,16 +27,26 @@ class Config:
     env: dict[str, str] = field(default_factory=dict)
     max_concurrency: int | None = None
     workers: int | None = None
+    model: str | None = None  # another checkpoint served instead of the base model (None: the base)
 
     def to_dict(self) -> dict:
-        return {"engine_args": list(self.engine_args), "env": dict(self.env),
-                "client": {"max_concurrency": self.max_concurrency, "workers": self.workers}}
+        out = {"engine_args": list(self.engine_args), "env": dict(self.env),
+               "client": {"max_concurrency": self.max_concurrency, "workers": self.workers}}
+        return {**out, "model": self.model} if self.model is not None else out  # only after a model change
 
     @staticmethod
     def from_dict(d: dict) -> Config:
         client = d.get("client") or {}
         return Config(tuple(d.get("engine_args") or ()), dict(d.get("env") or {}), client.get("max_concurrency"),
-                      client.get("workers"))
+                      client.get("workers"), d.get("model"))
+
+
+def served_args(config: Config, kind: str) -> tuple[str, ...]:
+    """The engine's flags as started: the simulated engine takes its "model" as step costs
+    (``--step-model FILE``); every other engine takes the model beside its flags."""
+    if config.model is not None and kind == "sim":
+        return set_flag(config.engine_args, "--step-model", config.model)
+    return config.engine_args
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +63,16 @@ class Move:
 
     @property
     def label(self) -> str:
+        if self.change.kind == MODEL:
+            return f"model {self.old} → {self.new} (engine restarted; the workload's tokenizer kept)"
         also = "".join(f" (and {flag} with it)" for flag in self.change.also)
         return f"{self.change.said_as} {self.old or 'default'} → {self.new}{also}"
 
 
 def current(config: Config, change: Change, evidence: dict) -> str | None:
     """The value the configuration runs with: as given, else as the engine reported it, else its default."""
+    if change.kind == MODEL:
+        return config.model  # None: the base model (the loop names it)
     if change.kind == FLAG:
         given = flag_value(list(config.engine_args), change.name)
     elif change.kind == ENV:
@@ -88,6 +107,8 @@ def apply(config: Config, move: Move, evidence: dict | None = None) -> Config:
     """The configuration with the change made, and its companion flags doubled with it
     (their value as given, else as the verdict's evidence states it)."""
     c = move.change
+    if c.kind == MODEL:
+        return dataclasses.replace(config, model=move.new)
     if c.kind == CLIENT:
         config = dataclasses.replace(config, **{c.name: int(float(move.new))})
     elif c.kind == ENV:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servelab.diagnose.changes import CLIENT, key_of, remedy
+from servelab.diagnose.changes import CLIENT, MODEL, key_of, remedy
 from servelab.errors import EngineError
 from servelab.metrics.noise import BETTER
 from servelab.optimize import record as rec
@@ -205,6 +205,9 @@ def untried(state: State, best: Seen) -> list[Move]:
     for change in remedy(plan.kind, key_of(best.verdict, best.evidence)).changes:
         if change.kind != CLIENT and plan.knobs is not None and change.name.lstrip("-") not in plan.knobs:
             continue  # a command engine: only the flags its user says exist
+        if change.kind == MODEL:
+            out += _models(state, best, change)
+            continue
         if change.name == "workers" and plan.fast:
             continue  # the simulator has no client processes to split
         old = current(best.config, change, best.evidence)
@@ -214,6 +217,14 @@ def untried(state: State, best: Seen) -> list[Move]:
         if new is not None and (*_where(best.config), change.name, new) not in state.tried:
             out.append(Move(change, old, new))
     return out
+
+
+def _models(state: State, best: Seen, change) -> list[Move]:
+    """The checkpoints the user named (``--alternative-model``), each served instead of the one
+    the best runs, in the order given; none when none was named."""
+    serving = best.config.model or state.plan.base_model
+    return [Move(change, serving, m) for m in state.plan.alternative_models
+            if m != serving and (*_where(best.config), change.name, m) not in state.tried]
 
 
 def _where(config: Config) -> tuple:

@@ -24,7 +24,8 @@ from typing import Protocol
 
 from servelab.config import BenchSpec, check_spec
 from servelab.metrics.noise import Spread
-from servelab.optimize.config import Config
+from servelab.engines.kinds import kind_of
+from servelab.optimize.config import Config, served_args
 from servelab.results import layout as files
 from servelab.results.runs import run_result
 from servelab.sim.options import add_engine_arguments, from_args
@@ -70,12 +71,17 @@ class Measurer(Protocol):
 def config_tag(config: Config) -> str:
     """The engine folder's name, derived from the engine's flags and environment (the client's
     settings are the workload's name): the same engine config finds its runs again."""
-    text = json.dumps([list(config.engine_args), sorted(config.env.items())])
+    text = json.dumps([list(config.engine_args), sorted(config.env.items())]
+                      + ([config.model] if config.model is not None else []))  # the base's tags unchanged
     return "engine-" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def client_workload(spec: BenchSpec, config: Config, slo: dict | None) -> Workload:
-    """The fixed workload with the configuration's client: ``c8`` (cap 8), ``c8-w2`` (2 workers)."""
+def client_workload(spec: BenchSpec, config: Config, slo: dict | None, base_model: str = "") -> Workload:
+    """The fixed workload with the configuration's client: ``c8`` (cap 8), ``c8-w2`` (2 workers).
+    Another checkpoint served (a model change) keeps the workload's tokenizer — the base model's
+    when none was given — so its requests are the same ones, token for token."""
+    if config.model is not None and not spec.tokenizer and not spec.skip_tokenizer_init and base_model:
+        spec = dataclasses.replace(spec, tokenizer=base_model)
     base = workload_spec(spec, slo)
     load = dataclasses.replace(base.load, max_concurrency=config.max_concurrency, workers=config.workers or 1)
     varied = dataclasses.replace(base, load=load)
@@ -85,7 +91,13 @@ def client_workload(spec: BenchSpec, config: Config, slo: dict | None) -> Worklo
 
 
 def engine_runs(name: str, results: Path, base: EngineEntry, config: Config, warmup: int, port: int) -> EngineRuns:
-    spec = dataclasses.replace(base.spec, name=config_tag(config), args=config.engine_args,
+    spec, own = base.spec, ()
+    if config.model is not None and spec.kind == "embedded":  # resolved now, or it would set its own model
+        resolved = kind_of(spec).resolve(spec)
+        spec, own = resolved, resolved.args[:len(resolved.args) - len(spec.args)]  # its defaults, first
+    if config.model is not None and spec.kind != "sim":  # the sim takes its "model" as a flag (served_args)
+        spec = dataclasses.replace(spec, model=config.model)
+    spec = dataclasses.replace(spec, name=config_tag(config), args=(*own, *served_args(config, spec.kind)),
                                env={**config.env})
     entry = dataclasses.replace(base, name=spec.name, spec=spec, args=spec.args, env=spec.env)
     return EngineRuns(name=name, results=results, engine=entry, warmup=warmup, port=port,
@@ -107,7 +119,7 @@ class EngineMeasurer:
 
     def measure(self, config: Config, repeats: int) -> Measured:
         session = self._session(config)
-        workload = client_workload(self.spec, config, self.slo)
+        workload = client_workload(self.spec, config, self.slo, self._base_model() if config.model else "")
         was_up = session.engine is not None
         out = [session.run(workload, r) for r in range(1, repeats + 1)]
         started = session.engine is not None and not was_up
@@ -115,6 +127,12 @@ class EngineMeasurer:
         root = self.results / self.name
         return Measured(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
                         started, sum(not r.kept for r in out))
+
+    def _base_model(self) -> str:
+        """The base model as launched (the embedded engine's converted folder): the workload's
+        tokenizer when none was given. The sim serves one name whatever its step costs: none."""
+        spec = self.base.spec
+        return "" if spec.kind == "sim" else kind_of(spec).resolve(spec).model
 
     def _session(self, config: Config) -> Session:
         tag = config_tag(config)
@@ -160,7 +178,8 @@ class SimMeasurer:
         out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
                                   result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
                                   progress=False, telemetry=True)
-        spec = dataclasses.replace(workload.spec, simulate=sim_engine(self.spec.argv, config.engine_args), output=out)
+        spec = dataclasses.replace(workload.spec, simulate=sim_engine(self.spec.argv, served_args(config, "sim")),
+                                   output=out)
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \

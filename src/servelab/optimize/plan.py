@@ -20,7 +20,7 @@ from servelab.engines.kinds import kind_of
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.optimize import record as rec
-from servelab.optimize.config import Config
+from servelab.optimize.config import Config, served_args
 from servelab.study import layout
 from servelab.study.file import EngineEntry
 
@@ -45,6 +45,7 @@ class OptimizePlan:
     fast: bool = False  # every run in the simulator's fast mode (``--engine sim --simulate``)
     operating_point: bool = True
     plan_check: dict | None = None
+    alternative_models: tuple[str, ...] = ()  # checkpoints to try instead of the base (--alternative-model)
 
     @property
     def folder(self) -> Path:
@@ -56,6 +57,11 @@ class OptimizePlan:
         workers = load.workers if load.workers and load.workers > 1 else None
         return Config(tuple(self.engine.spec.args), dict(self.engine.spec.env), load.max_concurrency, workers)
 
+    @property
+    def base_model(self) -> str:
+        """The model as the user gave it (the embedded engine: its name): a model change's ``from``."""
+        return self.engine.spec.model or self.engine.spec.name
+
 
 def check(plan: OptimizePlan) -> None:
     if plan.repeats < 2:
@@ -66,6 +72,25 @@ def check(plan: OptimizePlan) -> None:
         raise InputError("--objective goodput needs --slo (goodput counts requests meeting it)")
     if plan.kind == "command" and not plan.knobs:
         raise InputError("a command engine needs --knobs NAME,NAME (the flags it takes, e.g. max-num-seqs)")
+    check_models(plan)
+
+
+MODEL_KINDS = ("vllm", "vllm-cpu", "sim")  # the knob tables that offer a model change (diagnose/changes.py)
+
+
+def check_models(plan: OptimizePlan) -> None:
+    """--alternative-model needs an engine servelab restarts, and another model than the one served."""
+    if not plan.alternative_models:
+        return
+    if plan.kind == "external":
+        raise InputError("--alternative-model needs an engine servelab starts: an external server cannot be "
+                         "restarted with another model")
+    if plan.kind not in MODEL_KINDS:
+        raise InputError(f"--alternative-model is offered for vLLM, its CPU build and the sim engine, not "
+                         f"--engine {plan.engine.spec.kind}")
+    same = [m for m in plan.alternative_models if m == plan.base_model]
+    if same:
+        raise InputError(f"--alternative-model {same[0]} is the model already served: name another checkpoint")
 
 
 def definition(plan: OptimizePlan) -> str:
@@ -76,6 +101,8 @@ def definition(plan: OptimizePlan) -> str:
             "workload": layout.canonical(plan.spec, frozenset({"argv", "output"})), "objective": plan.objective,
             "slo": plan.slo, "repeats": plan.repeats, "kind": plan.kind, "knobs": plan.knobs, "fast": plan.fast,
             "simulate_first": plan.simulate_first}
+    if plan.alternative_models:  # only when given: the records written before it still resume
+        what["alternative_models"] = list(plan.alternative_models)
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -158,12 +185,15 @@ def serve_line(plan: OptimizePlan, config: Config) -> str:
 
     if plan.kind == "external":
         return "(an external server: not restarted; only the client's settings changed)"
-    spec = dataclasses.replace(plan.engine.spec, args=config.engine_args, env=config.env)
+    args = served_args(config, plan.engine.spec.kind)
+    spec = dataclasses.replace(plan.engine.spec, args=args, env=config.env)
     if plan.fast or spec.kind == "sim":
-        return ("servelab serve --engine sim -- " + shlex.join(config.engine_args)
+        return ("servelab serve --engine sim -- " + shlex.join(args)
                 + "   # SIMULATED: try these knobs on the real engine")
     if spec.kind == "embedded":
         spec = kind_of(spec).resolve(spec)
+    if config.model is not None:
+        spec = dataclasses.replace(spec, model=config.model)  # the checkpoint measured, not the base
     return serve_command(spec)
 
 
@@ -171,14 +201,26 @@ def scale_line(plan: OptimizePlan, config: Config) -> str:
     client = [f"--max-concurrency {config.max_concurrency}"] if config.max_concurrency else []
     client += [f"--workers {config.workers}"] if config.workers else []
     env = [f"--env {shlex.quote(k + '=' + v)}" for k, v in sorted(config.env.items())]
-    engine = "" if plan.engine.spec.kind == "embedded" else f" --engine {plan.engine.spec.kind}"
-    workload = " ".join(shlex.quote(a) for a in _without_client(plan.spec.argv))
-    args = f" -- {shlex.join(config.engine_args)}" if config.engine_args else ""
+    kind = plan.engine.spec.kind
+    if kind == "embedded" and config.model is not None:
+        kind = "vllm"  # the embedded engine serves its own model only: another is vLLM's with --model
+    engine = "" if kind == "embedded" else f" --engine {kind}"
+    argv = _without_client(plan.spec.argv)
+    if config.model is not None and plan.engine.spec.kind != "sim":
+        argv = [*_without(argv, ("--model",)), "--model", config.model]  # the checkpoint kept
+    workload = " ".join(shlex.quote(a) for a in argv)
+    served = served_args(config, plan.engine.spec.kind)
+    args = f" -- {shlex.join(served)}" if served else ""
     return " ".join(x for x in (f"servelab scale --replicas 2{engine}", workload, *client, *env) if x) + args
 
 
 def _without_client(argv: tuple[str, ...]) -> list[str]:
     """The workload's flags less the client's free variables (given anew) and --simulate."""
-    drop = {i for i, a in enumerate(argv) if a in ("--max-concurrency", "--workers")}
+    return [a for a in _without(argv, ("--max-concurrency", "--workers")) if a != "--simulate"]
+
+
+def _without(argv, flags: tuple[str, ...]) -> list[str]:
+    """The argv less each of ``flags`` and its value."""
+    drop = {i for i, a in enumerate(argv) if a in flags}
     drop |= {i + 1 for i in drop}
-    return [a for i, a in enumerate(argv) if i not in drop and a != "--simulate"]
+    return [a for i, a in enumerate(argv) if i not in drop]

@@ -89,6 +89,8 @@ def change_text(change: dict | None) -> str:
     name, also = change["name"], f" (with {', '.join(change['also'])})" if change.get("also") else ""  # raised together
     if change["kind"] == "env":
         return f"{name}={old} → {change['to']}{also}"
+    if change["kind"] == "model":  # another checkpoint served, under the same requests
+        return f"model {old} → {change['to']} (engine restarted)"
     if change["kind"] == "client":
         flag = name if name.startswith("--") else "--" + name.replace("_", "-")
         return f"client {flag} {old} → {change['to']}{also}"
@@ -165,6 +167,7 @@ def config_text(config: dict) -> str:
     env = " ".join(f"{k}={v}" for k, v in sorted((config.get("env") or {}).items()))
     parts = ["engine " + (" ".join(config.get("engine_args") or []) or "as started")]
     parts += [f"env {env}"] if env else []
+    parts += [f"model {config['model']}"] if config.get("model") else []  # after a model change
     return "; ".join(parts + [_client_flags(config.get("client") or {})])
 
 
@@ -225,7 +228,7 @@ def final_result(doc: dict) -> dict | None:
     steps, named = all_steps(doc), doc["final"].get("from_step")
     if named is not None:
         return next((s["result"] for s in steps if s.get("n") == named), None)
-    want = {k: doc["final"].get(k) for k in ("engine_args", "env", "client")}
+    want = {k: doc["final"].get(k) for k in ("engine_args", "env", "client", "model")}
     return next((s["result"] for s in reversed(steps) if {k: s["config"].get(k) for k in want} == want), None)
 
 
@@ -252,6 +255,9 @@ def final_lines(doc: dict) -> list[str]:
         return ["No configuration has been verified yet."]
     out = [] if serve_command(doc) else [
         "The engine was not started by servelab: there is no serve line; its configuration is unchanged."]
+    if final.get("model"):  # a model change was kept: say what it replaced and what stayed the same
+        out.append(f"Model: {final['model']}, served instead of {doc['engine'].get('model')} (the same requests: "
+                   "the workload's tokenizer was kept).")
     env = final.get("env") or {}
     if env and not all(f"{k}=" in (final.get("serve_command") or "") for k in env):
         out.append("Environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + ".")
