@@ -40,7 +40,8 @@ EXPECTED = [
     "waiting (median; max 30) and 2 running; over the whole run running mean 2.0, waiting mean 30.0; "
     "KV usage at most 1%, 0 preemptions.",
     "  next: Raise --max-num-seqs from 2 (e.g. to 4, 8) and re-run the same load; watch KV usage and "
-    "preemptions as it rises.",
+    "preemptions as it rises. If that buys nothing, the token budget holds the queue too: raise "
+    "--max-num-batched-tokens.",
     "  checked: client CPU 5% of a core, schedule lag p99 0.10 ms; client in flight mean 32.0, max 32 (cap 32), "
     "waiting for a slot mean 32.0; engine running mean 2.0, max 2; waiting mean 30.0, median 30, max 30; "
     "KV usage mean 1%, max 1%; 0 preemptions",

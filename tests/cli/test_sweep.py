@@ -310,7 +310,7 @@ def plateau_outcome(ladder_flag: str = "--stop", slo: dict | None = None, measur
     e2el = {4: 200.0, 16: 300.0, 28: 380.0, 34: 420.0, 37: 450.0, 40: 480.0, 64: 735.0}
     measure = measure or {c: Point(c, thr[c], {"median_e2el": e2el[c], "p99_ttft": 5.0 * c}) for c in thr}
     plan = SweepPlan("s", EngineEntry("e", None), BenchSpec(), (4, 16, 64), slo=slo, ladder_flag=ladder_flag)
-    return _outcome(plan, SimpleNamespace(points=measure, folders={}), None)
+    return _outcome(plan, SimpleNamespace(points=measure, folders={}, over_saturated=None), None)
 
 
 def test_the_operating_point_is_the_lowest_load_of_the_plateau_bisection_found():
