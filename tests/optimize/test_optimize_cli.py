@@ -68,3 +68,16 @@ def test_alternative_model_refusals_are_one_line(tmp_path, capsys, extra, messag
     assert main([*args, "--results", str(tmp_path), *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("servelab: error: ") and message in err and err.count("\n") == 1
+
+
+def test_an_engine_that_cannot_fit_stops_before_launching(tmp_path, capsys):
+    """Step 1, the check before launching: the planner says the model does not fit this machine
+    (a 70B model's 131 GiB of weights on a CPU build's host memory), so optimize stops with the
+    planner's one line and nothing is started or written."""
+    args = [a for a in ARGS if a not in ("--engine", "sim", "--simulate")]
+    argv = [*args, "--engine", "vllm", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--results", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servelab: error: meta-llama/Llama-3.1-70B-Instruct does not fit on ")
+    assert "weights 131.42 GiB" in err and err.count("\n") == 1
+    assert not any(tmp_path.rglob("*")), "a run folder was written before the plan check"
