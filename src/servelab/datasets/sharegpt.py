@@ -14,6 +14,7 @@ but a 200-prompt sample of a 17k-record file costs a few hundred encodes.
 
 from __future__ import annotations
 
+import math
 import random
 
 from collections import Counter
@@ -100,8 +101,7 @@ def _take_valid(
     dropped: Counter = Counter()
     start = 0
     while start < len(order) and len(kept) < spec.num_prompts:
-        # Twice the shortfall: about half of ShareGPT passes the default filters.
-        size = max(64, 2 * (spec.num_prompts - len(kept)))
+        size = _batch_size(spec.num_prompts - len(kept), len(kept), start)
         batch = [pairs[i] for i in order[start : start + size]]
         start += size
         for prompt, prompt_len, output_len in _measure(batch, spec, tokenizer):
@@ -111,6 +111,16 @@ def _take_valid(
             elif len(kept) < spec.num_prompts:
                 kept.append((prompt, prompt_len, output_len))
     return kept, dropped
+
+
+def _batch_size(shortfall: int, kept: int, seen: int) -> int:
+    """Pairs to tokenize next for ``shortfall`` more to pass: the shortfall over the share that
+    passed so far (first: 80 %; the bundled ShareGPT passes vLLM's default filters at 89 %),
+    a tenth more. Every pair tokenized past the last one kept is wasted work, and tokenizing
+    was most of the preparation (twice the shortfall encoded 4,000 pairs where 2,250 give
+    2,000)."""
+    share = max(kept / seen, 0.05) if seen else 0.8
+    return max(64, math.ceil(1.1 * shortfall / share))
 
 
 # texts encoded at a time: only their lengths are kept, and the ids of a whole file's
