@@ -66,7 +66,34 @@ def prepare_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
     """``sample_requests``, through the prepared-request cache (datasets/cache.py):
     what a run uses, so a repeated run does not tokenize its dataset again."""
     spec, sampler = _checked(spec)
-    return cached(spec, tokenizer, lambda s, t: _as_sample(sampler(s, t)))
+    sample = cached(spec, tokenizer, lambda s, t: _as_sample(sampler(s, t)))
+    if len(sample.requests) >= TRIM_FROM:
+        release_freed()
+    return sample
+
+
+# Requests from which preparing gives its freed memory back before the run.
+TRIM_FROM = 10_000
+
+
+def release_freed() -> None:
+    """Hand what preparation freed back to the system. Its temporaries (token lists, texts,
+    the tokenizer's encodings) are freed but stay in the C heap, and the run's columns are
+    new allocations beside them: at 500,000 requests ~60 MB (measured: 250 -> 190 MB after
+    a ShareGPT or random preparation). glibc's ``malloc_trim``; a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:
+        trim = None
+    if trim is not None:
+        trim(0)
 
 
 def _checked(spec: DatasetSpec) -> tuple[DatasetSpec, Sampler]:

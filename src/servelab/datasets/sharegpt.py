@@ -125,7 +125,7 @@ def _batch_size(shortfall: int, kept: int, seen: int) -> int:
 
 # texts encoded at a time: only their lengths are kept, and the ids of a whole file's
 # completions at once (~90k, hundreds of tokens each) were the preparation's peak
-ENCODE_AT_ONCE = 2048
+ENCODE_AT_ONCE = 256
 
 
 def _measure(batch: list[tuple[str, str]], spec: DatasetSpec, tokenizer: Tokenizer) -> list[tuple[str, int, int]]:
