@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.config import BenchSpec
-from servelab.datasets import prepare_requests, sample_conversations
+from servelab.datasets import TRIM_FROM, prepare_requests, sample_conversations
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen import live
 from servelab.loadgen.drive import BenchConfig, BenchRun
@@ -29,6 +29,7 @@ from servelab.measure.result import Measured, build, check_plots, exit_code, rps
 from servelab.measure.servelab_section import footer, servelab_section
 from servelab.measure.target import ServerModels, bench_config, bench_tokenizer, model_names
 from servelab.metrics.probe import probe_stats
+from servelab.datasets.heap import release_freed
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
 from servelab.telemetry import machine
@@ -120,6 +121,8 @@ def _with_lora(config: BenchConfig, spec: BenchSpec, work) -> BenchConfig:
 
 def _summary(spec: BenchSpec, tally: Tally, run: BenchRun) -> Summary:
     out = spec.output
+    if tally.added >= TRIM_FROM:  # the streams' buffers are freed: hand them back before the summary's copies
+        release_freed()
     return summarize_tally(tally, run.outcome.end_ns - run.outcome.t0_ns, list(out.metric_percentiles),
                            dict(out.goodput) or None)
 

@@ -176,12 +176,13 @@ class RecordsFile:
         sidecar_of(self.tmp).unlink(missing_ok=True)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` as ``path``, whole or not at all: a temporary file beside it, then a rename."""
+def write_atomic(path: Path, text) -> None:
+    """``text`` (a string, or its pieces) as ``path``, whole or not at all: a temporary file
+    beside it, then a rename."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            f.writelines([text] if isinstance(text, str) else text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
