@@ -106,8 +106,15 @@ def test_a_client_too_busy_to_keep_up_does_the_work_in_push(monkeypatch):
     assert made == [0, 1, 2] and len(digest._new) == 2
 
 
-def test_past_max_age_a_response_is_parsed_whatever_the_watermarks():
+def test_past_max_age_a_response_is_parsed_whatever_the_watermarks(monkeypatch):
     made = []
     digest = Digest(lambda a: a.index, lambda i, r: made.append(i), raw_low=1 << 40, max_age_ns=50_000_000)
-    run_with(digest, [attempt(0, age_s=1.0), attempt(1)], turns=5)
+    old, fresh = attempt(0, age_s=1.0), attempt(1)
+    # the digest's clock stands still at the fresh one's end, however slowly this test runs
+    clock = [fresh.response.done_ns]
+    monkeypatch.setattr(digest_module, "_now", lambda: clock[0])
+    run_with(digest, [old, fresh], turns=5)
     assert made == [0]  # the old one; the fresh one waits for its age
+    clock[0] += 50_000_001
+    run_with(digest, [], turns=5)
+    assert made == [0, 1]  # ... and is parsed once past it

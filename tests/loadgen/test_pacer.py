@@ -11,8 +11,11 @@ MS = 1_000_000
 
 
 class FakePool:
-    def __init__(self, service_s=0.001, stall_on=None, stall_s=0.0):
-        self.service_s, self.stall_on, self.stall_s = service_s, stall_on, stall_s
+    """``stall_on``: the payload whose send hogs the loop for ``stall_s`` with ``hog``
+    (``time.sleep``, or a fake clock's advance)."""
+
+    def __init__(self, service_s=0.001, stall_on=None, stall_s=0.0, hog=time.sleep):
+        self.service_s, self.stall_on, self.stall_s, self.hog = service_s, stall_on, stall_s, hog
         self.open = self.peak = self.sent = 0
         self.stop_at = (None, None)
 
@@ -21,7 +24,7 @@ class FakePool:
         if self.sent == self.stop_at[0]:  # a stop (Ctrl-C) arrives while this one is in flight
             self.stop_at[1].set()
         if payload == self.stall_on:  # hog the loop: every timer fires late
-            time.sleep(self.stall_s)
+            self.hog(self.stall_s)
         on_sent(time.perf_counter_ns())
         self.open += 1
         self.peak = max(self.peak, self.open)
@@ -41,35 +44,53 @@ def run(pool, payloads, offsets, conc=None, stop_at_send=None):
     return asyncio.run(main())
 
 
+class FakeClock:
+    """The pacer's clock (``_now``) and its sleeps (``asyncio.wait`` with a timeout) on
+    virtual time: a sleep lets the loop's ready tasks run once, then ends at its deadline,
+    or later if one of them hogged the loop past it. A busy machine cannot move it."""
+
+    def __init__(self, t_ns: int = 1_000_000 * MS) -> None:
+        self.t_ns = t_ns
+        self.waits: list[int] = []  # the deadline of every sleep the pacer asked for
+
+    def now(self) -> int:
+        return self.t_ns
+
+    def hog(self, seconds: float) -> None:
+        self.t_ns += round(seconds * 1e9)
+
+    def install(self, monkeypatch) -> None:
+        real_wait = asyncio.wait
+
+        async def wait(futures, timeout=None, **kw):
+            if timeout is None:
+                return await real_wait(futures, **kw)
+            deadline = self.t_ns + round(timeout * 1e9)
+            self.waits.append(deadline)
+            await asyncio.sleep(0)  # the tasks made ready meanwhile run (and may hog the loop)
+            self.t_ns = max(self.t_ns, deadline)
+            return set(), set(futures)
+
+        monkeypatch.setattr(runner, "_now", self.now)
+        monkeypatch.setattr(runner.asyncio, "wait", wait)
+
+
 def test_lateness_does_not_accumulate(monkeypatch):
     """Request 2 stalls the loop 60 ms. Each wait the pacer asks for ends at t0 + offset,
     reckoned from the clock when it asks (never from the previous send), and the requests
-    already due when the stall ends go without waiting. Asserted on the waits it asks for,
-    not on how promptly a busy machine wakes it."""
-    readings, waits = [], []
-
-    def now() -> int:
-        readings.append(time.perf_counter_ns())
-        return readings[-1]
-
-    real_wait = asyncio.wait
-
-    async def wait(futures, timeout=None, **kw):
-        if timeout is not None:  # the pacer's sleep: where would it end?
-            waits.append(readings[-1] + round(timeout * 1e9))
-        return await real_wait(futures, timeout=timeout, **kw)
-
-    monkeypatch.setattr(runner, "_now", now)
-    monkeypatch.setattr(runner.asyncio, "wait", wait)
+    already due when the stall ends go without waiting. On a fake clock: asserted on the
+    waits it asks for, not on how promptly a busy machine wakes it."""
+    clock = FakeClock()
+    clock.install(monkeypatch)
     offsets = [i * 20 * MS for i in range(10)]
-    out, attempts = run(FakePool(stall_on=2, stall_s=0.06), list(range(10)), offsets)
+    out, attempts = run(FakePool(stall_on=2, stall_s=0.06, hog=clock.hog), list(range(10)), offsets)
     intended = [a.intended_ns for a in attempts]
     assert [t - out.t0_ns for t in intended] == offsets
-    assert waits and all(abs(w - min(intended, key=lambda t: abs(t - w))) <= 1 for w in waits)  # absolute ends
-    # The stall begins after request 2 is sent (>= 40 ms) and lasts >= 60 ms: requests 4 and 5,
-    # due at 80 and 100 ms, are due when the pacer comes back and go without a wait.
-    assert intended[4] not in waits and intended[5] not in waits
-    assert min((a.dispatched_ns - a.intended_ns) / MS for a in attempts[3:5]) >= 20
+    # The stall begins when request 2 is sent (40 ms) and ends at 100 ms: request 3, whose wait
+    # was asked before it, goes 40 ms late; 4 and 5, due at 80 and 100 ms, go at once without
+    # a wait; 6 on waits for its own due time, 120 ms, not 100 + 20 ms after the late ones
+    assert clock.waits == [intended[i] for i in (1, 2, 3, 6, 7, 8, 9)]  # absolute ends
+    assert [(a.dispatched_ns - a.intended_ns) / MS for a in attempts] == [0, 0, 0, 40, 20, 0, 0, 0, 0, 0]
 
 
 def test_concurrency_cap_is_never_exceeded_and_queue_time_is_recorded():

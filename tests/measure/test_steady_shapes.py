@@ -41,10 +41,22 @@ def test_a_linear_ramp_through_the_engines_rate_finds_its_level(mock_server, qwe
     assert abs(s["output_tok_s"] / delivered - 1) < 0.01, (s["output_tok_s"], delivered)
     held = busy(truth, start, end)
     assert held > 0.99, f"the plateau reaches outside the engine's saturated stretch: slots busy {held:.2%}"
-    assert abs(delivered / CONFIGURED - 1) < 0.10, (delivered, CONFIGURED)  # the stand-in held about its rate
+    # the stand-in held its slots' pace: each slot streams a request's TOKENS in its admit → end
+    # (the configured 32 ITLs, plus however late a busy machine woke the mock), then the next
+    # one at once; so about the configured rate, and within a few % of the requests' own pace
+    assert abs(delivered / paced(truth, start, end) - 1) < 0.03, (delivered, paced(truth, start, end))
+    assert abs(delivered / CONFIGURED - 1) < 0.30, (delivered, CONFIGURED)
     assert result["output_throughput"] < 0.9 * s["output_tok_s"], (result["output_throughput"], s)
     out = capsys.readouterr().out
     assert f"{s['output_tok_s']:.2f} output tok/s" in out and "servelab: steady state t0+" in out
+
+
+def paced(truth, start: int, end: int) -> float:
+    """Output tok/s of SLOTS slots, each streaming one request after another at the mean
+    admit → end of the requests served wholly within [start, end)."""
+    took = [r.end_ns - r.admit_ns for r in truth.requests if r.admit_ns and r.end_ns and start <= r.admit_ns
+            and r.end_ns <= end]
+    return SLOTS * TOKENS / (sum(took) / len(took) / 1e9)
 
 
 def busy(truth, start: int, end: int) -> float:

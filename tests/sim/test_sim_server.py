@@ -2,6 +2,7 @@
 servelab as a vLLM (memory lines, /metrics), and matching the fast mode within noise."""
 
 import json
+import statistics
 import urllib.request
 
 import pytest
@@ -16,8 +17,8 @@ from net_helpers import free_port
 STEP = ["step-overhead-ms", "4", "step-per-seq-ms", "0.2", "step-per-token-ms", "0.01"]
 LOAD = ["--dataset-name", "random", "--random-input-len", "200", "--random-output-len", "32",
         "--num-prompts", "64", "--max-concurrency", "32", "--disable-tqdm", "--seed", "3"]
-# Fast mode vs real time: the server writes each token a little after its step's end
-# (timer wake-up, the write, the client's read) and its step clock never runs early.
+# Fast mode vs real time, on the server's own stamps: it writes each token a little after its
+# step's end (timer wake-up, the write) and its step clock never runs early or slips.
 TOLERANCE = 0.10
 
 
@@ -43,23 +44,50 @@ def sim_engine(tmp_path, qwen3_path):
 
 
 def bench(qwen3_path, *extra):
-    return execute(parse_bench_spec(["--tokenizer", qwen3_path, *LOAD, *extra])).result
+    return run(qwen3_path, *extra).result
 
 
-def test_memory_lines_are_read_as_vllm_s(sim_engine):
-    report = sim_engine(8).memory_report
-    assert report.kv_cache_tokens == 65536
-    assert report.max_concurrency_tokens == 2048 and report.max_concurrency == pytest.approx(32.0)
+def run(qwen3_path, *extra):
+    return execute(parse_bench_spec(["--tokenizer", qwen3_path, *LOAD, *extra]))
+
+
+def engine_side(truth: dict) -> dict:
+    """The served run's figures on the sim server's own stamps (ns, perf_counter_ns): from
+    when it read each request to when it wrote each token — the engine's timeline, which the
+    fast mode computes, without the client's send and read delays a busy machine stretches."""
+    reqs = truth["requests"]
+    first_recv, last_write = min(r["recv_ns"] for r in reqs), max(r["event_ns"][-1] for r in reqs)
+    duration_s = (last_write - first_recv) / 1e9
+    tpots = [(r["event_ns"][-1] - r["event_ns"][0]) / (len(r["event_ns"]) - 1) / 1e6 for r in reqs]
+    return {"output_throughput": sum(r["output_tokens"] for r in reqs) / duration_s,
+            "mean_ttft_ms": statistics.mean((r["event_ns"][0] - r["recv_ns"]) / 1e6 for r in reqs),
+            "median_tpot_ms": statistics.median(tpots), "duration": duration_s,
+            "first_recv_ns": first_recv, "last_write_ns": last_write}
 
 
 def test_fast_mode_matches_the_real_time_server(sim_engine, qwen3_path):
     engine = sim_engine(8)
-    served = bench(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
+    outcome = run(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
+    served, records = outcome.result, outcome.tally.records()
     fast = bench(qwen3_path, "--simulate", *flags("sim-", 8))
     assert served["completed"] == fast["completed"] == 64
     assert served["total_output_tokens"] == fast["total_output_tokens"]
+    truth = json.loads(urllib.request.urlopen(engine.base_url + "/_servelab/truth", timeout=10).read())
+    on_engine = engine_side(truth)
     for key in ("output_throughput", "mean_ttft_ms", "median_tpot_ms", "duration"):
-        assert served[key] == pytest.approx(fast[key], rel=TOLERANCE), key
+        assert on_engine[key] == pytest.approx(fast[key], rel=TOLERANCE), key
+    # The client sends before the server reads and reads after it writes: its figures are never
+    # shorter than the server's, and longer by no more than the delays measured between the two
+    by_id = {r["request_id"]: r for r in truth["requests"]}
+    sent = [by_id[r.request_id] for r in records]
+    assert all(r.sent_ns <= t["recv_ns"] and all(a >= b for a, b in zip(r.token_ns, t["event_ns"]))
+               for r, t in zip(records, sent))
+    lag_ms = statistics.mean((t["recv_ns"] - r.sent_ns + r.token_ns[0] - t["event_ns"][0]) / 1e6
+                             for r, t in zip(records, sent))
+    assert on_engine["mean_ttft_ms"] <= served["mean_ttft_ms"] <= fast["mean_ttft_ms"] * (1 + TOLERANCE) + lag_ms
+    run_ns = outcome.run.outcome
+    lag_s = (on_engine["first_recv_ns"] - run_ns.t0_ns + run_ns.end_ns - on_engine["last_write_ns"]) / 1e9
+    assert on_engine["duration"] <= served["duration"] <= fast["duration"] * (1 + TOLERANCE) + lag_s
     assert served["servelab"]["simulated"]["mode"] == "real-time"
 
 
