@@ -78,15 +78,18 @@ def test_one_line_per_worker_from_their_published_rows():
     assert got["client CPU"] == "busiest worker 4.0 s"
 
 
-def test_the_table_draws_every_row():
+def test_the_view_draws_every_row_aligned():
     panel = live.Panel(5)
     panel.counters = Counters(done=5)
     from rich.console import Console
 
     console = Console(width=120, record=True, file=open(os.devnull, "w"))
-    console.print(panel.table())
-    text = console.export_text()
-    assert "servelab bench" in text and "5/5 (100%)" in text
+    console.print(panel.view())
+    lines = console.export_text().splitlines()
+    assert lines[0].startswith("servelab bench · ") and len(lines) == 1 + len(panel.rows())
+    assert lines[1] == "progress    5/5 (100%)"  # names padded to the longest ("client CPU"), two spaces
+    for (name, _), line in zip(panel.rows(), lines[1:]):  # every value starts in one column
+        assert line[:12].rstrip() == name and line[12] != " "
 
 
 def test_on_with_a_terminal_or_when_forced(monkeypatch):

@@ -115,7 +115,7 @@ def test_a_result_with_long_lists_is_written_as_one_dumps_would(tmp_path, monkey
     monkeypatch.setattr(store, "_SLICE", 3)  # slices that cut through the lists, one list exactly 2 slices
     result = {"date": "x", "latencies": [0.5, float("nan"), 1e-7, 2.0, float("inf"), 3.25, 4.0],
               "start_times": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "short": [1.0, float("-inf")], "empty": [],
-              "servelab": {"nested": [1, 2, 3, 4, 5]}, "errors": ["a\"b", "", "c", "d"]}
+              "servelab": {"nested": [1, 2, 3, 4, 5]}, "errors": ["a\"b", "", "c", "d"], 7: [[1], [], [2], [3]]}
     path = tmp_path / "r.json"
     store.write_result(result, path, append=False)
     assert path.read_text() == json.dumps(store.finite(result))

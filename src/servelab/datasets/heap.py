@@ -10,7 +10,6 @@ preparing 500,000 requests ~60 MB (250 -> 190 MB).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import gc
 
@@ -27,8 +26,8 @@ def release_freed(collect: bool = True) -> None:
 
 @functools.cache
 def _malloc_trim():
-    name = ctypes.util.find_library("c")
+    """glibc's, by its soname (``ctypes.util.find_library`` may run ldconfig or a compiler)."""
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
+        return getattr(ctypes.CDLL("libc.so.6"), "malloc_trim", None)
+    except OSError:  # not glibc
         return None

@@ -1,4 +1,4 @@
-"""The run's live panel on a terminal: a ``rich`` table redrawn a few times a second.
+"""The run's live panel on a terminal: ``rich`` lines redrawn a few times a second.
 
 It lives on its own thread and only reads: the client's ``Counters`` (a client
 worker's or Ray shard's rows too, ``shards.Live``), the tally's numpy columns for the
@@ -82,22 +82,25 @@ class Panel:
         from rich.live import Live as RichLive
 
         console = Console(file=self.stream, force_terminal=True)
-        with RichLive(self.table(), console=console, auto_refresh=False, transient=False) as live:
+        with RichLive(self.view(), console=console, auto_refresh=False, transient=False) as live:
             while not self._done.wait(1.0 / REFRESH_HZ):
-                live.update(self.table(), refresh=True)
-            live.update(self.table())  # the last state, drawn once as the panel closes (and kept)
+                live.update(self.view(), refresh=True)
+            live.update(self.view())  # the last state, drawn once as the panel closes (and kept)
 
-    def table(self):
-        """The panel as it is now (a ``rich`` Table)."""
-        from rich.table import Table
+    def view(self):
+        """The panel as it is now: its rows as aligned lines of one ``rich`` Text, the names
+        bold. (A rich Table drew the same lines at 3x the cost: ~1.0 ms of the GIL a redraw,
+        against ~0.3 ms.)"""
+        from rich.text import Text
 
-        table = Table(title=f"servelab {self.label} · {time.monotonic() - self._t0:.1f} s", title_justify="left",
-                      show_header=False, box=None, pad_edge=False)
-        table.add_column(style="bold")
-        table.add_column()
-        for name, value in self.rows():
-            table.add_row(name, value)
-        return table
+        rows = self.rows()
+        width = max(len(name) for name, _ in rows)
+        text = Text(f"servelab {self.label} · {time.monotonic() - self._t0:.1f} s", no_wrap=True, overflow="ellipsis")
+        for name, value in rows:
+            text.append("\n")
+            text.append(name.ljust(width), style="bold")
+            text.append(f"  {value}")
+        return text
 
     def rows(self) -> list[tuple[str, str]]:
         """(name, value) lines, in order: what the table shows, as plain text."""
