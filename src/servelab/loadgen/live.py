@@ -3,9 +3,11 @@
 It lives on its own thread and only reads: the client's ``Counters`` (a client
 worker's or Ray shard's rows too, ``shards.Live``), the tally's numpy columns for the
 records made so far, and the engine's latest sample that the telemetry scraper
-already wrote. The request path never waits on it; what it costs is a few
-milliseconds of the GIL per redraw, which ``selftest --concurrency 512`` measures
-with it on and off (the figures are in the issue's note).
+already wrote. The request path never waits on it. A redraw holds the GIL ~0.3 ms;
+what the panel costs is the records it asks for (below): parsed during the run rather
+than after it, on the event loop. ``selftest --concurrency 512``, on against off
+(docs/design.md, "The live panel's cost"): +0.2 ms on mean TTFT, ~+1 ms on event
+delivery p99, +0.15 of a core; with records left for after the run, as off.
 
 TTFT and output tokens come from the records made so far: a short run parses its
 responses after it ends (loadgen/digest.py), so the panel asks the run to make its
