@@ -17,6 +17,7 @@ from servelab.datasets import conversations
 from servelab.datasets.burstgpt import sample_burstgpt
 from servelab.datasets.cache import cached
 from servelab.datasets.custom import sample_custom
+from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.datasets.hf import sample_hf
 from servelab.datasets.prefix_repetition import sample_prefix_repetition
 from servelab.datasets.random import sample_random
@@ -24,7 +25,6 @@ from servelab.datasets.sample import Sample
 from servelab.datasets.sharegpt import sample_sharegpt
 from servelab.datasets.spec_bench import sample_speed_bench, sample_spec_bench
 from servelab.datasets.timed_trace import sample_timed_trace
-from servelab.datasets.heap import release_freed
 from servelab.datasets.tokenizer import Tokenizer, load_tokenizer
 from servelab.errors import InputError
 from servelab.records import Conversation, SampleRequest
@@ -71,11 +71,6 @@ def prepare_requests(spec: DatasetSpec, tokenizer: Tokenizer) -> Sample:
     if len(sample.requests) >= TRIM_FROM:
         release_freed()
     return sample
-
-
-# Requests from which preparing gives its freed memory back before the run: at 500,000
-# requests ~60 MB (measured: 250 -> 190 MB after a ShareGPT or random preparation).
-TRIM_FROM = 10_000
 
 
 def _checked(spec: DatasetSpec) -> tuple[DatasetSpec, Sampler]:

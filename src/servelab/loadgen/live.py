@@ -105,7 +105,7 @@ class Panel:
         return text
 
     def rows(self) -> list[tuple[str, str]]:
-        """(name, value) lines, in order: what the table shows, as plain text."""
+        """(name, value) lines, in order: what the view shows, as plain text."""
         c = self.counters or Counters()
         pct = 100.0 * c.done / self.total if self.total else 100.0
         rows = [("progress", f"{c.done:,}/{self.total:,} ({pct:.0f}%)"),

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.config import BenchSpec
-from servelab.datasets import TRIM_FROM, prepare_requests, sample_conversations
+from servelab.datasets import prepare_requests, sample_conversations
+from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen import live
 from servelab.loadgen.drive import BenchConfig, BenchRun
@@ -29,7 +30,6 @@ from servelab.measure.result import Measured, build, check_plots, exit_code, rps
 from servelab.measure.servelab_section import footer, servelab_section
 from servelab.measure.target import ServerModels, bench_config, bench_tokenizer, model_names
 from servelab.metrics.probe import probe_stats
-from servelab.datasets.heap import release_freed
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
 from servelab.telemetry import machine

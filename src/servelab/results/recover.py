@@ -126,7 +126,7 @@ def recover_one(part: Path, folder: Path, say=print) -> Path | None:
     result["servelab"]["records_file"] = str(records)
     os.truncate(part, _whole_bytes(part, len(lines)))  # a cut tail is not a record: whole lines only
     os.replace(part, records)
-    write_atomic(path, json.dumps(store.finite(result)))
+    write_atomic(path, store.json_chunks(result))
     sidecar_of(part).unlink(missing_ok=True)
     ending = result["servelab"]["ending"]
     say(f"servelab: recovered {ending['completed']} completed and {ending['failed']} failed of "
