@@ -135,4 +135,18 @@ def test_a_bench_in_a_real_terminal_draws_the_panel(mock_server, qwen3_path, tmp
     assert any("in flight" in s and "/120 (" in s and "120/120" not in s for s in seen), "no panel mid-run"
     assert "servelab bench" in final and "120/120 (100%)" in final, final
     assert "sent 120 · in flight 0 · finished 120 · failed 0" in final, final
-    assert "(120 records made)" in final and "TTFT" in final, final
+    assert "(120 answered)" in final and "TTFT" in final, final
+
+
+def test_with_a_glance_the_rows_come_from_it_not_from_records():
+    from servelab.loadgen.glance import FAILED, OK, Glance
+
+    glance = Glance(5)
+    glance.state[:4] = [OK, OK, OK, FAILED]
+    glance.ttft_ms[:3], glance.tokens[:3] = [10.0, 20.0, 30.0], [4, 5, 6]
+    panel = live.Panel(5, tally=tally_of([]), glance=glance)  # no records made: the glance is read
+    panel.counters = Counters(dispatched=5, done=4, failed=1, in_flight=1)
+    rows = dict(panel.rows())
+    assert rows["TTFT"] == "p50 20.0 ms · p99 29.8 ms (so far)"
+    assert rows["output tok/s"].endswith("(4 answered)")
+    assert dict(live.Panel(5, glance=Glance(5)).rows())["TTFT"] == "none answered yet"

@@ -157,7 +157,8 @@ async def warm_up(config: BenchConfig, pool: Pool, probe: bytes) -> None:
 async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer,
                     stop: asyncio.Event, counters: Counters | None = None, *, sink: RecordSink,
                     on_start=None, offsets_ns=None, arrival_state: tuple | None = None,
-                    server_models: dict | None = None, digest_age_s: float | None = None) -> BenchRun:
+                    server_models: dict | None = None, digest_age_s: float | None = None,
+                    glance=None) -> BenchRun:
     """Run ``samples`` against the server; ``stop`` ends it early, keeping results.
 
     ``sink.add(i, record, t0_ns)`` takes each request's record as it is made.
@@ -166,13 +167,14 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
     ``on_start`` may return the absolute t0 (the workers' shared instant);
     ``server_models``: the /v1/models answer the caller fetched (once per bench), kept
     in the run; ``digest_age_s``: make records no later than that after their response
-    ended (loadgen/digest.py).
+    ended (loadgen/digest.py); ``glance``: the live panel's (loadgen/glance.py), shown each
+    answered response.
     """
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
     counters = counters or Counters()
     digest = Digest(lambda a: to_record(config.kind, samples[a.index], a, tokenizer),
                     lambda i, record: sink.add(i, record, counters.t0_ns),
-                    max_age_ns=None if digest_age_s is None else int(digest_age_s * 1e9))
+                    max_age_ns=None if digest_age_s is None else int(digest_age_s * 1e9), glance=glance)
     try:
         payloads = Payloads(config, samples, pool)
         # probes and warm-ups reuse the first prompt under their own ids, so a

@@ -1,18 +1,21 @@
 """The run's live panel on a terminal: ``rich`` lines redrawn a few times a second.
 
 It lives on its own thread and only reads: the client's ``Counters`` (a client
-worker's or Ray shard's rows too, ``shards.Live``), the tally's numpy columns for the
-records made so far, and the engine's latest sample that the telemetry scraper
-already wrote. The request path never waits on it. A redraw holds the GIL ~0.3 ms;
-what the panel costs is the records it asks for (below): parsed during the run rather
-than after it, on the event loop. ``selftest --concurrency 512``, on against off
-(docs/design.md, "The live panel's cost"): +0.2 ms on mean TTFT, ~+1 ms on event
-delivery p99, +0.15 of a core; with records left for after the run, as off.
+worker's or Ray shard's rows too, ``shards.Live``), per request either the run's
+glance (loadgen/glance.py: TTFT and output tokens read off each raw response in a
+few microseconds, no parse) or, where the run takes none (client workers, Ray shards,
+multi-turn), the tally's numpy columns for the records made so far, and the engine's
+latest sample that the telemetry scraper already wrote. The request path never waits
+on it. A redraw holds the GIL ~0.3 ms.
 
-TTFT and output tokens come from the records made so far: a short run parses its
-responses after it ends (loadgen/digest.py), so the panel asks the run to make its
-records within ``DIGEST_AGE_S`` of each response instead, and says how many it has.
-Percentiles above ``EXACT_UP_TO`` records are over an even stride of them (marked ≈):
+What the panel cost before the glance was the records it asked for within
+``DIGEST_AGE_S`` of each response: parsed during the run rather than after it, on the
+event loop. ``selftest --concurrency 512``, on against off (docs/design.md, "The live
+panel's cost"): +0.2 ms on mean TTFT, ~+1 ms on event delivery p99, +0.15 of a core.
+With the glance a short run again parses its responses after it ends: +0.02 ms on mean
+TTFT, +0.01 of a core; the redraw's own ~0.5 ms of the GIL, four times a second, is
+~+0.45 ms on event delivery p99.
+Percentiles above ``EXACT_UP_TO`` requests are over an even stride of them (marked ≈):
 a sort of 500,000 values four times a second would hold the GIL for tens of ms.
 
 On when stderr is a terminal, or forced with ``SERVELAB_LIVE=1`` (a test in tmux,
@@ -31,12 +34,13 @@ from collections import deque
 
 import numpy as np
 
+from servelab.loadgen.glance import Glance
 from servelab.loadgen.pacer import Counters
 from servelab.loadgen.shards import LIVE_FIELDS, Live
 from servelab.metrics.tally import OK
 
 REFRESH_HZ = 4
-DIGEST_AGE_S = 1.0  # how late a record may be made while the panel shows TTFT and tokens
+DIGEST_AGE_S = 1.0  # how late a record may be made for the panel where the run takes no glance
 EXACT_UP_TO = 65_536  # records over which percentiles are exact; past it, an even stride
 NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last 2 s
 
@@ -57,8 +61,9 @@ class Panel:
     """``start(counters)`` at t0 draws until ``stop()``; ``tally``: the run's (its columns);
     ``engine()``: the engine's latest sample as a dict, or None."""
 
-    def __init__(self, total: int, label: str = "bench", tally=None, engine=None, stream=None) -> None:
-        self.total, self.label, self.tally, self.engine = total, label, tally, engine
+    def __init__(self, total: int, label: str = "bench", tally=None, engine=None, stream=None,
+                 glance: Glance | None = None) -> None:
+        self.total, self.label, self.tally, self.engine, self.glance = total, label, tally, engine, glance
         self.stream = stream or sys.stderr
         self.counters: Counters | None = None
         self._done = threading.Event()
@@ -118,23 +123,36 @@ class Panel:
             rows += [(f"  worker {i}", _worker_line(list(a))) for i, a in enumerate(c.arrays)]
         return rows
 
-    def _record_rows(self) -> list[tuple[str, str]]:
+    def _columns(self):
+        """(how many, what they are, OK indices, TTFT ms of the picked, tokens by index): from
+        the glance when the run takes one, else from the records made so far; None: neither."""
+        if self.glance is not None:
+            seen, ok, ttft_ms, tokens = self.glance.columns()
+            return seen, "answered", ok, lambda pick: ttft_ms[pick].astype(np.float64), tokens
         if self.tally is None:
-            return []
+            return None
         col = self.tally.col
         made = int(np.count_nonzero(col["status"]))
         # a record being added on the run's thread has its status before its first token's
         # instant (Tally.add's order): one whose instant is not there yet is left for later
         ok = np.flatnonzero((col["status"] == OK) & (col["first_ns"] > 0))
-        tokens = int(col["output_tokens"][ok].sum())
+        return (made, "records made", ok, lambda pick: (col["first_ns"][pick] - col["sent_ns"][pick]) / 1e6,
+                col["output_tokens"])
+
+    def _record_rows(self) -> list[tuple[str, str]]:
+        columns = self._columns()
+        if columns is None:
+            return []
+        made, what, ok, ttft_of, tokens_by = columns
+        tokens = int(tokens_by[ok].sum())
         elapsed = max(time.monotonic() - self._t0, 1e-9)
         rows = [("output tok/s", f"now {self._tokens_now(tokens):,.0f} · so far {tokens / elapsed:,.0f} "
-                                 f"({made:,} records made)")]
+                                 f"({made:,} {what})")]
         if len(ok) == 0:
-            return rows + [("TTFT", "no records yet")]
+            return rows + [("TTFT", "none answered yet" if self.glance is not None else "no records yet")]
         exact = len(ok) <= EXACT_UP_TO
         pick = ok if exact else ok[:: -(-len(ok) // EXACT_UP_TO)]
-        ttft = (col["first_ns"][pick] - col["sent_ns"][pick]) / 1e6
+        ttft = ttft_of(pick)
         p50, p99 = np.percentile(ttft, (50, 99))
         mark = "" if exact else "≈ "
         return rows + [("TTFT", f"{mark}p50 {p50:,.1f} ms · p99 {p99:,.1f} ms (so far)")]

@@ -51,7 +51,10 @@ class Bench:
     on_start: Callable | None = None  # at t0, with the live counters; may return an absolute t0
     # every TICK_S while the run goes on (the records file's flush): a reason to end it, or None
     tick: Callable[[], str | None] | None = None
-    record_within_s: float | None = None  # make each record that soon after its response (a live view's)
+    # the live panel's: in this process, a glance at each response (loadgen/glance.py); elsewhere
+    # (workers, Ray, multi-turn), each record made that soon after its response
+    glance: object | None = None
+    record_within_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -82,7 +85,8 @@ def local(bench: Bench, sink: RecordSink) -> DriverRun:
     async def go(stop, counters, started):
         return await run_bench(bench.config, sample.requests, bench.tokenizer, stop, counters, sink=sink,
                                on_start=started, arrival_state=sample.arrival_state,
-                               server_models=bench.models, digest_age_s=_digest_age(bench)), None
+                               server_models=bench.models, digest_age_s=_digest_age(bench),
+                               glance=bench.glance), None
 
     run, _ = in_loop(go, len(sample.requests), bench)
     return DriverRun(run)
@@ -91,7 +95,8 @@ def local(bench: Bench, sink: RecordSink) -> DriverRun:
 def _digest_age(bench: Bench) -> float | None:
     """How soon after its response each record must be made: the records file's flush (a kill
     loses no more) and the live panel's second, the sooner of those asked; None: as it comes."""
-    ages = [a for a in (FLUSH_S if bench.tick is not None else None, bench.record_within_s) if a is not None]
+    within = bench.record_within_s if bench.glance is None else None  # a glance needs no record
+    ages = [a for a in (FLUSH_S if bench.tick is not None else None, within) if a is not None]
     return min(ages) if ages else None
 
 

@@ -21,6 +21,7 @@ from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen import live
 from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.glance import Glance
 from servelab.loadgen.lora import request_models
 from servelab.loadgen.progress import elapsed
 from servelab.measure import console, early_end, simulated
@@ -173,16 +174,20 @@ def _with_telemetry(recorder, on_start):
 @contextlib.contextmanager
 def _live_view(bench: Bench, sink: store.RecordSink, recorder):
     """The bench as its driver runs it: with the live panel (loadgen/live.py) when it is wanted,
-    which replaces the plain progress line and asks for records within a second; as is, else."""
+    which replaces the plain progress line. In this process the run shows it a glance at each
+    response (loadgen/glance.py: no parse during the run); elsewhere it asks for records within
+    a second. As is, else."""
     spec = bench.spec
     if not spec.output.progress or spec.simulate is not None or not live.wanted():
         yield bench, None
         return
-    panel = live.Panel(len(indexed(bench.work)), spec.output.label or "bench", sink.tally,
-                       recorder.latest if recorder is not None else None)
+    total = len(indexed(bench.work))
+    glance = Glance(total) if spec.driver == "local" else None
+    panel = live.Panel(total, spec.output.label or "bench", sink.tally,
+                       recorder.latest if recorder is not None else None, glance=glance)
     quiet = dataclasses.replace(spec, output=dataclasses.replace(spec.output, progress=False))
     try:
-        yield dataclasses.replace(bench, spec=quiet, record_within_s=live.DIGEST_AGE_S), panel
+        yield dataclasses.replace(bench, spec=quiet, glance=glance, record_within_s=live.DIGEST_AGE_S), panel
     finally:
         panel.stop()
 

@@ -8,6 +8,7 @@ import os
 
 from servelab.config import LoadSpec
 from servelab.loadgen import live
+from servelab.loadgen.glance import Glance
 from servelab.loadgen.drive import BenchConfig, run_bench
 from servelab.loadgen.pacer import Counters
 from servelab.loadgen.loop import loop_run
@@ -36,11 +37,11 @@ def _bench(url: str, samples, concurrency: int):
     config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
                          load=LoadSpec(max_concurrency=concurrency), ignore_eos=True)
     sink, counters = RecordSink(Tally(samples)), Counters()
-    panel = live.Panel(len(samples), "selftest", sink.tally) if live.forced_to() else None
+    glance = Glance(len(samples)) if live.forced_to() else None
+    panel = live.Panel(len(samples), "selftest", sink.tally, glance=glance) if glance is not None else None
     try:
         run = loop_run(run_bench(config, samples, None, asyncio.Event(), counters, sink=sink,
-                                 on_start=(lambda: panel.start(counters)) if panel else None,
-                                 digest_age_s=live.DIGEST_AGE_S if panel else None))
+                                 on_start=(lambda: panel.start(counters)) if panel else None, glance=glance))
     finally:
         if panel:
             panel.stop()
