@@ -78,18 +78,34 @@ def test_one_line_per_worker_from_their_published_rows():
     assert got["client CPU"] == "busiest worker 4.0 s"
 
 
-def test_the_view_draws_every_row_aligned():
+def test_the_frame_draws_every_row_aligned_names_bold_and_cut_not_wrapped():
     panel = live.Panel(5)
     panel.counters = Counters(done=5)
-    from rich.console import Console
-
-    console = Console(width=120, record=True, file=open(os.devnull, "w"))
-    console.print(panel.view())
-    lines = console.export_text().splitlines()
-    assert lines[0].startswith("servelab bench · ") and len(lines) == 1 + len(panel.rows())
-    assert lines[1] == "progress    5/5 (100%)"  # names padded to the longest ("client CPU"), two spaces
-    for (name, _), line in zip(panel.rows(), lines[1:]):  # every value starts in one column
+    lines = panel.frame()
+    plain = [line.replace(live.BOLD, "").replace(live.PLAIN, "") for line in lines]
+    assert plain[0].startswith("servelab bench · ") and len(lines) == 1 + len(panel.rows())
+    assert plain[1] == "progress    5/5 (100%)"  # names padded to the longest ("client CPU"), two spaces
+    assert lines[1] == f"{live.BOLD}progress  {live.PLAIN}  5/5 (100%)"
+    for (name, _), line in zip(panel.rows(), plain[1:]):  # every value starts in one column
         assert line[:12].rstrip() == name and line[12] != " "
+    narrow = [line.replace(live.BOLD, "").replace(live.PLAIN, "") for line in panel.frame(width=20)]
+    assert max(len(line) for line in narrow) < 20 and any(line.endswith("…") for line in narrow)
+
+
+def test_a_redraw_goes_back_over_the_last_frame(monkeypatch):
+    import io
+
+    stream = io.StringIO()
+    panel = live.Panel(5, stream=stream)
+    monkeypatch.setattr(live, "REFRESH_HZ", 100)
+    panel.start(Counters())
+    time.sleep(0.1)
+    panel.stop()
+    out = stream.getvalue()
+    frames = out.count("\x1b[J")
+    n = 1 + len(panel.rows())
+    assert frames >= 2 and out.count(f"\x1b[{n}F") == frames - 1  # every frame but the first moves up over it
+    assert out.endswith("\x1b[J") and "progress" in out.rsplit(f"\x1b[{n}F", 1)[-1]
 
 
 def test_on_with_a_terminal_or_when_forced(monkeypatch):

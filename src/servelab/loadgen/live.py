@@ -1,4 +1,4 @@
-"""The run's live panel on a terminal: ``rich`` lines redrawn a few times a second.
+"""The run's live panel on a terminal: aligned lines redrawn in place a few times a second.
 
 It lives on its own thread and only reads: the client's ``Counters`` (a client
 worker's or Ray shard's rows too, ``shards.Live``), per request either the run's
@@ -6,15 +6,16 @@ glance (loadgen/glance.py: TTFT and output tokens read off each raw response in 
 few microseconds, no parse) or, where the run takes none (client workers, Ray shards,
 multi-turn), the tally's numpy columns for the records made so far, and the engine's
 latest sample that the telemetry scraper already wrote. The request path never waits
-on it. A redraw holds the GIL ~0.3 ms.
+on it. A redraw holds the GIL ~0.1 ms (``frame``).
 
 What the panel cost before the glance was the records it asked for within
 ``DIGEST_AGE_S`` of each response: parsed during the run rather than after it, on the
 event loop. ``selftest --concurrency 512``, on against off (docs/design.md, "The live
 panel's cost"): +0.2 ms on mean TTFT, ~+1 ms on event delivery p99, +0.15 of a core.
-With the glance a short run again parses its responses after it ends: +0.02 ms on mean
-TTFT, +0.01 of a core; the redraw's own ~0.5 ms of the GIL, four times a second, is
-~+0.45 ms on event delivery p99.
+With the glance a short run again parses its responses after it ends, and with the
+frame written in ANSI codes (not rich: ~0.56 ms of the GIL a redraw, +0.45 ms on event
+delivery p99) the panel is within the off runs' own spread: +0.2 ms event delivery p99,
++0.04 ms mean TTFT, the same CPU.
 Percentiles above ``EXACT_UP_TO`` requests are over an even stride of them (marked ≈):
 a sort of 500,000 values four times a second would hold the GIL for tens of ms.
 
@@ -42,6 +43,7 @@ from servelab.metrics.tally import OK
 REFRESH_HZ = 4
 DIGEST_AGE_S = 1.0  # how late a record may be made for the panel where the run takes no glance
 EXACT_UP_TO = 65_536  # records over which percentiles are exact; past it, an even stride
+BOLD, PLAIN = "\x1b[1m", "\x1b[0m"
 NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last 2 s
 
 
@@ -85,29 +87,33 @@ class Panel:
             self._thread = None
 
     def _draw(self) -> None:
-        from rich.console import Console
-        from rich.live import Live as RichLive
+        """Redraw in place: the cursor back up over the last frame, each line rewritten and
+        cleared to its end, whatever is below the frame cleared; the last state stays."""
+        stream, drawn = self.stream, 0
+        while True:
+            done = self._done.wait(1.0 / REFRESH_HZ)
+            lines = self.frame(_width(stream))
+            stream.write((f"\x1b[{drawn}F" if drawn else "") + "".join(f"{line}\x1b[K\n" for line in lines)
+                         + "\x1b[J")
+            stream.flush()
+            drawn = len(lines)
+            if done:
+                return
 
-        console = Console(file=self.stream, force_terminal=True)
-        with RichLive(self.view(), console=console, auto_refresh=False, transient=False) as live:
-            while not self._done.wait(1.0 / REFRESH_HZ):
-                live.update(self.view(), refresh=True)
-            live.update(self.view())  # the last state, drawn once as the panel closes (and kept)
+    def frame(self, width: int = 0) -> list[str]:
+        """The panel as it is now, a string per line: its rows aligned, the names bold (ANSI),
+        each cut to ``width`` columns (0: not cut) rather than wrapped.
 
-    def view(self):
-        """The panel as it is now: its rows as aligned lines of one ``rich`` Text, the names
-        bold. (A rich Table drew the same lines at 3x the cost: ~1.0 ms of the GIL a redraw,
-        against ~0.3 ms.)"""
-        from rich.text import Text
-
+        Written with ANSI codes, not rich: a redraw holds the GIL, and rich's Text and render
+        took ~0.56 ms of it against ~0.1 ms, which showed on event delivery p99 at 512
+        streams (docs/design.md, "The live panel's cost")."""
         rows = self.rows()
-        width = max(len(name) for name, _ in rows)
-        text = Text(f"servelab {self.label} · {time.monotonic() - self._t0:.1f} s", no_wrap=True, overflow="ellipsis")
+        name_width = max(len(name) for name, _ in rows)
+        lines = [_cut(f"servelab {self.label} · {time.monotonic() - self._t0:.1f} s", width)]
         for name, value in rows:
-            text.append("\n")
-            text.append(name.ljust(width), style="bold")
-            text.append(f"  {value}")
-        return text
+            plain = _cut(f"{name.ljust(name_width)}  {value}", width)
+            lines.append(f"{BOLD}{plain[:name_width]}{PLAIN}{plain[name_width:]}")
+        return lines
 
     def rows(self) -> list[tuple[str, str]]:
         """(name, value) lines, in order: what the view shows, as plain text."""
@@ -183,6 +189,18 @@ class Panel:
         (t_old, cpu_old), self._cpu = self._cpu, (now, cpu)
         busy = (cpu - cpu_old) / (now - t_old) if now > t_old else 0.0
         return f"{100 * busy:.0f}% of a core now · {cpu:.1f} s (this process, the panel included)"
+
+
+def _width(stream) -> int:
+    """The terminal's columns (0 when the stream is not one: lines are then not cut)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _cut(line: str, width: int) -> str:
+    return line if width <= 0 or len(line) < width else line[:max(width - 2, 0)] + "…"
 
 
 def _worker_line(row: list[int]) -> str:
