@@ -176,3 +176,28 @@ class CountingTokenizer:
     def encode_batch(self, texts, add_special_tokens=False):
         self.texts += len(texts)
         return self.inner.encode_batch(texts, add_special_tokens)
+
+
+def test_a_text_far_over_its_limit_is_counted_from_its_head_and_still_dropped(qwen3):
+    from servelab.datasets.sharegpt import PREFIX_SLACK, _lengths
+
+    long, short, near = words(5000), words(10), words(1030)
+    head_count, exact_short, exact_near = _lengths(qwen3, [long, short, near], 1024)
+    assert 1024 + PREFIX_SLACK < head_count < 5000  # a lower bound, from the head only
+    assert (exact_short, exact_near) == (10, 1030)  # under the cut: tokenized whole, exact
+    assert _lengths(qwen3, [long]) == [5000]  # no limit: whole
+
+
+@pytest.mark.parametrize("seed, changes", [(0, {}), (7, {}), (0, {"sharegpt_max_prompt_len": 256}),
+                                           (3, {"sharegpt_max_total_len": 600})])
+def test_counting_heads_changes_no_sample_and_no_drop_reason(qwen3, monkeypatch, seed, changes):
+    from servelab.datasets import sharegpt
+
+    path = bundled_sharegpt_path()
+    spec = replace(DatasetSpec(name="sharegpt", path=str(path), num_prompts=2000, seed=seed), **changes)
+    pairs = sharegpt.conversation_pairs(sharegpt.iter_json_list(spec.path), spec.path)
+    order = sharegpt.vllm_shuffle_order(len(pairs), spec.seed)
+    with_heads = sharegpt._take_valid(pairs, order, spec, qwen3)
+    monkeypatch.setattr(sharegpt, "PREFIX_CHARS_PER_TOKEN", 10 ** 9)  # every text tokenized whole
+    whole = sharegpt._take_valid(pairs, order, spec, qwen3)
+    assert with_heads == whole and len(whole[0]) == 2000 and sum(whole[1].values()) > 0

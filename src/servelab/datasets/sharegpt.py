@@ -129,20 +129,58 @@ def _batch_size(shortfall: int, kept: int, seen: int) -> int:
 ENCODE_AT_ONCE = 256
 
 
+# A text longer than this many characters per token of its limit is first tokenized up to
+# there (cut at a space: a word boundary for the pre-tokenizers of byte-level BPE and
+# SentencePiece alike). When that part alone is over the limit by PREFIX_SLACK tokens, the
+# whole is over it and is dropped without being tokenized whole: a count is only ever compared
+# with the limits (drop_reason), and the slack covers a merge across the cut. ShareGPT's long
+# prompts were most of what was tokenized, and most of them are dropped.
+PREFIX_CHARS_PER_TOKEN = 6
+PREFIX_SLACK = 32
+
+
 def _measure(batch: list[tuple[str, str]], spec: DatasetSpec, tokenizer: Tokenizer) -> list[tuple[str, int, int]]:
     """(prompt, prompt tokens, output tokens) for each pair; the reference
-    completion is tokenized only when its length is used."""
+    completion is tokenized only when its length is used. A count over its limit
+    (``_lengths``) may be a lower bound: such a pair is dropped either way, for the same reason."""
     prompts = [p for p, _ in batch]
     # vLLM counts with special tokens (``tokenizer(prompt).input_ids``).
-    prompt_lens = _lengths(tokenizer, prompts)
+    prompt_lens = _lengths(tokenizer, prompts, spec.sharegpt_max_prompt_len)
     if spec.sharegpt_output_len is not None:
-        output_lens = [spec.sharegpt_output_len] * len(batch)
-    else:
-        output_lens = _lengths(tokenizer, [c for _, c in batch])
-    return list(zip(prompts, prompt_lens, output_lens))
+        return list(zip(prompts, prompt_lens, [spec.sharegpt_output_len] * len(batch)))
+    # a pair whose prompt is over its limit is dropped, as "short_output" when its reply is
+    # under the minimum (that filter is judged first), else as "long_prompt": its reply's
+    # count matters only up to the minimum
+    over = [n > spec.sharegpt_max_prompt_len for n in prompt_lens]
+    outputs = {False: spec.sharegpt_max_total_len, True: spec.sharegpt_min_len}
+    counts: dict[int, int] = {}
+    for long_prompt, limit in outputs.items():
+        picked = [i for i, o in enumerate(over) if o is long_prompt]
+        counts.update(zip(picked, _lengths(tokenizer, [batch[i][1] for i in picked], limit)))
+    return [(prompts[i], prompt_lens[i], counts[i]) for i in range(len(batch))]
 
 
-def _lengths(tokenizer: Tokenizer, texts: list[str]) -> list[int]:
+def _lengths(tokenizer: Tokenizer, texts: list[str], limit: int | None = None) -> list[int]:
+    """Token counts; with a ``limit``, a count above ``limit + PREFIX_SLACK`` may be that of a
+    prefix (a lower bound), every count at or under the limit is exact."""
+    if limit is None:
+        return _encoded_lengths(tokenizer, texts)
+    cut = PREFIX_CHARS_PER_TOKEN * (limit + PREFIX_SLACK)
+    long = [i for i, t in enumerate(texts) if len(t) > cut]
+    heads = _encoded_lengths(tokenizer, [_head(texts[i], cut) for i in long])
+    counts = {i: n for i, n in zip(long, heads) if n > limit + PREFIX_SLACK}  # over: the head's count
+    rest = [i for i in range(len(texts)) if i not in counts]
+    counts.update(zip(rest, _encoded_lengths(tokenizer, [texts[i] for i in rest])))
+    return [counts[i] for i in range(len(texts))]
+
+
+def _head(text: str, cut: int) -> str:
+    """``text`` up to the last space before ``cut`` characters (or ``cut`` itself without one)."""
+    space = text.rfind(" ", 0, cut)
+    return text[:space] if space > 0 else text[:cut]
+
+
+def _encoded_lengths(tokenizer: Tokenizer, texts: list[str]) -> list[int]:
     return [len(ids) for k in range(0, len(texts), ENCODE_AT_ONCE)
             for ids in tokenizer.encode_batch(texts[k:k + ENCODE_AT_ONCE], add_special_tokens=True)]
 
