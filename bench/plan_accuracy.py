@@ -48,6 +48,13 @@ REASONS = {
     "vllm20469-qwen3-14b-awq-a100-16k": "--enforce-eager (no CUDA graphs: every kernel launched from Python) and "
                                         "the AWQ kernel's dequantization; no fit row has either, so neither is "
                                         "in the constants",
+    "vllm14447-dsr1-awq-3090-tp16": "DeepSeek-R1 AWQ (MLA, 256 experts) split 16 ways: the profile peak per rank "
+                                    "(0.37 GiB) is more than the dense-fitted factors give (the Marlin MoE kernel's "
+                                    "workspace and MLA's buffers are the likely rest); 0.24 GiB short is +14.6% on "
+                                    "its 1.57 GiB KV cache",
+    "vllm17327-qwen3-30b-a3b-w4a16-3090": "an int4 MoE under V0's chunked default: the factors, fitted on dense "
+                                          "bf16 FFNs, count 48 layers of 768-wide experts as if dense; 0.11 GiB "
+                                          "over a 0.18 GiB peak, -2.1% on KV",
     "tt340a-128-128-c1": "a 1.7B model: the step is mostly fixed overhead, fitted as one value for all GPUs",
     "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: the step model reads only the routed experts' "
                          "weights and has no term for the router or the fused-MoE kernel; no fit row is an "
