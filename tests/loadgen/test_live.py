@@ -90,6 +90,8 @@ def test_the_frame_draws_every_row_aligned_names_bold_and_cut_not_wrapped():
         assert line[:12].rstrip() == name and line[12] != " "
     narrow = [line.replace(live.BOLD, "").replace(live.PLAIN, "") for line in panel.frame(width=20)]
     assert max(len(line) for line in narrow) < 20 and any(line.endswith("…") for line in narrow)
+    short = panel.frame(height=4)  # a terminal 4 lines tall: 3 lines, the last says what is left out
+    assert len(short) == 3 and short[-1] == f"… {len(lines) - 2} more lines (a taller terminal shows them)"
 
 
 def test_a_redraw_goes_back_over_the_last_frame(monkeypatch):

@@ -8,8 +8,8 @@ multi-turn), the tally's numpy columns for the records made so far, and the engi
 latest sample that the telemetry scraper already wrote. The request path never waits
 on it. A redraw holds the GIL ~0.1 ms (``frame``).
 
-What the panel cost before the glance was the records it asked for within
-``DIGEST_AGE_S`` of each response: parsed during the run rather than after it, on the
+What the panel cost before the glance was the records it asked for within a second
+of each response: parsed during the run rather than after it, on the
 event loop. ``selftest --concurrency 512``, on against off (docs/design.md, "The live
 panel's cost"): +0.2 ms on mean TTFT, ~+1 ms on event delivery p99, +0.15 of a core.
 With the glance a short run again parses its responses after it ends, and with the
@@ -41,7 +41,6 @@ from servelab.loadgen.shards import LIVE_FIELDS, Live
 from servelab.metrics.tally import OK
 
 REFRESH_HZ = 4
-DIGEST_AGE_S = 1.0  # how late a record may be made for the panel where the run takes no glance
 EXACT_UP_TO = 65_536  # records over which percentiles are exact; past it, an even stride
 BOLD, PLAIN = "\x1b[1m", "\x1b[0m"
 NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last 2 s
@@ -92,7 +91,7 @@ class Panel:
         stream, drawn = self.stream, 0
         while True:
             done = self._done.wait(1.0 / REFRESH_HZ)
-            lines = self.frame(_width(stream))
+            lines = self.frame(*_size(stream))
             stream.write((f"\x1b[{drawn}F" if drawn else "") + "".join(f"{line}\x1b[K\n" for line in lines)
                          + "\x1b[J")
             stream.flush()
@@ -100,9 +99,10 @@ class Panel:
             if done:
                 return
 
-    def frame(self, width: int = 0) -> list[str]:
+    def frame(self, width: int = 0, height: int = 0) -> list[str]:
         """The panel as it is now, a string per line: its rows aligned, the names bold (ANSI),
-        each cut to ``width`` columns (0: not cut) rather than wrapped.
+        each cut to ``width`` columns (0: not cut) rather than wrapped, and fewer lines than
+        ``height`` (0: all; a frame taller than the terminal could not be drawn over).
 
         Written with ANSI codes, not rich: a redraw holds the GIL, and rich's Text and render
         took ~0.56 ms of it against ~0.1 ms, which showed on event delivery p99 at 512
@@ -113,6 +113,9 @@ class Panel:
         for name, value in rows:
             plain = _cut(f"{name.ljust(name_width)}  {value}", width)
             lines.append(f"{BOLD}{plain[:name_width]}{PLAIN}{plain[name_width:]}")
+        if height > 1 and len(lines) > height - 1:
+            shown = max(height - 2, 1)
+            lines = lines[:shown] + [_cut(f"… {len(lines) - shown} more lines (a taller terminal shows them)", width)]
         return lines
 
     def rows(self) -> list[tuple[str, str]]:
@@ -191,12 +194,13 @@ class Panel:
         return f"{100 * busy:.0f}% of a core now · {cpu:.1f} s (this process, the panel included)"
 
 
-def _width(stream) -> int:
-    """The terminal's columns (0 when the stream is not one: lines are then not cut)."""
+def _size(stream) -> tuple[int, int]:
+    """The terminal's (columns, lines); (0, 0) when the stream is not one: nothing is cut."""
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        size = os.get_terminal_size(stream.fileno())
     except (AttributeError, OSError, ValueError):
-        return 0
+        return 0, 0
+    return size.columns, size.lines
 
 
 def _cut(line: str, width: int) -> str:

@@ -51,10 +51,9 @@ class Bench:
     on_start: Callable | None = None  # at t0, with the live counters; may return an absolute t0
     # every TICK_S while the run goes on (the records file's flush): a reason to end it, or None
     tick: Callable[[], str | None] | None = None
-    # the live panel's: in this process, a glance at each response (loadgen/glance.py); elsewhere
-    # (workers, Ray, multi-turn), each record made that soon after its response
+    # the live panel's glance at each response in this process (loadgen/glance.py); client
+    # workers and Ray shards hand their records over every 0.5 s, a multi-turn run makes each as it ends
     glance: object | None = None
-    record_within_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -94,10 +93,8 @@ def local(bench: Bench, sink: RecordSink) -> DriverRun:
 
 def _digest_age(bench: Bench) -> float | None:
     """How soon after its response each record must be made: the records file's flush (a kill
-    loses no more) and the live panel's second, the sooner of those asked; None: as it comes."""
-    within = bench.record_within_s if bench.glance is None else None  # a glance needs no record
-    ages = [a for a in (FLUSH_S if bench.tick is not None else None, within) if a is not None]
-    return min(ages) if ages else None
+    loses no more); None: as it comes (the live panel needs none: it takes a glance)."""
+    return FLUSH_S if bench.tick is not None else None
 
 
 def conversations(bench: Bench, sink: RecordSink) -> DriverRun:

@@ -175,8 +175,8 @@ def _with_telemetry(recorder, on_start):
 def _live_view(bench: Bench, sink: store.RecordSink, recorder):
     """The bench as its driver runs it: with the live panel (loadgen/live.py) when it is wanted,
     which replaces the plain progress line. In this process the run shows it a glance at each
-    response (loadgen/glance.py: no parse during the run); elsewhere it asks for records within
-    a second. As is, else."""
+    response (loadgen/glance.py: no parse during the run); client workers' and Ray shards' runs,
+    and multi-turn ones, show it the records they make as they go. As is, else."""
     spec = bench.spec
     if not spec.output.progress or spec.simulate is not None or not live.wanted():
         yield bench, None
@@ -187,7 +187,7 @@ def _live_view(bench: Bench, sink: store.RecordSink, recorder):
                        recorder.latest if recorder is not None else None, glance=glance)
     quiet = dataclasses.replace(spec, output=dataclasses.replace(spec.output, progress=False))
     try:
-        yield dataclasses.replace(bench, spec=quiet, glance=glance, record_within_s=live.DIGEST_AGE_S), panel
+        yield dataclasses.replace(bench, spec=quiet, glance=glance), panel
     finally:
         panel.stop()
 
