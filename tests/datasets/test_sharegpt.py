@@ -188,16 +188,23 @@ def test_a_text_far_over_its_limit_is_counted_from_its_head_and_still_dropped(qw
     assert _lengths(qwen3, [long]) == [5000]  # no limit: whole
 
 
-@pytest.mark.parametrize("seed, changes", [(0, {}), (7, {}), (0, {"sharegpt_max_prompt_len": 256}),
-                                           (3, {"sharegpt_max_total_len": 600})])
-def test_counting_heads_changes_no_sample_and_no_drop_reason(qwen3, monkeypatch, seed, changes):
+@pytest.mark.parametrize("seed, changes, kept", [(0, {}, 2000), (7, {}, 2000),
+                                                 (0, {"sharegpt_max_prompt_len": 256}, 2000),
+                                                 (3, {"sharegpt_max_total_len": 600}, 2000),
+                                                 # a minimum over both limits: nothing kept, every reason the same
+                                                 (0, {"sharegpt_min_len": 3000}, 0)])
+def test_counting_heads_changes_no_sample_and_no_drop_reason(qwen3, monkeypatch, seed, changes, kept):
     from servelab.datasets import sharegpt
 
     path = bundled_sharegpt_path()
     spec = replace(DatasetSpec(name="sharegpt", path=str(path), num_prompts=2000, seed=seed), **changes)
     pairs = sharegpt.conversation_pairs(sharegpt.iter_json_list(spec.path), spec.path)
     order = sharegpt.vllm_shuffle_order(len(pairs), spec.seed)
+    heads = []
+    head = sharegpt._head
+    monkeypatch.setattr(sharegpt, "_head", lambda text, cut: heads.append(cut) or head(text, cut))
     with_heads = sharegpt._take_valid(pairs, order, spec, qwen3)
+    assert heads  # the head path was taken
     monkeypatch.setattr(sharegpt, "PREFIX_CHARS_PER_TOKEN", 10 ** 9)  # every text tokenized whole
     whole = sharegpt._take_valid(pairs, order, spec, qwen3)
-    assert with_heads == whole and len(whole[0]) == 2000 and sum(whole[1].values()) > 0
+    assert with_heads == whole and len(whole[0]) == kept and sum(whole[1].values()) > 0

@@ -42,6 +42,15 @@ def test_ttft_is_the_first_piece_with_choices_and_tokens_the_usage_block():
     assert glance.tokens[0] == 7  # the usage block, found across the piece it was split at
 
 
+def test_a_chat_streams_role_announcement_alone_does_not_start_the_clock():
+    role = _event('{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}')
+    token = _event('{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}')
+    glance = Glance(2)
+    glance.note(attempt([(2_000_000, role), (4_000_000, token + USAGE)], index=0))
+    glance.note(attempt([(3_000_000, role + token), (4_000_000, USAGE)], index=1))  # in one piece: counts
+    assert list(glance.ttft_ms) == [pytest.approx(3.0), pytest.approx(2.0)]
+
+
 def test_without_usage_each_event_with_choices_is_a_token():
     assert output_tokens([(1, TOKEN * 3), (2, TOKEN + DONE)]) == 4
     spaced = _event('{"choices": [{"index": 0, "text": "a"}]}')  # a server writing JSON with spaces

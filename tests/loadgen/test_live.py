@@ -168,3 +168,31 @@ def test_with_a_glance_the_rows_come_from_it_not_from_records():
     assert rows["TTFT"] == "p50 20.0 ms · p99 29.8 ms (so far)"
     assert rows["output tok/s"].endswith("(4 answered)")
     assert dict(live.Panel(5, glance=Glance(5)).rows())["TTFT"] == "none answered yet"
+
+
+def test_what_the_run_prints_meanwhile_goes_above_the_frame(monkeypatch):
+    import io
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)  # the panel's terminal is the run's stderr
+    monkeypatch.setattr(live, "REFRESH_HZ", 100)
+    panel = live.Panel(5, stream=stream)
+    panel.start(Counters())
+    time.sleep(0.05)
+    print("servelab: WARNING something", file=sys.stderr)
+    print("no end yet", end="", file=sys.stderr)  # a line's start waits for its end, or for the stop
+    time.sleep(0.05)
+    panel.stop()
+    assert sys.stderr is stream  # given back
+    out = stream.getvalue()
+    n = 1 + len(panel.rows())
+    before, after = out.split("servelab: WARNING something\n")
+    assert before.endswith(f"\x1b[{n}F\x1b[J")  # the frame erased, the line written where it stood
+    assert after.startswith("servelab ") and "progress" in after  # and the frame drawn again under it
+    assert "no end yet" in after and out.rstrip("\x1b[J").endswith("\n")
+
+
+def test_a_terminal_too_short_to_cut_draws_the_frame_whole():
+    panel = live.Panel(5)
+    panel.counters = Counters()
+    assert len(panel.frame(height=2)) == len(panel.frame()) == 1 + len(panel.rows())

@@ -145,14 +145,17 @@ def _measure(batch: list[tuple[str, str]], spec: DatasetSpec, tokenizer: Tokeniz
     (``_lengths``) may be a lower bound: such a pair is dropped either way, for the same reason."""
     prompts = [p for p, _ in batch]
     # vLLM counts with special tokens (``tokenizer(prompt).input_ids``).
-    prompt_lens = _lengths(tokenizer, prompts, spec.sharegpt_max_prompt_len)
+    # a head's count is a lower bound, so a limit under the minimum could call "short" a text
+    # that is only long: each limit is at least the minimum
+    floor = spec.sharegpt_min_len
+    prompt_lens = _lengths(tokenizer, prompts, max(spec.sharegpt_max_prompt_len, floor))
     if spec.sharegpt_output_len is not None:
         return list(zip(prompts, prompt_lens, [spec.sharegpt_output_len] * len(batch)))
     # a pair whose prompt is over its limit is dropped, as "short_output" when its reply is
     # under the minimum (that filter is judged first), else as "long_prompt": its reply's
     # count matters only up to the minimum
     over = [n > spec.sharegpt_max_prompt_len for n in prompt_lens]
-    outputs = {False: spec.sharegpt_max_total_len, True: spec.sharegpt_min_len}
+    outputs = {False: max(spec.sharegpt_max_total_len, floor), True: floor}
     counts: dict[int, int] = {}
     for long_prompt, limit in outputs.items():
         picked = [i for i, o in enumerate(over) if o is long_prompt]

@@ -5,10 +5,13 @@ count. Made during a run for the panel's sake, that moved the client's own figur
 (docs/design.md, "The live panel's cost"). A glance costs a few microseconds and is taken
 in the digest's task, off the pacer's path:
 
-- TTFT: the stamp of the first body piece carrying a ``"choices":[{`` event, minus the send —
-  vLLM's client's TTFT (its first event with choices); the result's figure still comes
-  from the record, made after the run, so the panel's may differ where a piece holds
-  a ``"choices"`` text that is not an event (never in vLLM's or the mock's streams).
+- TTFT: the stamp of the first body piece carrying a ``"choices":[{`` event that is not only
+  a chat role announcement, minus the send — the record's TTFT, where the piece's first such
+  event bears a token. The result's figure comes from the record, made after the run: the
+  panel's can differ for a chat event with an empty delta that is not a role (none in
+  vLLM's or the mock's streams) or a ``"choices"`` text inside a token.
+- which answered: a 200 with such an event. A stream that then ends in an error event or
+  closes mid-way is a failure in the record and the result, an answer on the panel.
 - output tokens: the usage block's ``completion_tokens`` (servelab always asks for it),
   read from the last pieces; without one, the number of events with choices (one token
   each at vLLM's default stream interval).
@@ -26,6 +29,7 @@ from servelab.loadgen.pacer import Attempt
 
 CHOICES = b'"choices":[{'
 SPACED = b'"choices": [{'  # a server whose JSON has spaces after its separators
+ROLE, ROLE_SPACED = b'"role":', b'"role": '
 _USAGE = re.compile(rb'"completion_tokens":\s*(\d+)')
 TAIL_PIECES = 3  # pieces from the end searched for the usage block
 OK, FAILED = 1, 2
@@ -45,7 +49,7 @@ class Glance:
             self.state[i] = FAILED
             return
         reads = resp.reads
-        first = next((t for t, piece in reads if CHOICES in piece or SPACED in piece), None)
+        first = next((t for t, piece in reads if _bears_choices(piece)), None)
         if first is None:
             self.state[i] = FAILED
             return
@@ -57,6 +61,13 @@ class Glance:
         """(requests noted, the OK ones' indices, TTFT ms by request, output tokens by request)."""
         state = self.state
         return int(np.count_nonzero(state)), np.flatnonzero(state == OK), self.ttft_ms, self.tokens
+
+
+def _bears_choices(piece: bytes) -> bool:
+    """An event with choices that is not only a chat stream's role announcement (vLLM's first
+    chat event, ``"delta":{"role":"assistant","content":""}``, which the record's TTFT skips)."""
+    events = piece.count(CHOICES) + piece.count(SPACED)
+    return events > 0 and events > piece.count(ROLE) + piece.count(ROLE_SPACED)
 
 
 def output_tokens(reads: list[tuple[int, bytes]]) -> int:

@@ -41,9 +41,9 @@ from servelab.loadgen.shards import LIVE_FIELDS, Live
 from servelab.metrics.tally import OK
 
 REFRESH_HZ = 4
-EXACT_UP_TO = 65_536  # records over which percentiles are exact; past it, an even stride
+EXACT_UP_TO = 65_536  # requests over which percentiles are exact; past it, an even stride
 BOLD, PLAIN = "\x1b[1m", "\x1b[0m"
-NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the records made in the last 2 s
+NOW_WINDOW_S = 2.0  # "output tok/s now": tokens of the requests answered in the last 2 s
 
 
 def wanted(stream=None) -> bool:
@@ -72,10 +72,14 @@ class Panel:
         self._t0 = time.monotonic()
         self._cpu = (self._t0, _cpu_s())
         self._tokens: deque[tuple[float, int]] = deque()  # (when, tokens so far), the last NOW_WINDOW_S
+        self._lock = threading.Lock()  # one writer at a time on the terminal: the redraw or a print above
+        self._lines: list[str] = []  # the frame on screen
+        self._swapped: list[tuple[str, object]] = []  # (sys attribute, the stream it held) while drawing
 
     def start(self, counters: Counters) -> None:
         self.counters, self._t0 = counters, time.monotonic()
         self._cpu = (self._t0, _cpu_s())
+        self._print_above()
         self._thread = threading.Thread(target=self._draw, name="servelab-live", daemon=True)
         self._thread.start()
 
@@ -84,20 +88,56 @@ class Panel:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        for name, stream in reversed(self._swapped):
+            above = getattr(sys, name)
+            if isinstance(above, _Above):
+                above.flush_pending()
+                setattr(sys, name, stream)
+        self._swapped.clear()
+
+    def _print_above(self) -> None:
+        """While the panel draws, what the run prints to this terminal (stderr; stdout when it
+        is one) goes above the frame, a whole line at a time, instead of under the next one."""
+        for name in ("stderr", "stdout"):
+            stream = getattr(sys, name)
+            if stream is self.stream or (_isatty(stream) and _isatty(self.stream)):
+                self._swapped.append((name, stream))
+                setattr(sys, name, _Above(self, stream))
 
     def _draw(self) -> None:
         """Redraw in place: the cursor back up over the last frame, each line rewritten and
-        cleared to its end, whatever is below the frame cleared; the last state stays."""
-        stream, drawn = self.stream, 0
+        cleared to its end, whatever is below the frame cleared; the last state stays, whole."""
         while True:
             done = self._done.wait(1.0 / REFRESH_HZ)
-            lines = self.frame(*_size(stream))
-            stream.write((f"\x1b[{drawn}F" if drawn else "") + "".join(f"{line}\x1b[K\n" for line in lines)
-                         + "\x1b[J")
-            stream.flush()
-            drawn = len(lines)
+            width, height = _size(self.stream)
+            lines = self.frame(width, 0 if done else height)
+            with self._lock:
+                self._write_frame(lines)
             if done:
                 return
+
+    def _write_frame(self, lines: list[str]) -> None:
+        self.stream.write(self._erase() + "".join(f"{line}\x1b[K\n" for line in lines) + "\x1b[J")
+        self.stream.flush()
+        self._lines = lines
+
+    def _erase(self) -> str:
+        return f"\x1b[{len(self._lines)}F" if self._lines else ""
+
+    def above(self, stream, text: str) -> None:
+        """``text`` (whole lines) written to ``stream`` above the frame, the frame drawn again under it."""
+        with self._lock:
+            if not self._lines:
+                stream.write(text)
+                stream.flush()
+                return
+            lines, erase = self._lines, self._erase()
+            self.stream.write(erase + "\x1b[J")
+            self.stream.flush()
+            stream.write(text)
+            stream.flush()
+            self._lines = []  # the text now stands where the frame was: drawn again under it
+            self._write_frame(lines)
 
     def frame(self, width: int = 0, height: int = 0) -> list[str]:
         """The panel as it is now, a string per line: its rows aligned, the names bold (ANSI),
@@ -113,8 +153,8 @@ class Panel:
         for name, value in rows:
             plain = _cut(f"{name.ljust(name_width)}  {value}", width)
             lines.append(f"{BOLD}{plain[:name_width]}{PLAIN}{plain[name_width:]}")
-        if height > 1 and len(lines) > height - 1:
-            shown = max(height - 2, 1)
+        if height > 2 and len(lines) > height - 1:
+            shown = height - 2
             lines = lines[:shown] + [_cut(f"… {len(lines) - shown} more lines (a taller terminal shows them)", width)]
         return lines
 
@@ -192,6 +232,39 @@ class Panel:
         (t_old, cpu_old), self._cpu = self._cpu, (now, cpu)
         busy = (cpu - cpu_old) / (now - t_old) if now > t_old else 0.0
         return f"{100 * busy:.0f}% of a core now · {cpu:.1f} s (this process, the panel included)"
+
+
+class _Above:
+    """A stream whose whole lines the panel writes above its frame (``Panel.above``); a line's
+    start is held until its end comes, or until the panel stops."""
+
+    def __init__(self, panel: Panel, stream) -> None:
+        self._panel, self._stream, self._pending = panel, stream, ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            whole, self._pending = self._pending.rsplit("\n", 1)
+            self._panel.above(self._stream, whole + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def flush_pending(self) -> None:
+        if self._pending:
+            self._panel.above(self._stream, self._pending)
+            self._pending = ""
+
+    def __getattr__(self, name):  # isatty, fileno, encoding…: the stream's own
+        return getattr(self._stream, name)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _size(stream) -> tuple[int, int]:
