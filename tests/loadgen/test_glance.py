@@ -49,6 +49,7 @@ def test_a_chat_streams_role_announcement_alone_does_not_start_the_clock():
     glance.note(attempt([(2_000_000, role), (4_000_000, token + USAGE)], index=0))
     glance.note(attempt([(3_000_000, role + token), (4_000_000, USAGE)], index=1))  # in one piece: counts
     assert list(glance.ttft_ms) == [pytest.approx(3.0), pytest.approx(2.0)]
+    assert output_tokens([(1, role + token), (2, token + DONE)]) == 2  # without usage: the role is no token
 
 
 def test_without_usage_each_event_with_choices_is_a_token():

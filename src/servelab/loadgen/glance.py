@@ -66,8 +66,13 @@ class Glance:
 def _bears_choices(piece: bytes) -> bool:
     """An event with choices that is not only a chat stream's role announcement (vLLM's first
     chat event, ``"delta":{"role":"assistant","content":""}``, which the record's TTFT skips)."""
+    return _token_events(piece) > 0
+
+
+def _token_events(piece: bytes) -> int:
+    """Events with choices in ``piece``, less the chat role announcements among them."""
     events = piece.count(CHOICES) + piece.count(SPACED)
-    return events > 0 and events > piece.count(ROLE) + piece.count(ROLE_SPACED)
+    return max(events - piece.count(ROLE) - piece.count(ROLE_SPACED), 0) if events else 0
 
 
 def output_tokens(reads: list[tuple[int, bytes]]) -> int:
@@ -79,4 +84,4 @@ def output_tokens(reads: list[tuple[int, bytes]]) -> int:
         pass
     if found is not None:
         return int(found.group(1))
-    return sum(piece.count(CHOICES) + piece.count(SPACED) for _, piece in reads)
+    return sum(_token_events(piece) for _, piece in reads)
