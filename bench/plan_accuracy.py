@@ -203,7 +203,10 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
         "## Where it misses, and why", "",
         *[f"- `{row_id}`: {why}" for row_id, why in REASONS.items()], "",
         "## Memory rows", "", *row_table(compared, corpus, speed=False), "",
-        "## Speed rows (concurrency 1)", "", *row_table(compared, corpus, speed=True), ""]
+        "## Speed rows", "",
+        "At concurrency 1 in closed form (`speed_model.concurrency1`); at a higher concurrency or a request "
+        "rate through the simulated engine with the same step model (`corpus_replay.simulated`). The fit "
+        "sees only concurrency-1 rows.", "", *row_table(compared, corpus, speed=True), ""]
     return "\n".join(parts)
 
 

@@ -56,3 +56,33 @@ def test_a_row_beyond_the_calibrated_tensor_parallel_is_shown_but_never_fitted()
     assert all(outside_scope(r) == "" for r in corpus.speed if r.tensor_parallel <= 2)
     fitted = [r for r in corpus.speed if not corpus.held_out(r) and not outside_scope(r)]
     assert f"fitted on {len(fitted)} benchmark rows" in fit_speed(corpus).source
+
+
+def _row(concurrency: int, prompts: int, rate: float | None = None):
+    from servelab.planner.corpus import Source, SpeedRow, Workload
+
+    return SpeedRow("t", Source("https://example.org", "2026-01-01", "0.11"), "Qwen/Qwen3-14B", "A100",
+                    Workload("random", 512, 64, prompts, concurrency, rate), {"mean_tpot_ms": 1.0})
+
+
+def test_a_concurrent_benchmark_is_replayed_through_the_simulated_engine():
+    """Concurrency 1 through the simulator is the closed form; at concurrency 8 each decode step
+    carries 8 requests, so TPOT grows by the added tokens' cost and throughput by nearly 8x."""
+    from servelab.planner.corpus_replay import simulated, speed_engine
+
+    one = _row(1, 6)
+    e = speed_engine(one)
+    costs = step_costs(e, CONSTANTS)
+    closed, sim = concurrency1(costs, e, 512, 64), simulated(one, e, costs)
+    assert sim["mean_ttft_ms"] == pytest.approx(closed["mean_ttft_ms"], rel=1e-6)
+    assert sim["mean_tpot_ms"] == pytest.approx(closed["mean_tpot_ms"], rel=1e-3)
+    # the simulator's clock leaves out the per-request API cost between sequential requests
+    assert sim["output_tok_s"] == pytest.approx(closed["output_tok_s"], rel=0.01)
+    eight = simulated(_row(8, 64), e, costs)
+    decode8 = costs.step_s(8, 8 * (512 + 32), 8 * (512 + 32))
+    # over one request's 63 decode steps about 8 others join, each prefilling its 512 tokens in a step
+    prefill = costs.per_token_s * 512 + costs.attention_flop_s * 512 * 256 + costs.per_kv_token_s * 512
+    assert decode8 * 1e3 < eight["mean_tpot_ms"] < (decode8 + 8 * prefill / 63) * 1e3 * 1.1
+    assert 5 * closed["output_tok_s"] < eight["output_tok_s"] < 8 * closed["output_tok_s"]
+    slow = simulated(_row(None, 20, rate=0.5), e, costs)  # 2 s apart: every request alone
+    assert slow["mean_ttft_ms"] == pytest.approx(closed["mean_ttft_ms"], rel=1e-6)

@@ -6,8 +6,10 @@ Each metric is compared only where the source printed it, and each isolates one 
 - kv_gib: the whole budget given the log's own weights (so a weights miss does not hide here);
 - kv_tokens: the KV arithmetic (bytes per token, whole blocks) from the log's own KV GiB — or, on
   vLLM's CPU build, the whole plan, which is exact there.
-Speed rows (concurrency 1: mean TTFT, mean TPOT, output tok/s) are replayed through the step model
-of planner/speed_model.py, the one the simulated engine runs.
+Speed rows are replayed through the step model of planner/speed_model.py: at concurrency 1 in closed
+form (mean TTFT, mean TPOT, output tok/s); at a higher concurrency or a request rate through the
+simulated engine itself (sim/simulate.py: vLLM V1's scheduler, the same step model), which is what
+``bench --simulate --model M --gpu G`` would print for that benchmark.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from servelab.planner.kv import kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, find_model
 from servelab.planner.nonkv import NonKvConstants, activation_bytes, non_torch_bytes, v0_profile_batch
 from servelab.planner.plan import PlanSpec, default_batch, make_plan, weights_bytes
-from servelab.planner.speed_model import Engine, SpeedConstants, concurrency1, step_costs
+from servelab.planner.speed_model import Engine, SpeedConstants, StepCosts, concurrency1, step_costs
+from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.simulate import simulate
 
 GIB = 2**30
 # vLLM's --gpu-memory-utilization default for the versions the rows come from (0.90 until the
@@ -156,16 +160,51 @@ def speed_engine(row: SpeedRow) -> Engine:
 
 
 def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:
-    """Concurrency-1 rows: TTFT, TPOT and output tok/s from the step model (what the simulator runs)."""
-    if row.workload.max_concurrency != 1:
-        return []
+    """TTFT, TPOT and output tok/s from the step model: in closed form at concurrency 1, else
+    through the simulated engine (what ``bench --simulate`` runs)."""
     engine = speed_engine(row)
     prompt, output = row.workload.input_len, row.workload.output_len
-    predicted = concurrency1(step_costs(engine, constants), engine, prompt, output)
+    costs = step_costs(engine, constants)
+    if row.workload.max_concurrency == 1:
+        predicted = concurrency1(costs, engine, prompt, output)
+    else:
+        predicted = simulated(row, engine, costs)
     measured = {"mean_ttft_ms": row.measured.get("mean_ttft_ms"), "mean_tpot_ms": row.measured.get("mean_tpot_ms"),
                 "output_tok_s": row.output_tok_s}
     return [Compared(row.id, name, predicted[name], value, _excluded(row, engine, name))
             for name, value in measured.items() if value]
+
+
+# Requests a replay simulates at most: a benchmark's means settle long before its 1,000th request.
+MAX_REPLAYED = 400
+
+
+def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, float]:
+    """The row's benchmark run through the simulated engine with this step model, reported by
+    ``bench``'s definitions: mean TTFT from send to first token (plus the API server's per-request
+    cost, which the simulator's clock does not hold), mean TPOT (last - first) / (tokens - 1), output
+    tokens over the run's duration. Lengths are fixed (the rows' random lengths are, with range
+    ratio 0); a finite request rate arrives evenly, as the mean of a Poisson process; prompts share
+    no prefix; the KV cache is as large as the batch needs (the sources print no preemptions)."""
+    w = row.workload
+    n = min(w.num_prompts, MAX_REPLAYED)
+    gap = 0 if not w.request_rate or math.isinf(w.request_rate) else round(1e9 / w.request_rate)
+    requests = [SimRequest(i * gap, w.input_len, w.output_len) for i in range(n)]
+    seqs = row.max_num_seqs or default_batch(PlanSpec(model=engine.model, gpu=engine.gpu))[1]
+    running = min(seqs, w.max_concurrency or n, n)
+    limits = EngineLimits(max_num_seqs=seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+                          num_blocks=running * math.ceil((w.input_len + w.output_len) / 16) + 16,
+                          enable_prefix_caching=False)
+    model = StepModel(overhead_s=costs.overhead_s, per_seq_s=0.0, per_token_s=costs.per_token_s,
+                      per_kv_token_s=costs.per_kv_token_s, per_attention_s=costs.attention_flop_s,
+                      source="corpus replay")
+    result = simulate(requests, limits, model, w.max_concurrency)
+    done = [e for e in result.emissions if e.token_ns and not e.error]
+    ttft = [e.token_ns[0] - e.sent_ns + costs.request_s * 1e9 for e in done]
+    tpot = [(e.token_ns[-1] - e.token_ns[0]) / (len(e.token_ns) - 1) for e in done if len(e.token_ns) > 1]
+    duration = max(e.token_ns[-1] for e in done) + costs.request_s * 1e9
+    return {"mean_ttft_ms": sum(ttft) / len(ttft) / 1e6, "mean_tpot_ms": sum(tpot) / len(tpot) / 1e6,
+            "output_tok_s": sum(len(e.token_ns) for e in done) / duration * 1e9}
 
 
 def _excluded(row: SpeedRow, engine: Engine, metric: str) -> str:
