@@ -43,7 +43,7 @@ def test_the_simulator_runs_the_same_step_model():
     model = StepModel(**sim_step_model(costs, "test"))
     limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=2048, num_blocks=4096, block_size=16)
     got = simulate([SimRequest(0, 8000, 64)], limits, model).emissions[0].token_ns
-    ttft_ms = got[0] / 1e6 + costs.request_s * 1e3
+    ttft_ms = got[0] / 1e6  # the API server's per-request cost held it back before the engine saw it
     tpot_ms = (got[-1] - got[0]) / (len(got) - 1) / 1e6
     assert ttft_ms == pytest.approx(expected["mean_ttft_ms"], rel=1e-4)
     assert tpot_ms == pytest.approx(expected["mean_tpot_ms"], rel=2e-3)
@@ -76,8 +76,7 @@ def test_a_concurrent_benchmark_is_replayed_through_the_simulated_engine():
     closed, sim = concurrency1(costs, e, 512, 64), simulated(one, e, costs)
     assert sim["mean_ttft_ms"] == pytest.approx(closed["mean_ttft_ms"], rel=1e-6)
     assert sim["mean_tpot_ms"] == pytest.approx(closed["mean_tpot_ms"], rel=1e-3)
-    # the simulator's clock leaves out the per-request API cost between sequential requests
-    assert sim["output_tok_s"] == pytest.approx(closed["output_tok_s"], rel=0.01)
+    assert sim["output_tok_s"] == pytest.approx(closed["output_tok_s"], rel=1e-3)
     eight = simulated(_row(8, 64), e, costs)
     decode8 = costs.step_s(8, 8 * (512 + 32), 8 * (512 + 32))
     # over one request's 63 decode steps about 8 others join, each prefilling its 512 tokens in a step

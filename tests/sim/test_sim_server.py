@@ -134,3 +134,17 @@ def test_a_request_larger_than_the_kv_cache_is_an_error_and_the_server_goes_on(s
     assert "exceed the simulated KV cache (64 tokens)" in stream and "data: [DONE]" in stream
     small = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 2}))
     assert small["usage"]["completion_tokens"] == 2
+
+
+def test_the_api_servers_per_request_cost_holds_requests_back_as_in_the_fast_mode(sim_engine, qwen3_path):
+    engine = sim_engine(8, "--step-request-ms", "30")
+    outcome = run(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
+    fast = bench(qwen3_path, "--simulate", *flags("sim-", 8), "--sim-step-request-ms", "30")
+    plain = bench(qwen3_path, "--simulate", *flags("sim-", 8))
+    truth = json.loads(urllib.request.urlopen(engine.base_url + "/_servelab/truth", timeout=10).read())
+    on_engine = engine_side(truth)
+    assert outcome.result["completed"] == fast["completed"] == 64
+    # each request is 30 ms later to the engine; with 24 queued there, most of that wait was spent anyway
+    assert plain["mean_ttft_ms"] + 5 < fast["mean_ttft_ms"] <= plain["mean_ttft_ms"] + 30.5
+    for key in ("output_throughput", "mean_ttft_ms", "median_tpot_ms"):
+        assert on_engine[key] == pytest.approx(fast[key], rel=TOLERANCE), key

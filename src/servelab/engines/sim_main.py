@@ -52,8 +52,17 @@ class SimServer(MockServer):
         n_prompt = len(self.tokenizer.encode(text)) if self.tokenizer else estimate_tokens(text)
         gen.log.prompt_tokens = n_prompt
         req = SimRequest(now, n_prompt, gen.plan.n_tokens, pseudo_token_ids(text, n_prompt))
+        delay = self.engine.model.request_ns  # the API server's share, as the fast mode holds it back
+        if delay > 0:
+            self.scheduler.add(now + delay, Admit(self, gen, req))
+        else:
+            self.admit(gen, req, now)
+
+    def admit(self, gen, req: SimRequest, now: int) -> None:
+        if gen.log.finish is not None or gen.conn.closed:
+            return  # the client left while the API server held it
         if not self.engine.fits(req):
-            self._reject(gen, now, n_prompt)
+            self._reject(gen, now, req.prompt_len)
             return
         seq = Seq(self._n, req, self.engine.limits.block_size, self.engine.limits.enable_prefix_caching)
         self._n += 1
@@ -134,6 +143,19 @@ class SimServer(MockServer):
     def _sim_models(self, conn, req) -> None:
         body = models_body(self.config.model, self.config.max_model_len, self._created)
         conn.reply(200, body.replace(b'"servelab-mock"', b'"servelab-sim (SIMULATED)"'), req.keep_alive)
+
+
+class Admit:
+    """A job on the mock's alarm: the API server hands a request to the engine."""
+
+    __slots__ = ("server", "gen", "req")
+
+    def __init__(self, server: SimServer, gen, req: SimRequest) -> None:
+        self.server, self.gen, self.req = server, gen, req
+
+    def fire(self, now_ns: int) -> None:
+        self.server.admit(self.gen, self.req, now_ns)
+        return None
 
 
 class StepEnd:

@@ -25,7 +25,7 @@ from servelab.planner.kv import kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, find_model
 from servelab.planner.nonkv import NonKvConstants, activation_bytes, non_torch_bytes, v0_profile_batch
 from servelab.planner.plan import PlanSpec, default_batch, make_plan, weights_bytes
-from servelab.planner.speed_model import Engine, SpeedConstants, StepCosts, concurrency1, step_costs
+from servelab.planner.speed_model import Engine, SpeedConstants, StepCosts, concurrency1, sim_step_model, step_costs
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.simulate import simulate
 
@@ -181,8 +181,8 @@ MAX_REPLAYED = 400
 
 def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, float]:
     """The row's benchmark run through the simulated engine with this step model, reported by
-    ``bench``'s definitions: mean TTFT from send to first token (plus the API server's per-request
-    cost, which the simulator's clock does not hold), mean TPOT (last - first) / (tokens - 1), output
+    ``bench``'s definitions: mean TTFT from send to first token (the API server's per-request cost
+    included: it holds each request back before the engine sees it), mean TPOT (last - first) / (tokens - 1), output
     tokens over the run's duration. Lengths are fixed (the rows' random lengths are, with range
     ratio 0); a finite request rate arrives evenly, as the mean of a Poisson process; prompts share
     no prefix; the KV cache is as large as the batch needs (the sources print no preemptions)."""
@@ -195,14 +195,12 @@ def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, floa
     limits = EngineLimits(max_num_seqs=seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
                           num_blocks=running * math.ceil((w.input_len + w.output_len) / 16) + 16,
                           enable_prefix_caching=False)
-    model = StepModel(overhead_s=costs.overhead_s, per_seq_s=0.0, per_token_s=costs.per_token_s,
-                      per_kv_token_s=costs.per_kv_token_s, per_attention_s=costs.attention_flop_s,
-                      source="corpus replay")
+    model = StepModel(**{**sim_step_model(costs, "corpus replay"), "source": "corpus replay"})
     result = simulate(requests, limits, model, w.max_concurrency)
     done = [e for e in result.emissions if e.token_ns and not e.error]
-    ttft = [e.token_ns[0] - e.sent_ns + costs.request_s * 1e9 for e in done]
+    ttft = [e.token_ns[0] - e.sent_ns for e in done]
     tpot = [(e.token_ns[-1] - e.token_ns[0]) / (len(e.token_ns) - 1) for e in done if len(e.token_ns) > 1]
-    duration = max(e.token_ns[-1] for e in done) + costs.request_s * 1e9
+    duration = max(e.token_ns[-1] for e in done)
     return {"mean_ttft_ms": sum(ttft) / len(ttft) / 1e6, "mean_tpot_ms": sum(tpot) / len(tpot) / 1e6,
             "output_tok_s": sum(len(e.token_ns) for e in done) / duration * 1e9}
 

@@ -48,8 +48,10 @@ class SimEngine:
 
     def step_text(self) -> str:
         m = self.model
-        return (f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
+        text = (f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
                 f"{m.per_token_s * 1e3:.4f} ms per token")
+        return text + (f"; {m.request_s * 1e3:.2f} ms per request before it reaches the engine"
+                       if m.request_s else "")
 
 
 def sim_engine(plan: Plan, model_config: str, calibrated: PlannerStep | None = None,
@@ -81,11 +83,12 @@ def _costs(plan: Plan, calibrated: PlannerStep | None, replayed: StepModel | Non
     if replayed:
         return {"overhead_s": replayed.overhead_s, "per_seq_s": replayed.per_seq_s,
                 "per_token_s": replayed.per_token_s, "per_kv_token_s": replayed.per_kv_token_s,
-                "per_attention_s": replayed.per_attention_s}
+                "per_attention_s": replayed.per_attention_s, "request_s": replayed.request_s}
     if calibrated is None and plan.costs is not None:
         c = plan.costs
         return {"overhead_s": c.overhead_s, "per_seq_s": 0.0, "per_token_s": c.per_token_s,
-                "per_kv_token_s": c.per_kv_token_s, "per_attention_s": c.attention_flop_s}
+                "per_kv_token_s": c.per_kv_token_s, "per_attention_s": c.attention_flop_s,
+                "request_s": c.request_s}
     step = calibrated or plan.speed.step
     return {"overhead_s": max(0.0, step.overhead_s + step.weight_read_s), "per_seq_s": step.per_seq_s,
             "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "per_attention_s": 0.0}

@@ -149,7 +149,8 @@ def concurrency1(costs: StepCosts, engine: Engine, prompt: int, output: int) -> 
 
 def sim_step_model(costs: StepCosts, label: str) -> dict:
     """The same step model as the simulated engine's (``sim.model.StepModel``, as its JSON file):
-    the weight read and the fixed overhead are its per-step overhead."""
+    the weight read and the fixed overhead are its per-step overhead; the per-request cost holds
+    each request back before the engine sees it."""
     from servelab.planner.bands import band_note
 
     if costs.calibrated:
@@ -159,4 +160,4 @@ def sim_step_model(costs: StepCosts, label: str) -> dict:
     source = f"planner speed model, {label} ({what})"
     return {"overhead_s": costs.overhead_s, "per_seq_s": 0.0, "per_token_s": costs.per_token_s,
             "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
-            "source": source}
+            "request_s": costs.request_s, "source": source}

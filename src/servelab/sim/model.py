@@ -32,6 +32,8 @@ class StepModel:
     FLOPs make a long prompt's prefill grow faster than its length. ``floor_s``: the
     weight-read floor, the time to stream the weights once from memory, below which no step
     goes. planner/speed_model.py fills these from published runs (``sim_step_model``).
+    ``request_s``: the API server's cost per request before the engine sees it (parsing,
+    tokenizing, queueing); it delays the request's admission and so its TTFT, not any step.
     """
 
     overhead_s: float = 0.002
@@ -40,10 +42,12 @@ class StepModel:
     per_kv_token_s: float = 0.0
     floor_s: float = 0.0
     per_attention_s: float = 0.0
+    request_s: float = 0.0
     source: str = "given"  # where the numbers came from: "given", a planner/calibration name
 
     def __post_init__(self) -> None:
-        for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s", "per_attention_s"):
+        for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s", "per_attention_s",
+                     "request_s"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
                 raise InputError(f"step model: {name} must be >= 0, got {value!r}")
@@ -54,6 +58,10 @@ class StepModel:
         s = (self.overhead_s + self.per_seq_s * seqs + self.per_token_s * tokens + self.per_kv_token_s * context
              + self.per_attention_s * pairs)
         return max(1, round(max(s, self.floor_s) * NS_PER_S))
+
+    @property
+    def request_ns(self) -> int:
+        return round(self.request_s * NS_PER_S)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,6 +31,7 @@ STEP_FLAGS = (
     ("step-per-token-ms", _M.per_token_s * 1e3, "cost per token computed in a step"),
     ("step-per-kv-token-us", _M.per_kv_token_s * 1e6, "cost per KV token attended over (microseconds)"),
     ("step-floor-ms", _M.floor_s * 1e3, "no step is shorter (the weight-read floor)"),
+    ("step-request-ms", _M.request_s * 1e3, "the API server's cost per request before the engine sees it"),
 )
 
 
@@ -66,7 +67,8 @@ def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:
         return limits, load_step_model(args.sim_step_model)
     model = StepModel(overhead_s=args.sim_step_overhead_ms / 1e3, per_seq_s=args.sim_step_per_seq_ms / 1e3,
                       per_token_s=args.sim_step_per_token_ms / 1e3,
-                      per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3)
+                      per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3,
+                      request_s=args.sim_step_request_ms / 1e3)
     return limits, model
 
 
@@ -94,5 +96,6 @@ def to_argv(limits: EngineLimits, model: StepModel) -> list[str]:
             "--block-size", str(limits.block_size), "--kv-cache-tokens", str(limits.kv_tokens),
             "--step-overhead-ms", repr(model.overhead_s * 1e3), "--step-per-seq-ms", repr(model.per_seq_s * 1e3),
             "--step-per-token-ms", repr(model.per_token_s * 1e3),
-            "--step-per-kv-token-us", repr(model.per_kv_token_s * 1e6), "--step-floor-ms", repr(model.floor_s * 1e3)]
+            "--step-per-kv-token-us", repr(model.per_kv_token_s * 1e6), "--step-floor-ms", repr(model.floor_s * 1e3),
+            "--step-request-ms", repr(model.request_s * 1e3)]
     return argv + ([] if limits.enable_prefix_caching else ["--no-enable-prefix-caching"])

@@ -11,6 +11,7 @@ per thousand.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
@@ -107,15 +108,16 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
     client = _Client(requests, max_concurrency)
     emissions: list[Emission | None] = [None] * len(requests)
     seqs: list[Seq | None] = [None] * len(requests)
+    pending: deque[tuple[int, int]] = deque()  # (when the API server hands it on, index), in send order
     steps, t = StepTrace(), 0
     while True:
-        _deliver(client, sched, requests, emissions, seqs, t)
+        _deliver(client, sched, requests, emissions, seqs, t, pending, model.request_ns)
         step = sched.begin(t)
         if step is None:
-            nxt = client.next_send_ns()
-            if nxt is None:
+            due = [x for x in (client.next_send_ns(), pending[0][0] if pending else None) if x is not None]
+            if not due:
                 break
-            t = max(t, nxt)
+            t = max(t, min(due))
             continue
         steps.sample(t, sched, step.tokens)
         for seq in sched.end(step):
@@ -126,18 +128,23 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
     return SimResult(emissions, steps, sched.counters, t)
 
 
-def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int) -> None:
-    """Hand the engine every request sent by ``t``; a request that can never fit fails
-    at once (as vLLM rejects it) and frees its slot."""
+def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int,
+             pending: deque[tuple[int, int]], delay_ns: int) -> None:
+    """Hand the engine every request sent by ``t`` and past the API server's ``delay_ns`` (in
+    send order: the delay is the same for all); a request that can never fit fails at once (as
+    vLLM rejects it) and frees its slot."""
     while (due := client.next_send_ns()) is not None and due <= t:
         i = client.next
         sent = client.send()
+        emissions[i] = Emission(sent, [])
+        pending.append((sent + delay_ns, i))
+    while pending and pending[0][0] <= t:
+        ready, i = pending.popleft()
         req = requests[i]
         if not sched.fits(req):
-            emissions[i] = Emission(sent, [], TOO_LONG)
-            client.free_slot(sent)
+            emissions[i].error = TOO_LONG
+            client.free_slot(ready)
             continue
-        emissions[i] = Emission(sent, [])
         seqs[i] = Seq(i, req, sched.limits.block_size, sched.limits.enable_prefix_caching)
         sched.add(seqs[i])
 
