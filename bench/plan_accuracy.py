@@ -128,6 +128,11 @@ RATIO_PAIRS = [
     ("mean_tpot_ms", "tt143-4096-128-c1", "tt143-128-128-c1", "Qwen2.5-72B, 2xH100: 4,096 vs 128-token prompt"),
     ("mean_tpot_ms", "tt394-4096-128-c1", "tt394-128-128-c1", "Qwen3-4B, RTX 4090: 4,096 vs 128-token prompt"),
     ("mean_ttft_ms", "tt143-3072-128-c1", "tt143-1024-128-c1", "Qwen2.5-72B, 2xH100: TTFT 3,072 vs 1,024 tokens"),
+    # gpustack's lab: one source, one GPU, the same 1,000 ShareGPT requests at once, bf16 vs a quantized checkpoint.
+    *((metric, f"gpustack-q3-{size}-a100-sharegpt-{fmt}-cinf", f"gpustack-q3-{size}-a100-sharegpt-cinf",
+       f"Qwen3-{size.upper()}, A100, ShareGPT x 1,000 at once: {fmt.upper()} vs bf16 ({split})")
+      for size, split in (("14b", "held out"), ("32b", "fit group")) for fmt in ("awq", "fp8")
+      for metric in ("mean_tpot_ms", "output_tok_s")),
 ]
 
 

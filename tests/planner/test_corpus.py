@@ -21,6 +21,12 @@ HELD_OUT = {
     # Added with three memory groups dated 2025-04-02..05-07 (again a block of three slots in between):
     # the first of them falls on a held-out position, Qwen2.5-32B on 2xL40S.
     "vllm15815-qwen25-32b-l40s-tp2",
+    # gpustack's performance lab (2025-11-13): the Qwen3-14B A100-80GB rows join vllm20469's group, whose date
+    # ("not recorded") sorted after every dated one, so it stays at its position; three new groups follow it
+    # (Qwen3-14B H100, Qwen3-32B A100-80GB, Qwen3-32B H100), the third held out. No committed row changed side.
+    *(f"gpustack-q3-14b-a100-{w}-cinf" for w in ("sharegpt", "sharegpt-fp8", "sharegpt-awq", "32000-100",
+                                                  "4000-200", "2000-100")),
+    *(f"gpustack-q3-32b-h100-{w}-cinf" for w in ("sharegpt", "32000-100", "4000-200", "2000-100", "128-4")),
 }
 # Memory rows added after the first fit (2026-12-03): three new groups and a row of an existing one.
 ADDED_LATER = {"vllm15815-qwen25-32b-l40s-tp2", "vllm14447-dsr1-awq-3090-tp16", "vllm17327-qwen3-30b-a3b-w4a16-3090",
@@ -42,7 +48,7 @@ def test_every_row_names_its_source_and_version():
     for row in corpus.memory + corpus.speed:
         assert row.source.url.startswith(("https://", "servelab:")), row.id
         assert row.source.date and row.source.vllm_version, row.id
-    assert len(corpus.memory) == 20 and len(corpus.speed) == 45
+    assert len(corpus.memory) == 20 and len(corpus.speed) == 67
 
 
 def test_the_split_is_the_committed_one():

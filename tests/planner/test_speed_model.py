@@ -54,7 +54,8 @@ def test_a_row_beyond_the_calibrated_tensor_parallel_is_shown_but_never_fitted()
     tp8 = [r for r in corpus.speed if r.tensor_parallel == 8]
     assert tp8 and all("TP 8: per-layer all-reduce" in outside_scope(r) for r in tp8)
     assert all(outside_scope(r) == "" for r in corpus.speed if r.tensor_parallel <= 2)
-    fitted = [r for r in corpus.speed if not corpus.held_out(r) and not outside_scope(r)]
+    fitted = [r for r in corpus.speed if not corpus.held_out(r) and not outside_scope(r)
+              and r.workload.max_concurrency == 1]
     assert f"fitted on {len(fitted)} benchmark rows" in fit_speed(corpus).source
 
 

@@ -175,26 +175,21 @@ def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:
             for name, value in measured.items() if value]
 
 
-# Requests a replay simulates at most: a benchmark's means settle long before its 1,000th request.
-MAX_REPLAYED = 400
-
-
 def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, float]:
     """The row's benchmark run through the simulated engine with this step model, reported by
     ``bench``'s definitions: mean TTFT from send to first token (the API server's per-request cost
-    included: it holds each request back before the engine sees it), mean TPOT (last - first) / (tokens - 1), output
-    tokens over the run's duration. Lengths are fixed (the rows' random lengths are, with range
-    ratio 0); a finite request rate arrives evenly, as the mean of a Poisson process; prompts share
-    no prefix; the KV cache is as large as the batch needs (the sources print no preemptions)."""
+    included: it holds each request back before the engine sees it), mean TPOT (last - first) /
+    (tokens - 1), output tokens over the run's duration. Every request is replayed (a burst's mean
+    TTFT grows with its length). Lengths are fixed (the rows' random lengths are, with range ratio 0;
+    ShareGPT rows replay their mean lengths); a finite request rate arrives evenly, as the mean of a
+    Poisson process; prompts share no prefix; the KV cache is the planner's for the setup
+    (``replay_kv_tokens``), so a burst that overflows it queues and preempts as it did there."""
     w = row.workload
-    n = min(w.num_prompts, MAX_REPLAYED)
     gap = 0 if not w.request_rate or math.isinf(w.request_rate) else round(1e9 / w.request_rate)
-    requests = [SimRequest(i * gap, w.input_len, w.output_len) for i in range(n)]
+    requests = [SimRequest(i * gap, w.input_len, w.output_len) for i in range(w.num_prompts)]
     seqs = row.max_num_seqs or default_batch(PlanSpec(model=engine.model, gpu=engine.gpu))[1]
-    running = min(seqs, w.max_concurrency or n, n)
     limits = EngineLimits(max_num_seqs=seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-                          num_blocks=running * math.ceil((w.input_len + w.output_len) / 16) + 16,
-                          enable_prefix_caching=False)
+                          num_blocks=replay_kv_tokens(row, engine) // 16, enable_prefix_caching=False)
     model = StepModel(**{**sim_step_model(costs, "corpus replay"), "source": "corpus replay"})
     result = simulate(requests, limits, model, w.max_concurrency)
     done = [e for e in result.emissions if e.token_ns and not e.error]
@@ -203,6 +198,17 @@ def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, floa
     duration = max(e.token_ns[-1] for e in done)
     return {"mean_ttft_ms": sum(ttft) / len(ttft) / 1e6, "mean_tpot_ms": sum(tpot) / len(tpot) / 1e6,
             "output_tok_s": sum(len(e.token_ns) for e in done) / duration * 1e9}
+
+
+def replay_kv_tokens(row: SpeedRow, engine: Engine) -> int:
+    """The KV cache the planner gives this setup at the rows' era's default memory utilization
+    (the sources print no startup log), and never less than one request: the engine started and
+    served the benchmark, and vLLM refuses to start without room for one request."""
+    spec = PlanSpec(model=engine.model, gpu=engine.gpu, quantization=(row.quantization or "none").lower(),
+                    gpu_memory_utilization=OLD_DEFAULT_UTILIZATION, tensor_parallel=row.tensor_parallel,
+                    gpu_count=row.tensor_parallel, max_num_seqs=row.max_num_seqs, enforce_eager=row.enforce_eager)
+    one = row.workload.input_len + row.workload.output_len
+    return max(make_plan(spec).kv_tokens, 16 * math.ceil(one / 16))
 
 
 def _excluded(row: SpeedRow, engine: Engine, metric: str) -> str:
