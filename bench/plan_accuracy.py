@@ -133,6 +133,12 @@ RATIO_PAIRS = [
        f"Qwen3-{size.upper()}, A100, ShareGPT x 1,000 at once: {fmt.upper()} vs bf16 ({split})")
       for size, split in (("14b", "held out"), ("32b", "fit group")) for fmt in ("awq", "fp8")
       for metric in ("mean_tpot_ms", "output_tok_s")),
+    *(("mean_tpot_ms", f"gpustackq-q3-8b-{fmt}-{gpu}-sharegpt-cinf", f"gpustackq-q3-8b-bf16-{gpu}-sharegpt-cinf",
+       f"Qwen3-8B, {name}, ShareGPT x 1,000 at once: {fmt.upper()} vs bf16 ({split})")
+      for gpu, name, split, formats in (("4090", "RTX 4090", "held out", ("awq",)),
+                                        ("a100", "A100", "fit group", ("awq", "gptq")),
+                                        ("h100", "H100", "fit group", ("fp8", "awq")))
+      for fmt in formats),
 ]
 
 
