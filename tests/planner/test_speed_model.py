@@ -1,12 +1,14 @@
 """The speed model real engines reach: roofline where uncalibrated, and the simulator runs the same model."""
 
+import dataclasses
+
 import pytest
 
 from servelab.planner import find_gpu, find_model
 from servelab.planner.corpus import load_corpus
 from servelab.planner.fitting import fit_speed, outside_scope
 from servelab.planner.speed_model import (Efficiency, Engine, SpeedConstants, concurrency1, sim_step_model,
-                                          step_costs)
+                                          step_costs, tpot_s)
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.simulate import simulate
 
@@ -86,3 +88,51 @@ def test_a_concurrent_benchmark_is_replayed_through_the_simulated_engine():
     assert 5 * closed["output_tok_s"] < eight["output_tok_s"] < 8 * closed["output_tok_s"]
     slow = simulated(_row(None, 20, rate=0.5), e, costs)  # 2 s apart: every request alone
     assert slow["mean_ttft_ms"] == pytest.approx(closed["mean_ttft_ms"], rel=1e-6)
+
+
+def test_weight_only_kernels_compute_slower_and_fp8_cores_compute_faster():
+    """AWQ/GPTQ, and FP8 on a GPU without FP8 tensor cores (A100: Marlin W8A16), dequantize inside the
+    matmul: their compute time is bf16's times the factor. On H100, FP8 runs on FP8 cores at twice the
+    peak and is not weight-only."""
+    c = SpeedConstants(overhead_s=0.002, request_s=0.003, source="test fit", weight_only_compute=2.0,
+                       families={"ampere-hbm": Efficiency(), "hopper": Efficiency()})
+    bf16_a100 = step_costs(engine("A100"), c).per_token_s
+    assert step_costs(dataclasses.replace(engine("A100"), quantized=True), c).per_token_s == pytest.approx(2 * bf16_a100)
+    assert step_costs(dataclasses.replace(engine("A100"), fp8=True), c).per_token_s == pytest.approx(2 * bf16_a100)
+    bf16_h100 = step_costs(engine("H100"), c).per_token_s
+    assert step_costs(dataclasses.replace(engine("H100"), fp8=True), c).per_token_s == pytest.approx(bf16_h100 * 989 / 1979)
+    # the roofline of an uncalibrated family stays the datasheet's: no fitted factor applies there
+    assert step_costs(dataclasses.replace(engine("A40"), quantized=True), c).per_token_s == \
+        step_costs(engine("A40"), c).per_token_s
+
+
+def test_each_running_request_adds_the_per_sequence_cost_to_every_step():
+    costs = step_costs(engine("A100"), dataclasses.replace(CONSTANTS, per_seq_s=1e-4))
+    plain = dataclasses.replace(costs, per_seq_s=0.0)
+    assert tpot_s(costs, 512, 64, batch=8) - tpot_s(plain, 512, 64, batch=8) == pytest.approx(8e-4)
+    assert StepModel(**sim_step_model(costs, "x")).per_seq_s == 1e-4  # the simulator runs the same cost
+    e = engine("A100")
+    assert concurrency1(costs, e, 512, 64)["mean_tpot_ms"] == pytest.approx(
+        concurrency1(plain, e, 512, 64)["mean_tpot_ms"] + 0.1)
+
+
+def test_the_costs_under_load_are_found_where_they_are_known():
+    """Rows under load whose figures are the model's own at a known per-sequence cost and weight-only
+    factor: fit_load finds that pair on its grid (the concurrency-1 constants refitted with it)."""
+    from servelab.planner.corpus import Corpus
+    from servelab.planner.corpus_replay import replay_speed
+    from servelab.planner.fitting import fit_load
+
+    corpus = load_corpus()
+    load_ids = ("gpustack-q3-14b-h100-128-4-cinf", "gpustackq-q3-8b-bf16-a100-sharegpt-cinf",
+                "gpustackq-q3-8b-awq-a100-sharegpt-cinf")
+    c1 = [r for r in corpus.speed if r.workload.max_concurrency == 1]
+    truth = fit_speed(corpus, per_seq_s=1e-4, weight_only_compute=2.0)
+    made = []
+    for row in (r for r in corpus.speed if r.id in load_ids):
+        figures = {c.metric: c.predicted for c in replay_speed(row, truth) if c.metric != "output_tok_s"}
+        made.append(dataclasses.replace(row, measured=figures))
+    small = Corpus(corpus.memory, tuple(c1 + made), corpus.held_out_ids)
+    found = fit_load(small, per_seq_grid=(0.0, 1e-4, 3e-4), weight_only_grid=(1.0, 2.0))
+    assert (found.per_seq_s, found.weight_only_compute) == (1e-4, 2.0)
+    assert found.overhead_s == truth.overhead_s and "3 fit rows under load" in found.source

@@ -86,7 +86,7 @@ def _costs(plan: Plan, calibrated: PlannerStep | None, replayed: StepModel | Non
                 "per_attention_s": replayed.per_attention_s, "request_s": replayed.request_s}
     if calibrated is None and plan.costs is not None:
         c = plan.costs
-        return {"overhead_s": c.overhead_s, "per_seq_s": 0.0, "per_token_s": c.per_token_s,
+        return {"overhead_s": c.overhead_s, "per_seq_s": c.per_seq_s, "per_token_s": c.per_token_s,
                 "per_kv_token_s": c.per_kv_token_s, "per_attention_s": c.attention_flop_s,
                 "request_s": c.request_s}
     step = calibrated or plan.speed.step

@@ -14,6 +14,13 @@ One engine step, on each GPU of a tensor-parallel group:
 - A prompt longer than max_num_batched_tokens is prefilled in chunks (chunked prefill), one
   step each, each paying the overhead and the weight read again.
 - TTFT adds a per-request cost (the API server: tokenizing, queueing, the first SSE chunk).
+- Each running request adds a per-sequence cost to every step (scheduling it, preparing its
+  inputs, sampling, and turning its token into an output: detokenizing and streaming it), which
+  is what makes a step of 1,000 decoding requests far longer than its FLOPs and bytes alone.
+- Weight-only quantized kernels (AWQ, GPTQ, FP8 on a GPU without FP8 tensor cores: W8A16)
+  read fewer bytes but dequantize inside the matmul: their compute time is the bf16 one times
+  ``weight_only_compute`` (>= 1), which shows when a batch is large enough to be compute-bound.
+The last two are fitted on the corpus's runs under load (``fitting.fit_load``).
 A GPU family with no fitted efficiency uses the peak (bw_eff = compute_eff = 1): that is the
 roofline, a lower bound of latency and an upper bound of throughput, and it is labelled so.
 """
@@ -51,6 +58,8 @@ class SpeedConstants:
     request_s: float = 0.0
     families: dict[str, Efficiency] = field(default_factory=dict)
     source: str = "roofline (datasheet peaks, no overheads)"
+    per_seq_s: float = 0.0
+    weight_only_compute: float = 1.0
 
     def efficiency(self, gpu: Gpu) -> Efficiency | None:
         return self.families.get(FAMILIES.get(gpu.name, ""))
@@ -69,7 +78,8 @@ def fitted_speed() -> SpeedConstants:
     if not data:
         return SpeedConstants()
     families = {name: Efficiency(**eff) for name, eff in data.get("families", {}).items()}
-    return SpeedConstants(data["overhead_s"], data["request_s"], families, data["source"])
+    return SpeedConstants(data["overhead_s"], data["request_s"], families, data["source"],
+                          data.get("per_seq_s", 0.0), data.get("weight_only_compute", 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +108,10 @@ class StepCosts:
     attention_flop_s: float      # seconds per (query token x context token) of attention
     calibrated: bool
     source: str
+    per_seq_s: float = 0.0
 
-    def step_s(self, tokens: int, context: int, attention_pairs: float = 0.0) -> float:
-        return (self.overhead_s + self.per_token_s * tokens + self.per_kv_token_s * context
+    def step_s(self, tokens: int, context: int, attention_pairs: float = 0.0, seqs: int = 1) -> float:
+        return (self.overhead_s + self.per_seq_s * seqs + self.per_token_s * tokens + self.per_kv_token_s * context
                 + self.attention_flop_s * attention_pairs)
 
 
@@ -113,12 +124,20 @@ def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepC
     flops = engine.gpu.tflops(engine.fp8) * 1e12 * eff.compute_eff
     read_s = engine.weight_bytes / bandwidth * (eff.dequant if engine.quantized else 1.0)
     per_token = 2 * engine.model.active / engine.tensor_parallel / flops if flops > 0 else 0.0
+    if calibrated and weight_only(engine):
+        per_token *= c.weight_only_compute
     heads = max(1, engine.model.heads // engine.tensor_parallel)
     attention = 4 * engine.model.layers * heads * engine.model.head_dim / flops if flops > 0 else 0.0
     source = c.source if calibrated else SpeedConstants().source
     return StepCosts((c.overhead_s if calibrated else 0.0) + read_s, per_token,
                      engine.kv_bytes_per_token / bandwidth, c.request_s if calibrated else 0.0,
-                     attention, calibrated, source)
+                     attention, calibrated, source, c.per_seq_s if calibrated else 0.0)
+
+
+def weight_only(engine: Engine) -> bool:
+    """Weights stored in fewer bits than the matmul computes in: AWQ/GPTQ, and FP8 where the GPU
+    has no FP8 tensor cores (vLLM then runs FP8 checkpoints weight-only, Marlin W8A16)."""
+    return engine.quantized or (engine.fp8 and not engine.gpu.fp8_tflops)
 
 
 def ttft_s(costs: StepCosts, engine: Engine, prompt: int) -> float:
@@ -137,7 +156,7 @@ def tpot_s(costs: StepCosts, prompt: int, output: int, batch: int = 1) -> float:
     """Mean time per output token of ``batch`` requests decoding together, each at the mean context
     of its decode (prompt + half the output)."""
     context = batch * (prompt + output / 2)
-    return costs.step_s(batch, int(context), context)
+    return costs.step_s(batch, int(context), context, batch)
 
 
 def concurrency1(costs: StepCosts, engine: Engine, prompt: int, output: int) -> dict[str, float]:
@@ -158,6 +177,6 @@ def sim_step_model(costs: StepCosts, label: str) -> dict:
     else:
         what = "roofline: a lower bound of latency, an upper bound of throughput; no published run calibrates this GPU"
     source = f"planner speed model, {label} ({what})"
-    return {"overhead_s": costs.overhead_s, "per_seq_s": 0.0, "per_token_s": costs.per_token_s,
+    return {"overhead_s": costs.overhead_s, "per_seq_s": costs.per_seq_s, "per_token_s": costs.per_token_s,
             "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
             "request_s": costs.request_s, "source": source}
