@@ -136,3 +136,16 @@ def test_the_costs_under_load_are_found_where_they_are_known():
     found = fit_load(small, per_seq_grid=(0.0, 1e-4, 3e-4), weight_only_grid=(1.0, 2.0))
     assert (found.per_seq_s, found.weight_only_compute) == (1e-4, 2.0)
     assert found.overhead_s == truth.overhead_s and "3 fit rows under load" in found.source
+
+
+def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request():
+    from servelab.planner import PlanSpec, make_plan
+    from servelab.planner.corpus_replay import OLD_DEFAULT_UTILIZATION, replay_kv_tokens, speed_engine
+
+    row = next(r for r in load_corpus().speed if r.id == "gpustack-q3-32b-a100-32000-100-cinf")
+    e = speed_engine(row)
+    planned = make_plan(PlanSpec(model=e.model, gpu=e.gpu, quantization="none",
+                                 gpu_memory_utilization=OLD_DEFAULT_UTILIZATION)).kv_tokens
+    assert replay_kv_tokens(row, e) == planned == 40_272  # room for one 32,077-token request at a time
+    huge = dataclasses.replace(row, workload=dataclasses.replace(row.workload, input_len=60_000))
+    assert replay_kv_tokens(huge, e) == 60_080  # the engine served it, so it had room for one: 3,755 blocks
