@@ -49,9 +49,10 @@ REASONS = {
                                "small against the 4.6 GiB KV cache",
     "vllm6746-llama405b-fp8-8xh100": "Meta's FP8 checkpoint keeps attention and the first/last layers in bf16; "
                                      "the generic fp8 rule quantizes every linear layer",
-    "vllm20469-qwen3-14b-awq-a100-16k": "--enforce-eager (no CUDA graphs: every kernel launched from Python) and "
-                                        "the AWQ kernel's dequantization; no fit row has either, so neither is "
-                                        "in the constants",
+    "vllm20469-qwen3-14b-awq-a100-16k": "--enforce-eager (no CUDA graphs: every kernel launched from Python): no "
+                                        "fit row is eager, so the constants have no term for it; the AWQ "
+                                        "kernel's compute factor (fitted under load) adds to the prefill, not "
+                                        "to a decode step of one request, which is a weight read",
     "vllm14447-dsr1-awq-3090-tp16": "DeepSeek-R1 AWQ (MLA, 256 experts) split 16 ways: the profile peak per rank "
                                     "(0.37 GiB) is more than the dense-fitted factors give (the Marlin MoE kernel's "
                                     "workspace and MLA's buffers are the likely rest); 0.24 GiB short is +14.6% on "
@@ -120,8 +121,8 @@ def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = fr
     for metric in METRICS:
         subsets = [(metric, lambda c: True)]
         if metric in SPEED_METRICS and loaded:
-            subsets += [(f"{metric}@concurrency-1", lambda c: c.row_id not in loaded),
-                        (f"{metric}@under-load", lambda c: c.row_id in loaded)]
+            subsets += [(metric + bands.ALONE, lambda c: c.row_id not in loaded),
+                        (metric + bands.UNDER_LOAD, lambda c: c.row_id in loaded)]
         for name, keep in subsets:
             held = [c for c, h in compared if h and c.metric == metric and keep(c)]
             every = [c for c, _ in compared if c.metric == metric and keep(c)]
@@ -198,7 +199,7 @@ def summary_table(compared: list[tuple[Compared, bool]], loaded: frozenset[str] 
 
 
 def under_load(corpus: Corpus) -> frozenset[str]:
-    return frozenset(r.id for r in corpus.speed if r.workload.max_concurrency != 1)
+    return frozenset(r.id for r in corpus.speed if r.workload.under_load)
 
 
 def _cell(s: dict | None, with_row: bool = False) -> str:
@@ -280,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-memory", action="store_true", help="with --fit, refit the non-KV memory factors too")
     parser.add_argument("--check", action="store_true", help="fail if the committed doc or bands differ")
     args = parser.parse_args(argv)
+    if args.fit_memory and not args.fit:
+        parser.error("--fit-memory refits with --fit: pass both")
     corpus = load_corpus()
     unknown = set(REASONS) - {r.id for r in corpus.memory + corpus.speed}
     if unknown:

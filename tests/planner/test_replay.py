@@ -1,6 +1,7 @@
 """Calibrating the simulator by replaying runs: exact where the runs came from a known step
 model, errors judged against the repeats' range, extrapolation said, limits read from the result."""
 
+import dataclasses
 import json
 
 import pytest
@@ -73,3 +74,15 @@ def test_a_simulated_run_or_a_run_without_records_is_one_line(tmp_path):
     with pytest.raises(InputError, match="no results with per-request records in"):
         load_observed([tmp_path], fallback)
     assert load_observed([tmp_path], fallback, required=False) == []
+
+
+def test_the_starts_per_request_cost_is_kept_and_the_step_costs_found_beside_it():
+    """Runs from an engine whose API server holds each request 20 ms: calibrated from a start that
+    knows that delay, the fit keeps it and finds the step costs (without it they would absorb it)."""
+    truth = dataclasses.replace(TRUTH, request_s=0.02)
+    fitted = [run("c1", 128, 1, 4, model=truth), run("c4", 128, 4, 8, model=truth),
+              run("c16", 128, 16, 16, model=truth), run("s2c8", 2, 8, 8, model=truth)]
+    result = calibrate_replay(fitted, [], dataclasses.replace(START, request_s=0.02), iterations=150)
+    m = result.model
+    assert m.request_s == 0.02
+    assert (m.overhead_s, m.per_seq_s, m.per_token_s) == pytest.approx((0.015, 0.0005, 0.0003), rel=0.02)

@@ -107,6 +107,15 @@ def test_a_request_larger_than_the_kv_cache_fails_alone():
     assert out[1].error is None and len(out[1].token_ns) == 2
 
 
+def test_a_slot_freed_by_a_rejected_request_is_taken_at_once():
+    """Two slots, a request that can never fit between two that can: the third is sent the moment
+    the second is rejected (at 0) and prefilled in the first step with the first one."""
+    limits = replace(LIMITS, num_blocks=4)
+    out = simulate([req(10, 2), req(100, 4), req(10, 2)], limits, MODEL, max_concurrency=2).emissions
+    assert out[1].error == TOO_LONG
+    assert out[2].sent_ns == 0 and out[2].token_ns[0] == out[0].token_ns[0]
+
+
 def test_weight_read_floor_bounds_every_step():
     model = replace(MODEL, floor_s=0.05)
     em = simulate([req(10, 3)], LIMITS, model).emissions[0]

@@ -148,3 +148,26 @@ def test_the_api_servers_per_request_cost_holds_requests_back_as_in_the_fast_mod
     assert plain["mean_ttft_ms"] + 5 < fast["mean_ttft_ms"] <= plain["mean_ttft_ms"] + 30.5
     for key in ("output_throughput", "mean_ttft_ms", "median_tpot_ms"):
         assert on_engine[key] == pytest.approx(fast[key], rel=TOLERANCE), key
+
+
+def test_a_client_that_leaves_while_the_api_server_holds_its_request_never_reaches_the_engine(sim_engine):
+    import socket
+    import time
+
+    engine = sim_engine(8, "--step-request-ms", "300")
+    host, port = engine.base_url.removeprefix("http://").split(":")
+    body = json.dumps({"model": "sim", "prompt": "hi", "max_tokens": 3, "stream": True}).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(0.1)  # gone well before its 300 ms in the API server are up
+    time.sleep(0.5)
+    truth = json.loads(urllib.request.urlopen(engine.base_url + "/_servelab/truth", timeout=10).read())
+    [left] = truth["requests"]
+    assert left["finish"] == "disconnect" and left["admit_ns"] is None and left["event_ns"] == []
+    text = urllib.request.urlopen(engine.base_url + "/metrics", timeout=10).read().decode()
+    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("vllm:num_requests") and "{" in line}
+    assert values["vllm:num_requests_running"] == values["vllm:num_requests_waiting"] == 0
+    after = json.loads(post(engine.base_url + "/v1/completions", {"model": "sim", "prompt": "hi", "max_tokens": 2}))
+    assert after["usage"]["completion_tokens"] == 2

@@ -288,7 +288,7 @@ def memory_band(plan, label: str) -> str:
 def expected_rows(plan) -> list[tuple[str, str]]:
     """The speed model's numbers for one request alone (1,024-token prompt, 128 out), with their
     bands; none where no published run calibrates this GPU family (the roofline below is all)."""
-    from servelab.planner.bands import band_note
+    from servelab.planner.bands import ALONE, band_note
     from servelab.planner.speed_model import Engine, concurrency1, tpot_s
 
     costs = plan.costs
@@ -296,10 +296,10 @@ def expected_rows(plan) -> list[tuple[str, str]]:
         return []
     engine = Engine(plan.spec.model, plan.spec.gpu, 0.0, 0.0, max_num_batched_tokens=_batch_tokens(plan))
     one = concurrency1(costs, engine, 1024, 128)
-    alone = "@concurrency-1"  # the bands of published runs at concurrency 1, as these numbers are
-    return [("TPOT, 1 request", f"{tpot_s(costs, 1024, 128) * 1000:.2f} ms{band_note('mean_tpot_ms' + alone)}"),
-            ("TTFT, 1k prompt", f"{one['mean_ttft_ms']:.1f} ms{band_note('mean_ttft_ms' + alone)}"),
-            ("tok/s, 1 request", f"{one['output_tok_s']:.1f} (1k in, 128 out){band_note('output_tok_s' + alone)}")]
+    # the bands of published runs at concurrency 1 alone, as these numbers are
+    return [("TPOT, 1 request", f"{tpot_s(costs, 1024, 128) * 1000:.2f} ms{band_note('mean_tpot_ms' + ALONE)}"),
+            ("TTFT, 1k prompt", f"{one['mean_ttft_ms']:.1f} ms{band_note('mean_ttft_ms' + ALONE)}"),
+            ("tok/s, 1 request", f"{one['output_tok_s']:.1f} (1k in, 128 out){band_note('output_tok_s' + ALONE)}")]
 
 
 def _batch_tokens(plan) -> int:

@@ -17,6 +17,8 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Callable
+from functools import partial
 
 from servelab.datasets.tokenizer import load_tokenizer
 from servelab.config import TokenizerSpec
@@ -54,11 +56,11 @@ class SimServer(MockServer):
         req = SimRequest(now, n_prompt, gen.plan.n_tokens, pseudo_token_ids(text, n_prompt))
         delay = self.engine.model.request_ns  # the API server's share, as the fast mode holds it back
         if delay > 0:
-            self.scheduler.add(now + delay, Admit(self, gen, req))
+            self.scheduler.add(now + delay, Call(now + delay, partial(self._to_engine, gen, req)))
         else:
-            self.admit(gen, req, now)
+            self._to_engine(gen, req, now)
 
-    def admit(self, gen, req: SimRequest, now: int) -> None:
+    def _to_engine(self, gen, req: SimRequest, now: int) -> None:
         if gen.log.finish is not None or gen.conn.closed:
             return  # the client left while the API server held it
         if not self.engine.fits(req):
@@ -89,9 +91,9 @@ class SimServer(MockServer):
         step = self.engine.begin(now)
         self.stepping = step is not None
         if step is not None:
-            self.scheduler.add(step.end_ns, StepEnd(self, step))
+            self.scheduler.add(step.end_ns, Call(step.end_ns, partial(self.step_done, step)))
 
-    def step_done(self, step: Step) -> None:
+    def step_done(self, step: Step, _due_ns: int) -> None:
         """At a step's end: apply it, stream each token it produced, start the next step
         at the simulated end time (not "now": a late tick must not slow the engine)."""
         self.engine.end(step)
@@ -145,29 +147,18 @@ class SimServer(MockServer):
         conn.reply(200, body.replace(b'"servelab-mock"', b'"servelab-sim (SIMULATED)"'), req.keep_alive)
 
 
-class Admit:
-    """A job on the mock's alarm: the API server hands a request to the engine."""
+class Call:
+    """A job on the mock's alarm: ``what(due_ns)`` at its due time (a step ends, the API server
+    hands a request to the engine). It is given the due time, not the tick's "now": a late tick
+    must not slow the simulated engine."""
 
-    __slots__ = ("server", "gen", "req")
+    __slots__ = ("due_ns", "what")
 
-    def __init__(self, server: SimServer, gen, req: SimRequest) -> None:
-        self.server, self.gen, self.req = server, gen, req
-
-    def fire(self, now_ns: int) -> None:
-        self.server.admit(self.gen, self.req, now_ns)
-        return None
-
-
-class StepEnd:
-    """A job on the mock's alarm: one engine step ends."""
-
-    __slots__ = ("server", "step")
-
-    def __init__(self, server: SimServer, step: Step) -> None:
-        self.server, self.step = server, step
+    def __init__(self, due_ns: int, what: Callable[[int], None]) -> None:
+        self.due_ns, self.what = due_ns, what
 
     def fire(self, now_ns: int) -> None:
-        self.server.step_done(self.step)
+        self.what(self.due_ns)
         return None
 
 

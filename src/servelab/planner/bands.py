@@ -15,6 +15,9 @@ from pathlib import Path
 
 BANDS = Path(__file__).parent / "corpus" / "bands.json"
 MIN_HELD_OUT = 3
+# A speed metric's band over the published runs at concurrency 1 alone, and over those under load
+# (a key is the metric's name and one of these, e.g. "mean_tpot_ms@concurrency-1").
+ALONE, UNDER_LOAD = "@concurrency-1", "@under-load"
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,19 +286,21 @@ def calibrate_replay(fit_runs: list[Observed], held_runs: list[Observed], start:
     def loss(ms: list[float]) -> float:
         if min(ms) < 0 or sum(ms) <= 0:
             return 1e9
-        model = _sim_step(ms, start.source)
+        model = _sim_step(ms, start.source, start.request_s)
         return statistics.fmean(_log_error(replay(p.runs[0], model), p) for p in fitted)
 
     x0 = [start.overhead_s * 1e3, start.per_seq_s * 1e3, start.per_token_s * 1e3]
     best, value = nelder_mead(loss, x0, [max(x * 0.5, f) for x, f in zip(x0, FLOOR_STEP_MS)], iterations)
-    model = _sim_step(best, f"replay calibration on {sum(len(p.runs) for p in fitted)} measured runs")
+    model = _sim_step(best, f"replay calibration on {sum(len(p.runs) for p in fitted)} measured runs", start.request_s)
     predicted = {p.point: replay(p.runs[0], model) for p in fitted + held}
     return Replayed(model, fitted, held, predicted, value)
 
 
-def _sim_step(ms: list[float], source: str) -> SimStep:
+def _sim_step(ms: list[float], source: str, request_s: float) -> SimStep:
+    """The step costs searched (ms), with the start's per-request cost kept as it was (the API
+    server's delay before the engine: not one of the costs the replay fits)."""
     return SimStep(overhead_s=ms[0] / 1e3, per_seq_s=ms[1] / 1e3, per_token_s=ms[2] / 1e3, per_kv_token_s=0.0,
-                   floor_s=0.0, source=source)
+                   floor_s=0.0, request_s=request_s, source=source)
 
 
 def _log_error(predicted: dict, point: Point) -> float:

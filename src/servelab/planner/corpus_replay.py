@@ -165,7 +165,7 @@ def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:
     engine = speed_engine(row)
     prompt, output = row.workload.input_len, row.workload.output_len
     costs = step_costs(engine, constants)
-    if row.workload.max_concurrency == 1:
+    if not row.workload.under_load:
         predicted = concurrency1(costs, engine, prompt, output)
     else:
         predicted = simulated(row, engine, costs)
@@ -189,7 +189,8 @@ def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, floa
     requests = [SimRequest(i * gap, w.input_len, w.output_len) for i in range(w.num_prompts)]
     seqs = row.max_num_seqs or default_batch(PlanSpec(model=engine.model, gpu=engine.gpu))[1]
     limits = EngineLimits(max_num_seqs=seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-                          num_blocks=replay_kv_tokens(row, engine) // 16, enable_prefix_caching=False)
+                          num_blocks=replay_kv_tokens(row, engine) // budget.GPU_BLOCK_SIZE,
+                          enable_prefix_caching=False)
     model = StepModel(**{**sim_step_model(costs, "corpus replay"), "source": "corpus replay"})
     result = simulate(requests, limits, model, w.max_concurrency)
     done = [e for e in result.emissions if e.token_ns and not e.error]
@@ -202,13 +203,15 @@ def simulated(row: SpeedRow, engine: Engine, costs: StepCosts) -> dict[str, floa
 
 def replay_kv_tokens(row: SpeedRow, engine: Engine) -> int:
     """The KV cache the planner gives this setup at the rows' era's default memory utilization
-    (the sources print no startup log), and never less than one request: the engine started and
-    served the benchmark, and vLLM refuses to start without room for one request."""
+    (the sources print no startup log), and never less than one of the benchmark's requests: the
+    engine served every one of them. (vLLM refuses to start without room for one request of
+    --max-model-len tokens, but the sources do not always say which length they started with.)"""
     spec = PlanSpec(model=engine.model, gpu=engine.gpu, quantization=(row.quantization or "none").lower(),
                     gpu_memory_utilization=OLD_DEFAULT_UTILIZATION, tensor_parallel=row.tensor_parallel,
                     gpu_count=row.tensor_parallel, max_num_seqs=row.max_num_seqs, enforce_eager=row.enforce_eager)
     one = row.workload.input_len + row.workload.output_len
-    return max(make_plan(spec).kv_tokens, 16 * math.ceil(one / 16))
+    block = budget.GPU_BLOCK_SIZE
+    return max(make_plan(spec).kv_tokens, block * math.ceil(one / block))
 
 
 def _excluded(row: SpeedRow, engine: Engine, metric: str) -> str:

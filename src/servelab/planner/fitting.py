@@ -85,7 +85,7 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
     c_family), on the rows whose TTFT is a real prefill (``replay._excluded``). Both on the fit rows
     at concurrency 1; the costs that show only under load come in fixed (``fit_load`` finds them)."""
     rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
-    rows = [r for r in rows if r.workload.max_concurrency == 1 and "mean_tpot_ms" in r.measured
+    rows = [r for r in rows if not r.workload.under_load and "mean_tpot_ms" in r.measured
             and not outside_scope(r)]
     engines = [speed_engine(r) for r in rows]
     names = sorted({FAMILIES[e.gpu.name] for e in engines if e.gpu.name in FAMILIES})
@@ -115,7 +115,7 @@ WEIGHT_ONLY_GRID = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 def load_rows(corpus: Corpus) -> list:
     """The fit rows run under load (a concurrency above 1, or none and a burst): what ``fit_load`` sees."""
     rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
-    return [r for r in rows if r.workload.max_concurrency != 1 and not outside_scope(r)]
+    return [r for r in rows if r.workload.under_load and not outside_scope(r)]
 
 
 def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_ONLY_GRID) -> SpeedConstants:

@@ -2,10 +2,11 @@
 
 The client is the benchmark's: request i is due at its arrival offset, and with a
 concurrency cap it is sent when a slot frees (the earliest-freed slot, first come first
-served), exactly as the real runner's semaphore would. A request sent during a step
-joins the waiting queue at the next step, as it would reach vLLM's engine core between
-two steps. No HTTP, no sleeping: a run of thousands of requests takes well under a second
-per thousand.
+served), exactly as the real runner's semaphore would. A request reaches the engine
+the API server's per-request cost (``StepModel.request_s``) after it was sent, and one
+that arrives during a step joins the waiting queue at the next step, as it would reach
+vLLM's engine core between two steps. No HTTP, no sleeping: a run of thousands of
+requests takes well under a second per thousand.
 """
 
 from __future__ import annotations
@@ -132,13 +133,15 @@ def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: in
              pending: deque[tuple[int, int]], delay_ns: int) -> None:
     """Hand the engine every request sent by ``t`` and past the API server's ``delay_ns`` (in
     send order: the delay is the same for all); a request that can never fit fails at once (as
-    vLLM rejects it) and frees its slot."""
-    while (due := client.next_send_ns()) is not None and due <= t:
-        i = client.next
-        sent = client.send()
-        emissions[i] = Emission(sent, [])
-        pending.append((sent + delay_ns, i))
-    while pending and pending[0][0] <= t:
+    vLLM rejects it) and frees its slot, which the next request may take at once."""
+    while True:
+        while (due := client.next_send_ns()) is not None and due <= t:
+            i = client.next
+            sent = client.send()
+            emissions[i] = Emission(sent, [])
+            pending.append((sent + delay_ns, i))
+        if not pending or pending[0][0] > t:
+            return
         ready, i = pending.popleft()
         req = requests[i]
         if not sched.fits(req):

@@ -84,6 +84,12 @@ class Workload:
     max_concurrency: int | None = None
     request_rate: float | None = None
 
+    @property
+    def under_load(self) -> bool:
+        """More than one request at a time may run (a higher concurrency, or none and a burst or a
+        rate): the simulated engine replays it; at concurrency 1 the closed form does."""
+        return self.max_concurrency != 1
+
 
 @dataclass(frozen=True, slots=True)
 class SpeedRow:
