@@ -7,11 +7,15 @@ alone: no per-sequence cost, weight-only factor 1). Prints each group's median |
 measured)| both ways, then over all left-out rows: the evidence for keeping the load terms that the
 held-out rows are not asked for. Slow: one fit_load (its whole grid) per group, about 1.5 min each.
 
-Usage: .venv/bin/python bench/plan_load_cv.py
+``--overlap P`` runs the same with the weight read and the compute overlapped at exponent P
+(``sim.model.overlapped``; 1, the default, adds them as the committed fit does).
+
+Usage: .venv/bin/python bench/plan_load_cv.py [--overlap 2.5]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
@@ -27,15 +31,18 @@ def errors(rows, constants) -> list[float]:
             if not c.excluded]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--overlap", type=float, default=1.0, help="exponent of the weight read / compute overlap")
+    args = parser.parse_args(argv)
     corpus = load_corpus()
     rows = load_rows(corpus)
     pooled: dict[str, list[float]] = {"without": [], "with": []}
     for group in sorted({(r.model, r.gpu) for r in rows}):
         left_out = [r for r in rows if (r.model, r.gpu) == group]
         others = replace(corpus, held_out_ids=corpus.held_out_ids | {r.id for r in left_out})
-        fitted = fit_load(others)
-        for name, constants in (("without", fit_speed(others)), ("with", fitted)):
+        fitted = fit_load(others, overlap=args.overlap)
+        for name, constants in (("without", fit_speed(others, overlap=args.overlap)), ("with", fitted)):
             e = errors(left_out, constants)
             pooled[name] += e
             print(f"{group[0]} on {group[1]}: {name} load terms: median |log| {statistics.median(e):.3f} "

@@ -179,6 +179,7 @@ def test_the_plan_drives_the_simulated_engine(tmp_path, capsys):
     """--sim-step-model: the planner's step model, written for the simulator, gives the same
     step time (weight read + per-token compute) and the printed flags carry the plan's KV cache."""
     from servelab.cli.main import main
+    from servelab.sim.model import OVERLAP, overlapped
     from servelab.sim.options import load_step_model
 
     flags = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A40", "--max-model-len", "4096"]
@@ -194,7 +195,8 @@ def test_the_plan_drives_the_simulated_engine(tmp_path, capsys):
                           "(696 GB/s, 150 bf16 TFLOPS (planner/gpus.py)), weights 16-bit (not quantized); "
                           "expected error: roofline at peak: a lower bound of latency, an upper bound of throughput")
     for seqs, tokens in ((1, 1), (32, 32), (4, 2048)):
-        planned = step["overhead_s"] + step["per_seq_s"] * seqs + step["per_token_s"] * tokens + step["weight_read_s"]
+        planned = (step["overhead_s"] + step["per_seq_s"] * seqs
+                   + overlapped(step["weight_read_s"], step["per_token_s"] * tokens, OVERLAP))
         assert sim.step_ns(seqs, tokens, 0) == round(planned * 1e9)
 
 

@@ -46,7 +46,7 @@ def test_quantization_and_sim_flags_change_the_plan_not_just_the_label():
     bf16, awq = planned("Qwen/Qwen3-8B", "A40"), planned("Qwen/Qwen3-8B", "A40", "awq")
     assert awq.limits.kv_tokens > bf16.limits.kv_tokens  # smaller weights leave more KV cache
     # 4-bit layers, 16-bit embeddings and head (vLLM keeps those): well under half the read
-    assert awq.model.overhead_s < bf16.model.overhead_s / 2
+    assert awq.model.read_s < bf16.model.read_s / 2
     assert awq.provenance["weights"] == "awq" and "weights awq" in awq.model.source
     capped = planned("Qwen/Qwen3-8B", "A40", flags={"--max-num-seqs": 8, "--max-model-len": 4096})
     assert (capped.limits.max_num_seqs, capped.max_model_len) == (8, 4096)

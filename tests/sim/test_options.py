@@ -19,7 +19,8 @@ def parse(argv, prefix=""):
 def test_server_flags_round_trip_through_to_argv():
     limits = EngineLimits(max_num_seqs=3, max_num_batched_tokens=512, num_blocks=10, block_size=32,
                           enable_prefix_caching=False)
-    model = StepModel(overhead_s=0.004, per_seq_s=0.0002, per_token_s=0.00001, floor_s=0.003)
+    model = StepModel(overhead_s=0.004, per_seq_s=0.0002, per_token_s=0.00001, floor_s=0.003, read_s=0.006,
+                      overlap=3.0)
     got_limits, got_model = parse(to_argv(limits, model))
     assert got_limits == limits
     assert got_model.to_dict() == pytest.approx(model.to_dict())

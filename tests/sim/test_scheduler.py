@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from servelab.errors import InputError
-from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.model import EngineLimits, SimRequest, StepModel, overlapped
 from servelab.sim.simulate import TOO_LONG, simulate
 
 MS = 1_000_000
@@ -120,6 +120,29 @@ def test_weight_read_floor_bounds_every_step():
     model = replace(MODEL, floor_s=0.05)
     em = simulate([req(10, 3)], LIMITS, model).emissions[0]
     assert em.token_ns == [50 * MS, 100 * MS, 150 * MS]
+
+
+def test_the_weight_read_overlaps_the_token_compute():
+    """overlapped(r, c) = (r^p + c^p)^(1/p): added at p = 1, near the larger as p grows, the compute
+    alone without a read (the step model before read_s: nothing else moves)."""
+    assert overlapped(0.004, 0.003, 1) == pytest.approx(0.007)
+    assert overlapped(0.004, 0.003, 2) == pytest.approx(0.005)
+    assert overlapped(0.004, 0.003, 50) == pytest.approx(0.004, rel=1e-3)
+    assert overlapped(0.0, 0.003, 2.5) == 0.003 and overlapped(0.004, 0.0, 2.5) == 0.004
+    base = StepModel(overhead_s=0.002, per_seq_s=0.0001, per_token_s=0.00002)
+    read = replace(base, read_s=0.004)
+    # 200 tokens of 20 us = 4 ms of compute against a 4 ms read: 2^(1/2.5) x 4 ms, not 8 ms
+    assert read.step_ns(2, 200, 0) == round((0.002 + 0.0002 + 0.004 * 2 ** 0.4) * 1e9)
+    assert base.step_ns(2, 200, 0) == round((0.002 + 0.0002 + 0.004) * 1e9)
+    em = simulate([req(10, 3)], LIMITS, replace(MODEL, read_s=0.05)).emissions[0]
+    gaps = [b - a for a, b in zip(em.token_ns, em.token_ns[1:])]
+    assert all(g >= 50 * MS for g in gaps)
+
+
+@pytest.mark.parametrize("bad", [dict(overlap=0.5), dict(read_s=-1.0)])
+def test_a_bad_overlap_or_read_is_an_input_error(bad):
+    with pytest.raises(InputError):
+        StepModel(**bad)
 
 
 @pytest.mark.parametrize("bad", [dict(max_num_seqs=0), dict(block_size=-1), dict(num_blocks=1.5)])

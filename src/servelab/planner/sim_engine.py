@@ -48,8 +48,10 @@ class SimEngine:
 
     def step_text(self) -> str:
         m = self.model
-        text = (f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + "
-                f"{m.per_token_s * 1e3:.4f} ms per token")
+        tokens = f"{m.per_token_s * 1e3:.4f} ms per token"
+        if m.read_s:
+            tokens = f"the weight read {m.read_s * 1e3:.2f} ms overlapping {tokens} (exponent {m.overlap:g})"
+        text = f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + {tokens}"
         return text + (f"; {m.request_s * 1e3:.2f} ms per request before it reaches the engine"
                        if m.request_s else "")
 
@@ -83,12 +85,13 @@ def _costs(plan: Plan, calibrated: PlannerStep | None, replayed: StepModel | Non
     if replayed:
         return {"overhead_s": replayed.overhead_s, "per_seq_s": replayed.per_seq_s,
                 "per_token_s": replayed.per_token_s, "per_kv_token_s": replayed.per_kv_token_s,
-                "per_attention_s": replayed.per_attention_s, "request_s": replayed.request_s}
+                "per_attention_s": replayed.per_attention_s, "request_s": replayed.request_s,
+                "read_s": replayed.read_s, "overlap": replayed.overlap}
     if calibrated is None and plan.costs is not None:
         c = plan.costs
         return {"overhead_s": c.overhead_s, "per_seq_s": c.per_seq_s, "per_token_s": c.per_token_s,
                 "per_kv_token_s": c.per_kv_token_s, "per_attention_s": c.attention_flop_s,
-                "request_s": c.request_s}
+                "request_s": c.request_s, "read_s": c.read_s, "overlap": c.overlap}
     step = calibrated or plan.speed.step
     return {"overhead_s": max(0.0, step.overhead_s + step.weight_read_s), "per_seq_s": step.per_seq_s,
             "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "per_attention_s": 0.0}

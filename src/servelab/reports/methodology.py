@@ -134,7 +134,9 @@ def _sim_model(run: Run) -> str:
     if step:
         return (f"step model from {step.get('source')}: {step.get('overhead_s', 0) * 1e3:g} ms + "
                 f"{step.get('per_seq_s', 0) * 1e3:g} ms/seq + {step.get('per_token_s', 0) * 1e3:g} ms/token, "
-                f"floor {step.get('floor_s', 0) * 1e3:g} ms")
+                f"floor {step.get('floor_s', 0) * 1e3:g} ms"
+                + (f", weight read {step['read_s'] * 1e3:g} ms overlapping the per-token compute "
+                   f"(exponent {step.get('overlap', 1):g})" if step.get("read_s") else ""))
     return "engine args: " + (" ".join(run.engine.get("args") or []) or "defaults")
 
 

@@ -32,6 +32,10 @@ STEP_FLAGS = (
     ("step-per-kv-token-us", _M.per_kv_token_s * 1e6, "cost per KV token attended over (microseconds)"),
     ("step-floor-ms", _M.floor_s * 1e3, "no step is shorter (the weight-read floor)"),
     ("step-request-ms", _M.request_s * 1e3, "the API server's cost per request before the engine sees it"),
+    ("step-read-ms", _M.read_s * 1e3, "time to read the weights once per step, partly hidden by the token "
+                                      "compute (--step-overlap)"),
+    ("step-overlap", _M.overlap, "how the weight read and the compute overlap: (read^p + compute^p)^(1/p); "
+                                 "1 adds them"),
 )
 
 
@@ -68,7 +72,8 @@ def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:
     model = StepModel(overhead_s=args.sim_step_overhead_ms / 1e3, per_seq_s=args.sim_step_per_seq_ms / 1e3,
                       per_token_s=args.sim_step_per_token_ms / 1e3,
                       per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3,
-                      request_s=args.sim_step_request_ms / 1e3)
+                      request_s=args.sim_step_request_ms / 1e3, read_s=args.sim_step_read_ms / 1e3,
+                      overlap=args.sim_step_overlap)
     return limits, model
 
 
@@ -97,5 +102,6 @@ def to_argv(limits: EngineLimits, model: StepModel) -> list[str]:
             "--step-overhead-ms", repr(model.overhead_s * 1e3), "--step-per-seq-ms", repr(model.per_seq_s * 1e3),
             "--step-per-token-ms", repr(model.per_token_s * 1e3),
             "--step-per-kv-token-us", repr(model.per_kv_token_s * 1e6), "--step-floor-ms", repr(model.floor_s * 1e3),
-            "--step-request-ms", repr(model.request_s * 1e3)]
+            "--step-request-ms", repr(model.request_s * 1e3), "--step-read-ms", repr(model.read_s * 1e3),
+            "--step-overlap", repr(model.overlap)]
     return argv + ([] if limits.enable_prefix_caching else ["--no-enable-prefix-caching"])
