@@ -255,3 +255,22 @@ def test_bandwidth_share_counts_each_gpus_shard_and_names_resolve_most_specific_
     # the 69 % of the one-GPU case, split over 2 GPUs: 35 %, below the 40 % bar
     assert "memory-bandwidth-bound" not in verdict_ids(tl, output_throughput=3100.0, weights_gib=16.0,
                                                        tensor_parallel=2)
+
+
+def test_an_idle_gpu_beside_an_engine_elsewhere_is_not_the_engines():
+    """Found on a lent H200: a CPU engine (here the mock) beside an idle GPU was diagnosed
+    gpu-underutilized. A GPU holding no memory and computing nothing while requests were in flight
+    is not the engine's; the rule is not checked, and says why."""
+    idle = lambda i: [{"util": 0, "mem_util": 0, "mem_used_gib": 0.6, "power_w": 80.0, "energy_j": 1000.0 + 20 * i}]
+    tl = make_timeline(client=client_at(8, waiting=6), engine=engine_at(2, 6), gpu=idle, gpu_devices=[H200])
+    d = run(tl)
+    assert "gpu-underutilized" not in [v.id for v in d.verdicts] and d.top.id == "scheduler-cap"
+    assert any("GPU (NVML): NVML sees 1 GPU(s); none held over 10% of its memory or computed while requests "
+               "were in flight: the engine is not on them" in line for line in d.not_checked)
+
+
+def test_a_small_engine_that_computes_on_the_gpu_is_the_gpus_even_with_little_memory():
+    """llama.cpp with a small model holds a few GiB of 140: its GPU computed, so it is the engine's."""
+    small = lambda i: [{"util": 12, "mem_util": 3, "mem_used_gib": 2.0, "power_w": 150.0}]
+    tl = make_timeline(client=client_at(2), engine=engine_at(2, 0), gpu=small, gpu_devices=[H200])
+    assert verdict_ids(tl) == ["gpu-underutilized"]

@@ -83,3 +83,37 @@ def test_arithmetic_edges():
     assert per_token(None, 10.0, 5) is None and per_token(100.0, 10.0, 0)["j_per_output_token"] is None
     assert cost(2.0, 1, 3600.0, 0, 0) == {"gpu_hours": 1.0, "dollars": 2.0, "per_million_output_tokens": None,
                                           "per_million_total_tokens": None}
+
+
+def _two_gpus(first: dict, second: dict) -> Timeline:
+    """Two H200s over a 10 s run with requests in flight throughout: each sample's fields as given,
+    the counter rising at each GPU's power."""
+    devices = [{"index": i, "name": "NVIDIA H200", "memory_total_gib": 139.8, "power_limit_w": 700.0}
+               for i in range(2)]
+    samples = []
+    for i in range(12):
+        t = i - 0.5
+        samples.append({"t_ms": t * 1000, "src": "client", "in_flight": 4, "waiting": 0, "cpu": 0.1, "lag_ms": 0.1})
+        rows = [{**f, "energy_j": 5000.0 + f["power_w"] * t} for f in (first, second)]
+        samples.append({"t_ms": t * 1000 + 1, "src": "gpu", "devices": rows})
+    return Timeline({"duration_s": 10.0, "gpu": {"status": "ok", "devices": devices}}, samples)
+
+
+IDLE = {"util": 0, "mem_used_gib": 0.6, "power_w": 80.0}
+ENGINE = {"util": 90, "mem_used_gib": 125.0, "power_w": 600.0}
+
+
+def test_only_the_engines_gpu_draws_the_runs_energy():
+    """An idle GPU beside the engine's: its 80 W are not the run's (the engine's GPU: 600 W x 10 s)."""
+    e = energy_cost.energy_section(_two_gpus(IDLE, ENGINE), SUMMARY, STEADY, 3.60, simulated=False)
+    assert e["gpus"] == 1 and e["run"]["joules"] == pytest.approx(6000.0, rel=1e-3)
+    assert e["cost"]["run"]["gpu_hours"] == pytest.approx(10 / 3600)
+
+
+def test_no_gpu_the_engine_used_is_one_line_not_an_idle_gpus_joules():
+    """Found on a lent H200: a mock engine beside an idle GPU was charged the GPU's 80 W."""
+    e = energy_cost.energy_section(_two_gpus(IDLE, IDLE), SUMMARY, STEADY, 3.60, simulated=False)
+    assert (e["gpus"], e["run"], e["cost"]) == (0, None, None)
+    assert energy_cost.lines(e) == [
+        "servelab: energy and cost: no GPU the engine used (NVML sees 2 GPU(s); none held over 10% of its memory "
+        "or computed while requests were in flight: the engine is not on them) — no joules or cost per token"]

@@ -14,7 +14,6 @@ same reason: a run-wide mean hides a limit that bound for a third of a long tail
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from itertools import pairwise
 
 from servelab.engines.spec import flag_value as engine_flag
 from servelab.telemetry.machine import WARN_OTHERS
-from servelab.telemetry.summary import increase, ratio, values
+from servelab.telemetry.summary import busy_at, engine_gpus, increase, ratio, values
 from servelab.telemetry.timeline import Timeline
 
 
@@ -196,6 +195,8 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     if engine is None and "engine" not in missing:
         missing["engine"] = "no engine samples during the run"
     gpus = gpu_views(timeline) if "gpu" not in missing else ()
+    if "gpu" not in missing and not gpus:
+        missing["gpu"] = engine_gpus(timeline)[1] or "no GPU samples while requests were in flight"
     return Evidence(facts, engine, client, gpus, missing, tick_s)
 
 
@@ -244,34 +245,16 @@ def client_view(timeline: Timeline) -> ClientView | None:
 
 
 def gpu_views(timeline: Timeline) -> tuple[GpuView, ...]:
-    """GPUs the engine holds memory on (vLLM reserves most of it at start: > 10 %
-    used), or every GPU when none does; samples only while requests were in flight."""
+    """The engine's GPUs (``telemetry.summary.engine_gpus``: those it holds memory on, else those
+    that computed, else all when NVML cannot tell); none when the engine is not on any GPU NVML
+    sees. Samples only while requests were in flight."""
     devices = (timeline.header.get("gpu") or {}).get("devices", [])
-    busy = _busy(timeline)
+    used = set(engine_gpus(timeline)[0])
+    busy = busy_at(timeline)
     rows = [r for r in timeline.during("gpu") if busy(r["t_ms"])]
-    views = [_gpu_view(d, [r["devices"][d["index"]] for r in rows]) for d in devices]
-    used = [v for v, d in zip(views, devices) if _holds_memory(d, rows)]
-    return tuple(used or views)
+    return tuple(_gpu_view(d, [r["devices"][d["index"]] for r in rows]) for d in devices if d["index"] in used)
 
 
 def _gpu_view(d: dict, rows: list[dict]) -> GpuView:
     return GpuView(d["index"], d.get("name"), tuple(values(rows, "util")), tuple(values(rows, "mem_util")),
                    tuple(values(rows, "power_w")), d.get("power_limit_w"))
-
-
-def _holds_memory(d: dict, rows: list[dict]) -> bool:
-    total = d.get("memory_total_gib")
-    used = max(values([r["devices"][d["index"]] for r in rows], "mem_used_gib"), default=0.0)
-    return bool(total) and used > 0.10 * total
-
-
-def _busy(timeline: Timeline):
-    """t_ms -> did the client have requests in flight then (its latest sample at or before)?"""
-    client = timeline.during("client")
-    times = [s["t_ms"] for s in client]
-
-    def at(t_ms: float) -> bool:
-        i = bisect.bisect_right(times, t_ms) - 1
-        return i >= 0 and client[i]["in_flight"] >= 1
-
-    return at

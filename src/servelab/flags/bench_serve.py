@@ -147,7 +147,8 @@ def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
                    help="time between telemetry samples (default %(default)s)")
     g.add_argument("--gpu-hour-cost", type=float, default=None, metavar="DOLLARS",
                    help="price of one GPU-hour: adds cost per million output and total tokens (GPU-hours = "
-                        "GPUs NVML sees × wall time of the run, and of its steady window)")
+                        "the engine's GPUs × wall time of the run, and of its steady window; the engine's GPUs: those "
+                        "NVML sees holding its memory or computing)")
     g.add_argument("--plot-timeline", action="store_true",
                    help="write <result>.timeline.html: each request's prefill and inter-token gaps over time")
     g.add_argument("--timeline-itl-thresholds", default="25,50", metavar="MS,MS",

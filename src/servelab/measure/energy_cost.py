@@ -4,8 +4,11 @@ GPU-hours cost per million tokens (arithmetic and its rules: metrics/energy.py).
 
 The joules come from the run's telemetry timeline (the scraper samples NVML beside the
 engine's /metrics), so ``--no-telemetry`` measures none; a machine without a GPU says so
-in one line, never with zeros. GPUs counted: every GPU NVML sees on this machine (the
-engine's host, when it is local), since a run does not know which of them the engine used.
+in one line, never with zeros. GPUs counted: the engine's, among those NVML sees on this machine
+(the engine's host, when it is local): the GPUs holding over 10 % of their memory (vLLM reserves
+most of it), else those that computed while requests were in flight, else all of them when NVML
+reads neither (``telemetry.summary.engine_gpus``). A CPU engine, a mock or a remote server beside
+an idle GPU draws none of its power: "no GPU the engine used", never the idle GPU's joules.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 from servelab.metrics.energy import cost, per_token
 from servelab.metrics.summary import Summary
 from servelab.telemetry.gpu import gpu_devices
-from servelab.telemetry.summary import gpu_energy
+from servelab.telemetry.summary import engine_gpus, gpu_energy
 
-GPU_HOURS_RULE = "GPU-hours = GPUs NVML sees × wall time of the span (the run; the steady window)"
+GPU_HOURS_RULE = ("GPU-hours = the engine's GPUs (those NVML sees holding its memory or computing) × wall time "
+                  "of the span (the run; the steady window)")
 
 
 def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: float | None,
@@ -50,7 +54,10 @@ def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[int, 
     head = timeline.header.get("gpu") or {}
     if head.get("status") != "ok":
         return 0, "no GPU (NVML saw none; the result's energy.nvml says why)", head.get("detail")
-    return len(head.get("devices") or []), None, None
+    used, why = engine_gpus(timeline)
+    if not used:
+        return 0, f"no GPU the engine used ({why})", None
+    return len(used), None, None
 
 
 def lines(section: dict) -> list[str]:

@@ -8,6 +8,7 @@ after the end.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import Counter
 from itertools import pairwise
@@ -101,8 +102,54 @@ def gpu_summary(timeline: Timeline) -> dict:
     if head.get("status") != "ok":
         return {"status": "absent", "detail": head.get("detail")}
     s = timeline.during("gpu")
+    used, why = engine_gpus(timeline)
     return {"status": "ok", "devices": [_device(d, [x["devices"][d["index"]] for x in s])
-                                        for d in head.get("devices", [])]}
+                                        for d in head.get("devices", [])],
+            "engine_gpus": used, "engine_gpus_rule": why or ENGINE_GPUS_RULE}
+
+
+ENGINE_GPUS_RULE = ("the engine's GPUs: those holding > 10 % of their memory, else those that computed while "
+                    "requests were in flight, else all when NVML reads neither")
+MEMORY_HELD = 0.10  # vLLM reserves most of a GPU's memory at start; an idle GPU holds well under 1 %
+
+
+def engine_gpus(timeline: Timeline) -> tuple[list[int], str | None]:
+    """The indices of the GPUs the engine ran on (``ENGINE_GPUS_RULE``), and why there are none.
+
+    NVML sees every GPU of the machine, not the engine's: a CPU engine, a mock or a remote
+    server beside an idle GPU must not be diagnosed by that GPU's idleness nor charged its
+    power. An idle GPU holds no memory and reads 0 % utilization throughout; any engine
+    computing on one shows either."""
+    devices = (timeline.header.get("gpu") or {}).get("devices", [])
+    busy = busy_at(timeline)
+    rows = [r["devices"] for r in timeline.during("gpu") if busy(r["t_ms"])]
+
+    def read(d: dict, field: str) -> list[float]:
+        return values([r[d["index"]] for r in rows if len(r) > d["index"]], field)
+
+    held = [d["index"] for d in devices
+            if d.get("memory_total_gib") and max(read(d, "mem_used_gib"), default=0.0) > MEMORY_HELD * d["memory_total_gib"]]
+    if held:
+        return held, None
+    computed = [d["index"] for d in devices if max(read(d, "util"), default=0.0) > 0]
+    if computed:
+        return computed, None
+    if any(not read(d, "mem_used_gib") and not read(d, "util") for d in devices) or not rows:
+        return [d["index"] for d in devices], None  # NVML cannot tell: count them all, as before
+    return [], (f"NVML sees {len(devices)} GPU(s); none held over {MEMORY_HELD:.0%} of its memory or computed "
+                "while requests were in flight: the engine is not on them")
+
+
+def busy_at(timeline: Timeline):
+    """t_ms -> did the client have requests in flight then (its latest sample at or before)?"""
+    client = timeline.during("client")
+    times = [s["t_ms"] for s in client]
+
+    def at(t_ms: float) -> bool:
+        i = bisect.bisect_right(times, t_ms) - 1
+        return i >= 0 and client[i]["in_flight"] >= 1
+
+    return at
 
 
 def _device(static: dict, rows: list[dict]) -> dict:
@@ -114,11 +161,15 @@ def _device(static: dict, rows: list[dict]) -> dict:
 
 
 def gpu_energy(timeline: Timeline, a_ms: float, b_ms: float) -> tuple[float | None, str | None]:
-    """Joules all GPUs drew over [a, b] (ms from t0), and how they were known (metrics/energy.py):
-    each GPU's counter, else its power integrated; None if any GPU's samples do not cover the span."""
+    """Joules the engine's GPUs (``engine_gpus``) drew over [a, b] (ms from t0), and how they were
+    known (metrics/energy.py): each GPU's counter, else its power integrated; None if any GPU's
+    samples do not cover the span."""
     samples = timeline.of("gpu")
     total, sources = 0.0, set()
+    used = set(engine_gpus(timeline)[0])
     for d in (timeline.header.get("gpu") or {}).get("devices", []):
+        if d["index"] not in used:
+            continue
         rows = [(s["t_ms"] / 1000, s["devices"][d["index"]]) for s in samples if len(s["devices"]) > d["index"]]
         series = cumulative_j([t for t, _ in rows], [x.get("energy_j") for _, x in rows],
                               [x.get("power_w") for _, x in rows])
