@@ -117,3 +117,13 @@ def test_no_gpu_the_engine_used_is_one_line_not_an_idle_gpus_joules():
     assert energy_cost.lines(e) == [
         "servelab: energy and cost: no GPU the engine used (NVML sees 2 GPU(s); none held over 10% of its memory "
         "or computed while requests were in flight: the engine is not on them) — no joules or cost per token"]
+
+
+def test_a_run_shorter_than_a_tick_is_judged_by_the_samples_around_it():
+    """A 77 ms run between two GPU samples (a golden study's, with an idle GPU): none inside the
+    run, so the bracketing samples say the GPU was idle, not 'NVML cannot tell'."""
+    devices = [{"index": 0, "name": "NVIDIA H200", "memory_total_gib": 140.4, "power_limit_w": 700.0}]
+    samples = [{"t_ms": t, "src": "gpu", "devices": [{**IDLE, "energy_j": 1000.0 + 0.08 * t}]} for t in (-15.0, 250.0)]
+    header = {"duration_s": 0.077, "gpu": {"status": "ok", "devices": devices}}
+    e = energy_cost.energy_section(Timeline(header, samples), SUMMARY, STEADY, None, simulated=False)
+    assert e["gpus"] == 0 and e["run"] is None and "the engine is not on them" in e["why"]

@@ -119,10 +119,12 @@ def engine_gpus(timeline: Timeline) -> tuple[list[int], str | None]:
     NVML sees every GPU of the machine, not the engine's: a CPU engine, a mock or a remote
     server beside an idle GPU must not be diagnosed by that GPU's idleness nor charged its
     power. An idle GPU holds no memory and reads 0 % utilization throughout; any engine
-    computing on one shows either."""
+    computing on one shows either. Samples while requests were in flight, else the whole run's,
+    else (a run shorter than a tick) the samples that bracket it."""
     devices = (timeline.header.get("gpu") or {}).get("devices", [])
-    busy = busy_at(timeline)
-    rows = [r["devices"] for r in timeline.during("gpu") if busy(r["t_ms"])]
+    busy, during = busy_at(timeline), timeline.during("gpu")
+    rows = ([r["devices"] for r in during if busy(r["t_ms"])] or [r["devices"] for r in during]
+            or [r["devices"] for r in timeline.of("gpu")])
 
     def read(d: dict, field: str) -> list[float]:
         return values([r[d["index"]] for r in rows if len(r) > d["index"]], field)
