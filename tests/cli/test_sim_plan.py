@@ -123,3 +123,11 @@ def _wait_for(url: str, proc, timeout_s: float = 30.0) -> None:
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"{url} never answered")
+
+
+def test_the_step_time_line_says_whether_the_weight_read_is_added_or_overlapped():
+    roofline, fitted = planned("Qwen/Qwen3-8B", "A40"), planned("Qwen/Qwen3-8B", "A100")
+    assert roofline.model.overlap == 2.5 and "overlapping" in roofline.step_text() and "(exponent 2.5)" in \
+        roofline.step_text()
+    assert fitted.model.overlap == 1.0 and f"the weight read {fitted.model.read_s * 1e3:.2f} ms + " in \
+        fitted.step_text() and "overlapping" not in fitted.step_text()

@@ -127,3 +127,22 @@ def test_a_run_shorter_than_a_tick_is_judged_by_the_samples_around_it():
     header = {"duration_s": 0.077, "gpu": {"status": "ok", "devices": devices}}
     e = energy_cost.energy_section(Timeline(header, samples), SUMMARY, STEADY, None, simulated=False)
     assert e["gpus"] == 0 and e["run"] is None and "the engine is not on them" in e["why"]
+
+
+def test_a_gpu_nvml_cannot_read_is_counted_beside_the_engines_and_an_idle_one_is_not():
+    """Three GPUs: one NVML reads neither memory nor utilization of (counted: nothing tells it is not the
+    engine's), the engine's, and an idle one (not counted)."""
+    from servelab.telemetry.summary import engine_gpus
+
+    devices = [{"index": i, "name": "GPU", "memory_total_gib": 80.0} for i in range(3)]
+    unread = {"util": None, "mem_used_gib": None, "power_w": 100.0}
+    samples = [{"t_ms": 0.5, "src": "client", "in_flight": 2, "waiting": 0, "cpu": 0.1, "lag_ms": 0.1},
+               {"t_ms": 1.0, "src": "gpu", "devices": [unread, ENGINE, IDLE]}]
+    timeline = Timeline({"duration_s": 1.0, "gpu": {"status": "ok", "devices": devices}}, samples)
+    assert engine_gpus(timeline) == ([0, 1], None)
+
+
+def test_without_telemetry_the_cost_says_it_counts_every_gpu_nvml_sees(monkeypatch):
+    monkeypatch.setattr(energy_cost, "gpu_devices", lambda: [{"index": 0}, {"index": 1}])
+    e = energy_cost.energy_section(None, SUMMARY, STEADY, 2.0, simulated=False)
+    assert e["gpus"] == 2 and "cost counts every GPU NVML sees" in e["why"]

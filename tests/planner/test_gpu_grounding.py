@@ -25,21 +25,23 @@ def roofline_script():
 
 
 def errors(p: float, compute_eff: float = 0.68) -> list[float]:
-    """|log(predicted / measured)| of every GEMM stack: each model's bandwidth at one token, one
-    compute efficiency, combined with exponent p."""
+    """|log(predicted / measured)| of the GEMM stacks above one token: each model's bandwidth taken at
+    one token, one compute efficiency (0.68, read off the same file's prefill rows: an in-sample fit,
+    which checks that the exponent describes this measurement, not that it carries to another GPU),
+    combined with exponent p."""
     data, script = json.loads(MEASURED.read_text()), roofline_script()
     out = []
     for name, rows in data["decode"].items():
         params = sum(o * i for o, i in script.linear_shapes(find_model(name)))
         bandwidth = rows[0]["weight_gbs"] * 1e9
-        for r in rows:
+        for r in rows[1:]:
             predicted = overlapped(2 * params / bandwidth, 2 * params * r["tokens"] / (989e12 * compute_eff), p)
             out.append(abs(math.log(predicted / r["graph_s"])))
     return out
 
 
 def test_the_measured_overlap_fits_the_h200_gemms_and_adding_does_not():
-    assert len(errors(OVERLAP)) == 27  # 3 models x 9 token counts
+    assert len(errors(OVERLAP)) == 24  # 3 models x 8 token counts above one
     assert statistics.median(errors(OVERLAP)) < 0.02 and max(errors(OVERLAP)) < 0.07
     assert statistics.median(errors(1.0)) > 0.10 and max(errors(1.0)) > 0.35
 

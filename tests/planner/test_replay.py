@@ -86,3 +86,13 @@ def test_the_starts_per_request_cost_is_kept_and_the_step_costs_found_beside_it(
     m = result.model
     assert m.request_s == 0.02
     assert (m.overhead_s, m.per_seq_s, m.per_token_s) == pytest.approx((0.015, 0.0005, 0.0003), rel=0.02)
+
+
+def test_a_start_with_its_weight_read_apart_searches_from_the_read_folded_into_the_overhead():
+    """The planner's step models keep the weight read as read_s; the search adds its costs, so it starts
+    from overhead + read: with iterations=0 the model found is that start, nothing dropped."""
+    start = dataclasses.replace(START, overhead_s=0.002, read_s=0.013)
+    result = calibrate_replay([run("c1", 128, 1, 4)], [], start, iterations=0)
+    m = result.model
+    assert m.overhead_s == pytest.approx(0.015) and m.read_s == 0.0
+    assert (m.per_seq_s, m.per_token_s) == (START.per_seq_s, START.per_token_s)

@@ -50,7 +50,10 @@ def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[int, 
         return 0, "simulated run: no GPU drew power", None
     if timeline is None:
         seen = len(gpu_devices()) if gpu_hour_cost is not None else 0
-        return seen, "not measured (--no-telemetry: NVML is sampled with the telemetry)", None
+        why = "not measured (--no-telemetry: NVML is sampled with the telemetry)"
+        if seen:
+            why += "; cost counts every GPU NVML sees: without telemetry the engine's cannot be told"
+        return seen, why, None
     head = timeline.header.get("gpu") or {}
     if head.get("status") != "ok":
         return 0, "no GPU (NVML saw none; the result's energy.nvml says why)", head.get("detail")

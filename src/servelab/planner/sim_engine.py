@@ -6,9 +6,10 @@ where every number came from.
 ``plan --sim-step-model`` writes the same step model to a file. All three take it from
 here, so the KV size, the limits and the label cannot drift apart.
 
-The planner's step (``planner.speed.StepModel``) adds the weight read to every step; the
-simulator's (``sim.model.StepModel``) has no such term, so the read is folded into its
-per-step overhead (the same formula, one term fewer). The simulator's ``source`` is the
+The planner's speed model (``planner.speed_model.StepCosts``) and the simulator's step
+(``sim.model.StepModel``) carry the weight read as its own term (``read_s``), combined with the
+tokens' compute at the same exponent. A telemetry calibration (``planner.speed.StepModel``) adds
+the read to every step; for it the read is folded into the simulator's per-step overhead. The simulator's ``source`` is the
 provenance in one line — which model config, which GPU datasheet, which step model and
 its expected error — because that string travels with every simulated result
 (``servelab.simulated.step_model.source``) and is printed on the SIMULATED banner.
@@ -49,7 +50,9 @@ class SimEngine:
     def step_text(self) -> str:
         m = self.model
         tokens = f"{m.per_token_s * 1e3:.4f} ms per token"
-        if m.read_s:
+        if m.read_s and m.overlap == 1:
+            tokens = f"the weight read {m.read_s * 1e3:.2f} ms + {tokens}"
+        elif m.read_s:
             tokens = f"the weight read {m.read_s * 1e3:.2f} ms overlapping {tokens} (exponent {m.overlap:g})"
         text = f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + {tokens}"
         return text + (f"; {m.request_s * 1e3:.2f} ms per request before it reaches the engine"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from servelab.reports.compare import load_of
 from servelab.results.runs import Run
+from servelab.sim.model import OVERLAP
 
 EAGER_NOTE = "--enforce-eager (no CUDA graphs / torch.compile): slower steps than a compiled engine"
 
@@ -135,9 +136,17 @@ def _sim_model(run: Run) -> str:
         return (f"step model from {step.get('source')}: {step.get('overhead_s', 0) * 1e3:g} ms + "
                 f"{step.get('per_seq_s', 0) * 1e3:g} ms/seq + {step.get('per_token_s', 0) * 1e3:g} ms/token, "
                 f"floor {step.get('floor_s', 0) * 1e3:g} ms"
-                + (f", weight read {step['read_s'] * 1e3:g} ms overlapping the per-token compute "
-                   f"(exponent {step.get('overlap', 1):g})" if step.get("read_s") else ""))
+                + _read_text(step))
     return "engine args: " + (" ".join(run.engine.get("args") or []) or "defaults")
+
+
+def _read_text(step: dict) -> str:
+    """The weight read, where the step model has one: added to the per-token compute, or overlapping it."""
+    if not step.get("read_s"):
+        return ""
+    overlap = step.get("overlap", OVERLAP)
+    how = "added to" if overlap == 1 else f"overlapping (exponent {overlap:g})"
+    return f", weight read {step['read_s'] * 1e3:g} ms {how} the per-token compute"
 
 
 def _noise_limits(runs: list[Run], floor: float) -> list[str]:

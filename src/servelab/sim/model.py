@@ -18,7 +18,7 @@ DEFAULT_OUTPUT_LEN = 256
 # How a step's weight read and its token compute overlap: (read^p + compute^p)^(1/p). p = 1 adds
 # them, p -> infinity is the roofline's max. 2.5 fits a dense model's linear layers on one H200
 # (bench/gpu_roofline.py, bench/measured/h200-roofline-2026-12-04.json: Qwen3-1.7B, 8B and 32B at
-# 1 to 8192 tokens in CUDA graphs, median error 1.3 %, worst 5.7 %; adding them: 14 %, worst 45 %).
+# 8 to 8192 tokens in CUDA graphs, median error 1.6 %, worst 5.7 %; adding them: 17 %, worst 45 %).
 OVERLAP = 2.5
 
 

@@ -119,25 +119,29 @@ def engine_gpus(timeline: Timeline) -> tuple[list[int], str | None]:
     NVML sees every GPU of the machine, not the engine's: a CPU engine, a mock or a remote
     server beside an idle GPU must not be diagnosed by that GPU's idleness nor charged its
     power. An idle GPU holds no memory and reads 0 % utilization throughout; any engine
-    computing on one shows either. Samples while requests were in flight, else the whole run's,
-    else (a run shorter than a tick) the samples that bracket it."""
+    computing on one shows either. Memory first: vLLM holds most of its GPUs, so a GPU that
+    only computed beside one that holds memory is another tenant's (a small llama.cpp engine
+    beside such a tenant is the case this order gets wrong). A GPU whose memory and utilization
+    NVML does not read is counted: nothing tells it is not the engine's. Samples while requests
+    were in flight, else the whole run's, else (a run shorter than a tick) every GPU sample of
+    the timeline, those before and after it."""
     devices = (timeline.header.get("gpu") or {}).get("devices", [])
     busy, during = busy_at(timeline), timeline.during("gpu")
     rows = ([r["devices"] for r in during if busy(r["t_ms"])] or [r["devices"] for r in during]
             or [r["devices"] for r in timeline.of("gpu")])
+    if not rows:
+        return [d["index"] for d in devices], None  # no samples: NVML cannot tell, count them all
 
     def read(d: dict, field: str) -> list[float]:
         return values([r[d["index"]] for r in rows if len(r) > d["index"]], field)
 
+    unread = [d["index"] for d in devices if not read(d, "mem_used_gib") and not read(d, "util")]
     held = [d["index"] for d in devices
             if d.get("memory_total_gib") and max(read(d, "mem_used_gib"), default=0.0) > MEMORY_HELD * d["memory_total_gib"]]
-    if held:
-        return held, None
     computed = [d["index"] for d in devices if max(read(d, "util"), default=0.0) > 0]
-    if computed:
-        return computed, None
-    if any(not read(d, "mem_used_gib") and not read(d, "util") for d in devices) or not rows:
-        return [d["index"] for d in devices], None  # NVML cannot tell: count them all, as before
+    used = sorted(set(held or computed) | set(unread))
+    if used:
+        return used, None
     return [], (f"NVML sees {len(devices)} GPU(s); none held over {MEMORY_HELD:.0%} of its memory or computed "
                 "while requests were in flight: the engine is not on them")
 
