@@ -1,5 +1,6 @@
-"""What one GPU reaches with torch alone, against the planner's step model (issue 21: ground the
-speed model where a GPU is lent; the corpus of published vLLM runs stays the truth).
+"""What one GPU reaches with torch alone, printed beside the planner's step model.
+
+Issue 21: ground the speed model where a GPU is lent; the corpus of published vLLM runs stays the truth.
 
 ``measure`` (needs CUDA) times, on the GPU it runs on:
 - memory: a copy and a read-only sum of a 4 GiB bf16 tensor (bytes moved / time);

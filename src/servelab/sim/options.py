@@ -33,7 +33,7 @@ STEP_FLAGS = (
     ("step-floor-ms", _M.floor_s * 1e3, "no step is shorter (the weight-read floor)"),
     ("step-request-ms", _M.request_s * 1e3, "the API server's cost per request before the engine sees it"),
     ("step-read-ms", _M.read_s * 1e3, "time to read the weights once per step, partly hidden by the token "
-                                      "compute (--step-overlap)"),
+                                      "compute (see the overlap flag below)"),
     ("step-overlap", _M.overlap, "how the weight read and the compute overlap: (read^p + compute^p)^(1/p); "
                                  "1 adds them"),
 )
