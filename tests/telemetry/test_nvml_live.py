@@ -15,7 +15,7 @@ from servelab.telemetry.gpu import gpu_check, open_gpus
 pytest.importorskip("pynvml")
 _opened, _why = open_gpus()
 if _opened is None:
-    pytest.skip(f"no GPU: {_why}", allow_module_level=True)
+    pytest.skip(f"needs a GPU that NVML sees ({_why})", allow_module_level=True)
 _opened.close()
 
 
@@ -39,7 +39,7 @@ def test_the_planner_table_holds_the_memory_the_driver_reports():
     gpu = gpu_check()["gpus"][0]
     known = find_gpu(gpu["name"].replace("NVIDIA ", "").replace(" ", "-"))
     if known is None:
-        pytest.skip(f"{gpu['name']} is not in the planner's table")
+        pytest.skip(f"needs a GPU the planner's table has ({gpu['name']} is not in it)")
     assert abs(known.memory_gib / gpu["memory_total_gib"] - 1) < 0.005
 
 
@@ -56,7 +56,7 @@ def test_the_energy_counter_rises_at_the_power_drawn():
     finally:
         gpus.close()
     if first["energy_j"] is None:
-        pytest.skip("this GPU has no total-energy counter (pre-Volta)")
+        pytest.skip("needs a total-energy counter (this GPU is pre-Volta)")
     joules = second["energy_j"] - first["energy_j"]
     watts = (first["power_w"] + second["power_w"]) / 2
     assert joules > 0
