@@ -34,6 +34,18 @@ def result(tmp_path: Path) -> dict:
     return json.loads((tmp_path / "results" / "scale" / "scale.json").read_text())
 
 
+def ramp_end_from_records(folder: str, first_folder: str) -> float:
+    """The ramp end by the rule of metrics/window.py, recomputed from a replica's records file:
+    seconds from replica 0's start, the together run's t0."""
+    t0 = json.loads((Path(first_folder) / "result.json").read_text())["servelab"]["t0_perf_ns"]
+    own = json.loads((Path(folder) / "result.json").read_text())["servelab"]["t0_perf_ns"]
+    lines = [json.loads(x) for x in (Path(folder) / "result.records.jsonl").read_text().splitlines()]
+    done = [x for x in lines if x["error"] is None and x["token_ms"]]
+    first_done = min(x["token_ms"][-1] for x in done)
+    ramp_ms = max(first_done, max(x["token_ms"][0] for x in done if x["sent_ms"] <= first_done))
+    return (own - t0) / 1e9 + ramp_ms / 1e3
+
+
 def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(tmp_path, capsys):
     assert main(scale(tmp_path, 3, 1, "--len-step", "10")) == 0
     r = result(tmp_path)
@@ -42,10 +54,15 @@ def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(t
     for replica, rate in zip(replicas, truth):
         assert replica["output_tok_s"] == pytest.approx(rate, rel=0.01)
     assert r["together"]["total"]["output_tok_s"] == pytest.approx(sum(truth), rel=0.01)
-    # replica r's ramp ends at its first completion (TTFT + (L - 1) ITL after the first send)
-    # plus the TTFT of the last request sent before that: 2 × 0.4 s + 10 tokens × 10 ms later per r
+    # each ramp end is the window rule applied to that replica's own records, on the shared clock
     ramps = [x["ramp_end_s"] for x in replicas]
-    assert [b - ramps[0] for b in ramps] == pytest.approx([0.0, 0.9, 1.8], abs=0.05)
+    assert ramps == pytest.approx([ramp_end_from_records(x["result"], replicas[0]["result"]) for x in replicas],
+                                  abs=1e-3)
+    # by design, replica r's ramp ends at its first completion (TTFT + (L - 1) ITL after the first
+    # send) plus the TTFT of the last request sent before that: 2 × 0.4 s + 10 tokens × 10 ms later
+    # per r. The ramp end is a maximum over first tokens, so one late token from a stub sharing
+    # two cores with five other processes moves it (62 ms seen in CI): the bound allows 0.2 s.
+    assert [b - ramps[0] for b in ramps] == pytest.approx([0.0, 0.9, 1.8], abs=0.2)
     assert r["together"]["window"]["start_s"] == max(ramps)
     assert r["together"]["window"]["end_s"] == min(x["drain_start_s"] for x in replicas)
     assert r["together"]["window"]["tokens_cut"] > 0
