@@ -10,7 +10,8 @@ so lateness does not accumulate, is asserted exactly in ``test_mock_timing.py``.
 from perf_mock import load
 
 from servelab.mock import MockConfig, lateness_ns, run_in_subprocess
-from servelab.mock.server import BATCH, new_event_loop
+from servelab.mock.response import BATCH
+from servelab.mock.server import new_event_loop
 
 
 def run_load(config: MockConfig, conns: int, max_tokens: int):

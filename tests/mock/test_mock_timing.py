@@ -12,7 +12,7 @@ from mock_rawhttp import Conn, metric, request
 from servelab.mock import MockConfig, lateness_ns, mean_open, schedule
 from servelab.mock.dialect import Wire
 from servelab.mock.plan import Plan
-from servelab.mock.server import Generation
+from servelab.mock.response import Generation
 from servelab.mock.truth import RequestLog
 
 MS = 1_000_000

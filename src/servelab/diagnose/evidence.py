@@ -194,9 +194,12 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     engine = engine_view(timeline) if "engine" not in missing else None
     if engine is None and "engine" not in missing:
         missing["engine"] = "no engine samples during the run"
-    gpus = gpu_views(timeline) if "gpu" not in missing else ()
-    if "gpu" not in missing and not gpus:
-        missing["gpu"] = engine_gpus(timeline)[1] or "no GPU samples while requests were in flight"
+    gpus: tuple[GpuView, ...] = ()
+    if "gpu" not in missing:
+        used, why = engine_gpus(timeline)
+        gpus = gpu_views(timeline, used)
+        if not gpus:
+            missing["gpu"] = why or "no GPU samples while requests were in flight"
     return Evidence(facts, engine, client, gpus, missing, tick_s)
 
 
@@ -244,12 +247,10 @@ def client_view(timeline: Timeline) -> ClientView | None:
                       t_s=tuple(s["t_ms"] / 1000.0 for s in loaded))
 
 
-def gpu_views(timeline: Timeline) -> tuple[GpuView, ...]:
-    """The engine's GPUs (``telemetry.summary.engine_gpus``: those it holds memory on, else those
-    that computed, else all when NVML cannot tell); none when the engine is not on any GPU NVML
-    sees. Samples only while requests were in flight."""
+def gpu_views(timeline: Timeline, used: list[int]) -> tuple[GpuView, ...]:
+    """The GPUs ``used`` (indices: the engine's, ``telemetry.summary.engine_gpus``); none when the
+    engine is not on any GPU NVML sees. Samples only while requests were in flight."""
     devices = (timeline.header.get("gpu") or {}).get("devices", [])
-    used = set(engine_gpus(timeline)[0])
     busy = busy_at(timeline)
     rows = [r for r in timeline.during("gpu") if busy(r["t_ms"])]
     return tuple(_gpu_view(d, [r["devices"][d["index"]] for r in rows]) for d in devices if d["index"] in used)

@@ -6,8 +6,8 @@ The joules come from the run's telemetry timeline (the scraper samples NVML besi
 engine's /metrics), so ``--no-telemetry`` measures none; a machine without a GPU says so
 in one line, never with zeros. GPUs counted: the engine's, among those NVML sees on this machine
 (the engine's host, when it is local): the GPUs holding over 10 % of their memory (vLLM reserves
-most of it), else those that computed while requests were in flight, else all of them when NVML
-reads neither (``telemetry.summary.engine_gpus``). A CPU engine, a mock or a remote server beside
+most of it), else those that computed while requests were in flight, and beside them any GPU whose
+memory and utilization NVML does not read (``telemetry.summary.engine_gpus``). A CPU engine, a mock or a remote server beside
 an idle GPU draws none of its power: "no GPU the engine used", never the idle GPU's joules.
 """
 
@@ -25,7 +25,8 @@ GPU_HOURS_RULE = ("GPU-hours = the engine's GPUs (those NVML sees holding its me
 def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: float | None,
                    simulated: bool) -> dict:
     """Joules and cost over the run and its steady window, or why there are none."""
-    gpus, why, nvml = _gpus(timeline, gpu_hour_cost, simulated)
+    used, why, nvml = _gpus(timeline, gpu_hour_cost, simulated)
+    gpus = len(used)
     section = {"gpu_hour_cost": gpu_hour_cost, "gpu_hours_rule": GPU_HOURS_RULE}
     if not gpus:
         return {**section, "gpus": 0, "why": why, "nvml": nvml, "run": None, "steady_state": None, "cost": None}
@@ -36,7 +37,7 @@ def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: floa
                                  steady["output_tokens"] + steady["prompt_tokens"])
     out = {**section, "gpus": gpus, "why": why, "source": None, "run": None, "steady_state": None, "cost": None}
     for name, (a, b, tokens, _) in spans.items():
-        joules, source = gpu_energy(timeline, a * 1000, b * 1000) if timeline is not None else (None, None)
+        joules, source = gpu_energy(timeline, used, a * 1000, b * 1000) if timeline is not None else (None, None)
         out[name], out["source"] = per_token(joules, b - a, tokens), source or out["source"]
     if gpu_hour_cost is not None:
         out["cost"] = {name: cost(gpu_hour_cost, gpus, b - a, tokens, total)
@@ -44,23 +45,24 @@ def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: floa
     return out
 
 
-def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[int, str | None, str | None]:
-    """How many GPUs, why there are no joules (None: there are), and what NVML said when it saw none."""
+def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[list[int], str | None, str | None]:
+    """The GPUs counted (indices), why there are no joules (None: there are), and what NVML said
+    when it saw none."""
     if simulated:
-        return 0, "simulated run: no GPU drew power", None
+        return [], "simulated run: no GPU drew power", None
     if timeline is None:
-        seen = len(gpu_devices()) if gpu_hour_cost is not None else 0
+        seen = [d["index"] for d in gpu_devices()] if gpu_hour_cost is not None else []
         why = "not measured (--no-telemetry: NVML is sampled with the telemetry)"
         if seen:
             why += "; cost counts every GPU NVML sees: without telemetry the engine's cannot be told"
         return seen, why, None
     head = timeline.header.get("gpu") or {}
     if head.get("status") != "ok":
-        return 0, "no GPU (NVML saw none; the result's energy.nvml says why)", head.get("detail")
+        return [], "no GPU (NVML saw none; the result's energy.nvml says why)", head.get("detail")
     used, why = engine_gpus(timeline)
     if not used:
-        return 0, f"no GPU the engine used ({why})", None
-    return len(used), None, None
+        return [], f"no GPU the engine used ({why})", None
+    return used, None, None
 
 
 def lines(section: dict) -> list[str]:

@@ -33,6 +33,7 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
+from servelab.records import RecordSink
 from servelab.telemetry import machine
 from servelab.telemetry.recorder import Recorder, metrics_url
 
@@ -172,7 +173,7 @@ def _with_telemetry(recorder, on_start):
 
 
 @contextlib.contextmanager
-def _live_view(bench: Bench, sink: store.RecordSink, recorder):
+def _live_view(bench: Bench, sink: RecordSink, recorder):
     """The bench as its driver runs it: with the live panel (loadgen/live.py) when it is wanted,
     which replaces the plain progress line. In this process the run shows it a glance at each
     response (loadgen/glance.py: no parse during the run); client workers' and Ray shards' runs,

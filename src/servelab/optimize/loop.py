@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from servelab.diagnose.changes import CLIENT, MODEL, key_of, remedy
 from servelab.errors import EngineError
-from servelab.metrics.noise import BETTER
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, Move, apply, current, next_value
 from servelab.optimize.measure import Measurer, config_tag

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from servelab.errors import ServelabError
-from servelab.metrics.summary import NS_PER_MS, NS_PER_S, Summary, itl_ns
+from servelab.metrics.summary import NS_PER_S, Summary, itl_ns
 from servelab.metrics.tally import OK, Tally
 from servelab.records import RequestRecord
 from servelab.results.records_file import RecordSink, RecordsFile, record_dict, write_atomic

@@ -24,9 +24,7 @@ OVERLAP = 2.5
 
 def overlapped(read_s: float, compute_s: float, p: float) -> float:
     """The time of a weight read and a computation that run in the same kernels (``OVERLAP``)."""
-    if read_s <= 0 or compute_s <= 0:
-        return read_s + compute_s
-    if p == 1:
+    if read_s <= 0 or compute_s <= 0 or p == 1:  # nothing to overlap, or nothing overlaps: the plain sum
         return read_s + compute_s
     big = max(read_s, compute_s)
     return big * ((read_s / big) ** p + (compute_s / big) ** p) ** (1 / p)

@@ -109,7 +109,8 @@ def gpu_summary(timeline: Timeline) -> dict:
 
 
 ENGINE_GPUS_RULE = ("the engine's GPUs: those holding > 10 % of their memory, else those that computed while "
-                    "requests were in flight, else all when NVML reads neither")
+                    "requests were in flight; a GPU whose memory and utilization NVML does not read is counted beside "
+                    "them, and all are counted when there are no samples")
 MEMORY_HELD = 0.10  # vLLM reserves most of a GPU's memory at start; an idle GPU holds well under 1 %
 
 
@@ -166,13 +167,12 @@ def _device(static: dict, rows: list[dict]) -> dict:
             "pstate": pstates[0][0] if pstates else None}
 
 
-def gpu_energy(timeline: Timeline, a_ms: float, b_ms: float) -> tuple[float | None, str | None]:
-    """Joules the engine's GPUs (``engine_gpus``) drew over [a, b] (ms from t0), and how they were
-    known (metrics/energy.py): each GPU's counter, else its power integrated; None if any GPU's
-    samples do not cover the span."""
+def gpu_energy(timeline: Timeline, used: list[int], a_ms: float, b_ms: float) -> tuple[float | None, str | None]:
+    """Joules the GPUs ``used`` (indices: the engine's, ``engine_gpus``) drew over [a, b] (ms from
+    t0), and how they were known (metrics/energy.py): each GPU's counter, else its power
+    integrated; None if any GPU's samples do not cover the span."""
     samples = timeline.of("gpu")
     total, sources = 0.0, set()
-    used = set(engine_gpus(timeline)[0])
     for d in (timeline.header.get("gpu") or {}).get("devices", []):
         if d["index"] not in used:
             continue
