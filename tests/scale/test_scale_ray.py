@@ -60,8 +60,10 @@ def test_each_replica_on_its_own_node_and_the_sum_in_the_window_is_the_known_rat
         assert replica["output_tok_s"] == pytest.approx(rate, rel=0.01)
     assert r["together"]["total"]["output_tok_s"] == pytest.approx(sum(truth), rel=0.01)
     assert r["single"]["output_tok_s"]["mean"] == pytest.approx(truth[0], rel=0.01)  # alone: replica 0's node
-    ramps = [x["ramp_end_s"] for x in r["together"]["replicas"]]  # the stagger, seen across nodes' clocks
-    assert ramps[1] - ramps[0] == pytest.approx(0.9, abs=0.05)
+    # the stagger, seen across nodes' clocks; a ramp end is a maximum over first tokens, so one late
+    # token of a stub sharing two cores moves it (test_scale_run checks the rule itself exactly)
+    ramps = [x["ramp_end_s"] for x in r["together"]["replicas"]]
+    assert ramps[1] - ramps[0] == pytest.approx(0.9, abs=0.2)
     out = capsys.readouterr().out
     assert "Ray node" in out and "on Ray (2 nodes; one replica per node): 0→" in out
 
