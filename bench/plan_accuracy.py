@@ -26,7 +26,7 @@ from pathlib import Path
 from servelab.planner import bands, nonkv, speed_model
 from servelab.planner.corpus import Corpus, load_corpus
 from servelab.planner.fitting import outside_scope
-from servelab.planner.corpus_replay import Compared, replay_memory, replay_speed
+from servelab.planner.corpus_replay import Compared, replay_memory, replay_speed, row_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "planner_accuracy.md"
@@ -113,11 +113,14 @@ def summary(rows: list[Compared]) -> dict | None:
             "worst_row": worst.row_id}
 
 
-def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = frozenset()) -> dict:
+def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = frozenset(),
+              setups: dict[str, tuple[str, str]] | None = None) -> dict:
     """Per metric: the held-out rows' errors where there are enough of them, else all rows'; a speed
     metric also as ``METRIC@concurrency-1`` (what ``servelab plan`` prints for one request alone) and
-    ``METRIC@under-load`` (the simulated engine under a batch), from those rows alone."""
-    out = {}
+    ``METRIC@under-load`` (the simulated engine under a batch), from those rows alone; and as
+    ``METRIC@<setup>`` (``bands.SETUPS``) from the rows of that setup (``setups``: row id -> its
+    setup and the reason it is outside the fit's scope, if it is), with the signed median."""
+    out = _setup_bands(compared, setups or {})
     for metric in METRICS:
         subsets = [(metric, lambda c: True)]
         if metric in SPEED_METRICS and loaded:
@@ -132,6 +135,48 @@ def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = fr
             if s:
                 out[name] = {"median": round(s["median"], 4), "p90": round(s["p90"], 4),
                              "worst": round(s["worst"], 4), "rows": s["n"], "basis": basis}
+    return out
+
+
+def _setup_bands(compared: list[tuple[Compared, bool]], setups: dict[str, tuple[str, str]]) -> dict:
+    """Each speed metric's band over the rows of one of ``bands.SETUPS``: the rows the step model has
+    no term for, shown though outside the fit's scope; "not fitted" when none of them was a fit row."""
+    out = {}
+    for setup in bands.SETUPS:
+        for metric in SPEED_METRICS:
+            rows = [(c, held) for c, held in compared if c.metric == metric and setups.get(c.row_id, ("",))[0] == setup
+                    and (not c.excluded or c.excluded == setups[c.row_id][1])]
+            if not rows:
+                continue
+            errors = sorted(c.error for c, _ in rows)
+            s = summary([replace(c, excluded="") for c, _ in rows])
+            fitted = any(not held and not setups[c.row_id][1] for c, held in rows)
+            out[metric + setup] = {"median": round(s["median"], 4), "p90": round(s["p90"], 4),
+                                   "worst": round(s["worst"], 4), "rows": s["n"],
+                                   "basis": "all rows" if fitted else "not fitted",
+                                   "bias": round(statistics.median(errors), 4)}
+    return out
+
+
+def setup_table(data: dict) -> list[str]:
+    lines = ["| setup | metric | rows | signed median | p90 (absolute) | rows fitted |", "|---|---|---|---|---|---|"]
+    for setup, what in bands.SETUPS.items():
+        for metric in SPEED_METRICS:
+            band = data.get(metric + setup)
+            if band:
+                lines.append(f"| {what.split(':')[0]} | `{metric}` | {band['rows']} | {_pct(band['bias'])} | "
+                             f"{band['p90']:.1%} | {'some' if band['basis'] == 'all rows' else 'none'} |")
+    return lines
+
+
+def setups_of(corpus: Corpus) -> dict[str, tuple[str, str]]:
+    """Speed row id -> its setup among ``bands.SETUPS`` and why it is outside the fit's scope ("" if
+    it is inside); rows of no such setup are left out."""
+    out = {}
+    for row in corpus.speed:
+        setup = bands.setup_class(row_model(row), row.tensor_parallel, row.enforce_eager)
+        if setup:
+            out[row.id] = (setup, outside_scope(row))
     return out
 
 
@@ -250,6 +295,10 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
             f"{name}: bandwidth {eff.bw_eff:.0%} of peak, compute {eff.compute_eff:.0%} of peak"
             for name, eff in sorted(speed.families.items())), "",
         "## Summary", "", *summary_table(compared, under_load(corpus)), "",
+        "## Setups the step model has no term for", "",
+        "`servelab plan` and simulated runs of such a setup print these bands, with the direction of the "
+        "miss, instead of the general ones (`planner/bands.py`, `SETUPS`).", "",
+        *setup_table(band_data(compared, setups=setups_of(corpus))), "",
         "## Ratios between two configurations of one model and GPU", "",
         "| pair | metric | measured ratio | predicted ratio | error |", "|---|---|---|---|---|",
         *ratio_lines(compared, corpus), "",
@@ -297,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         nonkv.fitted_constants.cache_clear()
         speed_model.fitted_speed.cache_clear()
     compared = compare_all(corpus)
-    doc, band_json = document(corpus, compared), json.dumps(band_data(compared, under_load(corpus)), indent=1) + "\n"
+    doc, band_json = document(corpus, compared), json.dumps(band_data(compared, under_load(corpus), setups_of(corpus)), indent=1) + "\n"
     if args.check:
         same = DOC.read_text(encoding="utf-8") == doc and bands.BANDS.read_text(encoding="utf-8") == band_json
         print("docs/planner_accuracy.md and bands.json are up to date" if same else "out of date: rerun")

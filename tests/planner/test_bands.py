@@ -40,3 +40,38 @@ def test_plan_prints_the_fitted_speed_with_bands_only_where_runs_calibrate_the_f
     assert "held-out rows)" in hopper.split("speed (predicted")[1]
     assert "speed (predicted" not in gddr
     assert "roofline: a lower bound of latency, an upper bound of throughput" in gddr
+
+
+def test_a_setup_band_says_which_way_the_model_missed():
+    assert Band("mean_tpot_ms@moe", 0.154, 0.162, 0.17, 6, "not fitted", -0.154).text() == \
+        "-15.4% median, predicted low; ±16.2% p90 on 6 such rows, none fitted"
+    assert Band("mean_tpot_ms@eager", 0.355, 0.355, 0.355, 1, "not fitted", -0.355).text().endswith(
+        "on 1 such row, none fitted")
+
+
+def test_setups_the_step_model_has_no_term_for():
+    from servelab.planner import find_model
+    from servelab.planner.bands import setup_class
+
+    dense, moe = find_model("Qwen3-14B"), find_model("Qwen3-30B-A3B")
+    assert setup_class(dense, 1, False) is None and setup_class(dense, 2, False) is None
+    assert setup_class(moe, 1, False) == "@moe"
+    assert setup_class(dense, 1, True) == "@eager"
+    assert setup_class(moe, 8, True) == "@tp-over-2"  # the first that applies names it
+    # the corpus has rows of each, so each prints its own band, not the general one
+    for setup in ("@moe", "@eager", "@tp-over-2"):
+        assert band_note("mean_tpot_ms", setup) != band_note("mean_tpot_ms")
+    assert band_note("mean_tpot_ms@concurrency-1", None) == band_note("mean_tpot_ms@concurrency-1")
+
+
+def test_plan_of_a_moe_prints_the_band_of_published_moe_runs_and_says_what_is_not_modelled():
+    from servelab.cli.plan import format_plan
+    from servelab.planner import GPUS, PlanSpec, find_model, make_plan
+
+    text = format_plan(make_plan(PlanSpec(model=find_model("Qwen3-30B-A3B"), gpu=GPUS["A100-80GB"],
+                                          max_model_len=8192)))
+    speed = text.split("speed (predicted")[1].split("speed floor")[0]
+    moe = load_bands()["mean_tpot_ms@moe"]
+    assert f"{moe.bias:+.1%} median, predicted low" in speed and "such rows, none fitted" in speed
+    assert "not modelled: a mixture of experts" in speed
+    assert "held-out rows)" not in speed  # the general band would understate this setup's miss

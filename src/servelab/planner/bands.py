@@ -20,6 +20,27 @@ MIN_HELD_OUT = 3
 ALONE, UNDER_LOAD = "@concurrency-1", "@under-load"
 
 
+# Setups the step model has no term for (planner/speed_model.py): a speed number for one carries
+# the band of the corpus rows that are one ("METRIC@moe"), with the direction they missed in,
+# not the general band. In order: the first that applies names the setup.
+MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
+SETUPS = {
+    "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
+    "@moe": "a mixture of experts: the step model reads the routed experts' weights and has no term for the "
+            "router or the fused-MoE kernels",
+    "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
+}
+
+
+def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
+    """Which of ``SETUPS`` a setup is (``model``: a ``ModelShape``), or None: one the fit represents."""
+    if tensor_parallel > MAX_CALIBRATED_TP:
+        return "@tp-over-2"
+    if model.experts:
+        return "@moe"
+    return "@eager" if enforce_eager else None
+
+
 @dataclass(frozen=True, slots=True)
 class Band:
     metric: str
@@ -27,10 +48,17 @@ class Band:
     p90: float
     worst: float
     rows: int
-    basis: str  # "held-out" or "all rows"
+    basis: str  # "held-out", "all rows", or "not fitted" (a setup's rows, none of them fitted)
+    bias: float | None = None  # the signed median error (a setup's band: which way the model misses)
 
     def text(self) -> str:
-        rows = f"{self.rows} held-out rows" if self.basis == "held-out" else f"{self.rows} rows, fit and held-out"
+        plural = "s" if self.rows != 1 else ""
+        rows = {"held-out": f"{self.rows} held-out row{plural}",
+                "not fitted": f"{self.rows} such row{plural}, none fitted"}.get(
+            self.basis, f"{self.rows} row{plural}, fit and held-out")
+        if self.bias is not None:
+            return (f"{self.bias:+.1%} median, predicted {'high' if self.bias > 0 else 'low'}; ±{self.p90:.1%} p90 "
+                    f"on {rows}")
         return f"±{self.median:.1%} median, ±{self.p90:.1%} p90 on {rows}"
 
 
@@ -47,7 +75,8 @@ def band(metric: str) -> Band | None:
     return load_bands().get(metric)
 
 
-def band_note(metric: str) -> str:
-    """" (±3.6 % median, ±5.1 % p90 on 4 held-out rows)", or "" where the corpus has no band."""
-    found = band(metric)
+def band_note(metric: str, setup: str | None = None) -> str:
+    """" (±3.6 % median, ±5.1 % p90 on 4 held-out rows)", or "" where the corpus has no band. For a
+    ``setup`` of ``SETUPS``, its own band where the corpus has rows of it."""
+    found = (band(metric.split("@")[0] + setup) if setup else None) or band(metric)
     return f" ({found.text()})" if found else ""

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from servelab.planner.bands import MAX_CALIBRATED_TP
 from servelab.planner.corpus import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
 from servelab.planner.corpus_replay import _excluded, replay_speed, row_model, speed_engine
@@ -68,8 +69,7 @@ def fit_nonkv(corpus: Corpus) -> NonKvConstants:
 
 
 # The step model has no collective-communication term (a per-layer all-reduce across the tensor-
-# parallel group) and no fit row beyond TP 2 could calibrate one: such rows are shown, never fitted.
-MAX_CALIBRATED_TP = 2
+# parallel group; bands.MAX_CALIBRATED_TP): rows beyond it are shown, never fitted.
 
 
 def outside_scope(row) -> str:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.planner.bands import band_note
-from servelab.planner.plan import Plan, default_batch, quantization
+from servelab.planner.bands import SETUPS, band_note, setup_class
+from servelab.planner.plan import Plan, default_batch, quantization, tensor_parallel
 from servelab.planner.speed import StepModel as PlannerStep
 from servelab.sim.model import EngineLimits, StepModel, blocks_for_tokens
 
@@ -116,11 +116,15 @@ def _provenance(plan: Plan, model_config: str, kind: str | None, calibration_err
             "gpu": f"{gpu.name} x{spec.gpu_count}", "gpu_datasheet": datasheet,
             "weights": _weights(spec),
             "step_model": STEP_NAMES[kind],
-            "expected_error": _expected_error(kind, calibration_error)}
+            "expected_error": _expected_error(kind, calibration_error, plan)}
 
 
-def _expected_error(kind: str | None, calibration_error: str | None) -> str:
+def _expected_error(kind: str | None, calibration_error: str | None, plan: Plan) -> str:
     if kind == "fitted":
+        setup = setup_class(plan.spec.model, tensor_parallel(plan.spec), plan.spec.enforce_eager)
+        if setup:
+            return (f"TPOT{band_note('mean_tpot_ms', setup) or ' unknown'}: {SETUPS[setup]} "
+                    "(docs/planner_accuracy.md)")
         return f"TPOT{band_note('mean_tpot_ms') or ' unknown'} on held-out published runs (docs/planner_accuracy.md)"
     return (calibration_error or "as fitted") if kind else ROOFLINE_ERROR
 
