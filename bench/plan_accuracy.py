@@ -11,7 +11,7 @@ are simulated for every point of fit_load's grid); --fit-memory refits the non-K
 --check regenerates in memory and fails if the committed files differ (the table in docs/ is
 reproducible from the corpus).
 
-Usage: .venv/bin/python bench/plan_accuracy.py [--fit [--overlap P]] [--fit-memory] [--check]
+Usage: .venv/bin/python bench/plan_accuracy.py [--fit [--overlap P] [--ceiling FAMILY=EFF]] [--fit-memory] [--check]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.planner import bands, nonkv, speed_model
+from servelab.planner import bands, fitting, nonkv, speed_model
 from servelab.planner.corpus import Corpus, load_corpus
 from servelab.planner.fitting import outside_scope
 from servelab.planner.corpus_replay import Compared, replay_memory, replay_speed, row_model
@@ -314,12 +314,12 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
     return "\n".join(parts)
 
 
-def write_fit(corpus: Corpus, memory: bool, overlap: float) -> None:
+def write_fit(corpus: Corpus, memory: bool, overlap: float, ceiling: dict[str, float]) -> None:
     from servelab.planner.fitting import fit_load, fit_nonkv
 
     kept = json.loads(nonkv.FITTED.read_text(encoding="utf-8"))["nonkv"]
     data = {"split": "planner/corpus/__init__.py held_out_ids, committed before this fit",
-            "nonkv": fit_nonkv(corpus).to_dict() if memory else kept, "speed": fit_load(corpus, overlap=overlap).to_dict()}
+            "nonkv": fit_nonkv(corpus).to_dict() if memory else kept, "speed": fit_load(corpus, overlap=overlap, ceiling=ceiling).to_dict()}
     nonkv.FITTED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {nonkv.FITTED.relative_to(ROOT)}")
 
@@ -332,17 +332,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overlap", type=float, default=speed_model.FITTED_OVERLAP,
                         help="with --fit, the exponent of the weight read / compute overlap to fit at (default "
                              "%(default)s: added; 2.5 is the H200's, tried: docs/planner.md)")
+    parser.add_argument("--ceiling", type=fitting.ceiling_arg, default={},
+                        help="with --fit, FAMILY=EFF[,...]: the most a family's compute_eff may be (default none; "
+                             "hopper=0.69 is what one H200's GEMMs reached, tried: docs/planner.md)")
     args = parser.parse_args(argv)
     if args.fit_memory and not args.fit:
         parser.error("--fit-memory refits with --fit: pass both")
     if args.overlap != speed_model.FITTED_OVERLAP and not args.fit:
         parser.error("--overlap refits with --fit: pass both")
+    if args.ceiling and not args.fit:
+        parser.error("--ceiling refits with --fit: pass both")
     corpus = load_corpus()
     unknown = set(REASONS) - {r.id for r in corpus.memory + corpus.speed}
     if unknown:
         raise SystemExit(f"plan_accuracy: REASONS names rows the corpus lacks: {', '.join(sorted(unknown))}")
     if args.fit:
-        write_fit(corpus, args.fit_memory, args.overlap)
+        write_fit(corpus, args.fit_memory, args.overlap, args.ceiling)
         nonkv.fitted_constants.cache_clear()
         speed_model.fitted_speed.cache_clear()
     compared = compare_all(corpus)

@@ -8,9 +8,10 @@ measured)| both ways, then over all left-out rows: the evidence for keeping the 
 held-out rows are not asked for. Slow: one fit_load (its whole grid) per group, about 1.5 min each.
 
 ``--overlap P`` runs the same with the weight read and the compute overlapped at exponent P
-(``sim.model.overlapped``; 1, the default, adds them as the committed fit does).
+(``sim.model.overlapped``; 1, the default, adds them as the committed fit does); ``--ceiling
+hopper=0.69`` caps a family's compute efficiency (``fitting.MEASURED_CEILING``; none by default).
 
-Usage: .venv/bin/python bench/plan_load_cv.py [--overlap 2.5]
+Usage: .venv/bin/python bench/plan_load_cv.py [--overlap 2.5] [--ceiling hopper=0.69]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import replace
 
 from servelab.planner.corpus import load_corpus
 from servelab.planner.corpus_replay import replay_speed
-from servelab.planner.fitting import fit_load, fit_speed, load_rows
+from servelab.planner.fitting import ceiling_arg, fit_load, fit_speed, load_rows
 
 
 def errors(rows, constants) -> list[float]:
@@ -34,6 +35,7 @@ def errors(rows, constants) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overlap", type=float, default=1.0, help="exponent of the weight read / compute overlap")
+    parser.add_argument("--ceiling", type=ceiling_arg, default={}, help="FAMILY=EFF: the most compute_eff may be")
     args = parser.parse_args(argv)
     corpus = load_corpus()
     rows = load_rows(corpus)
@@ -41,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     for group in sorted({(r.model, r.gpu) for r in rows}):
         left_out = [r for r in rows if (r.model, r.gpu) == group]
         others = replace(corpus, held_out_ids=corpus.held_out_ids | {r.id for r in left_out})
-        fitted = fit_load(others, overlap=args.overlap)
-        for name, constants in (("without", fit_speed(others, overlap=args.overlap)), ("with", fitted)):
+        fitted = fit_load(others, overlap=args.overlap, ceiling=args.ceiling)
+        bare = fit_speed(others, overlap=args.overlap, ceiling=args.ceiling)
+        for name, constants in (("without", bare), ("with", fitted)):
             e = errors(left_out, constants)
             pooled[name] += e
             print(f"{group[0]} on {group[1]}: {name} load terms: median |log| {statistics.median(e):.3f} "

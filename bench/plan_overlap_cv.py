@@ -8,7 +8,10 @@ refuses it) with the load costs fixed at the committed fit's (per-sequence cost,
 then the group's rows replayed. Prints each group's median |log(predicted / measured)| over TTFT, TPOT
 and output tok/s, then over all left-out figures, at concurrency 1 and under load apart.
 
+``--ceiling hopper=0.69`` caps a family's compute efficiency in every fit (``fitting.MEASURED_CEILING``).
+
 Usage: .venv/bin/python bench/plan_overlap_cv.py [--exponents 1,2.5] [--per-seq-us 150 --weight-only 1.5]
+       [--ceiling hopper=0.69]
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import replace
 
 from servelab.planner.corpus import fit_rows, load_corpus
 from servelab.planner.corpus_replay import replay_speed
-from servelab.planner.fitting import fit_speed, outside_scope
+from servelab.planner.fitting import ceiling_arg, fit_speed, outside_scope
 from servelab.planner.speed_model import fitted_speed
 
 
@@ -32,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="per-sequence cost per step (default: the committed fit's)")
     parser.add_argument("--weight-only", type=float, default=None,
                         help="weight-only compute factor (default: the committed fit's)")
+    parser.add_argument("--ceiling", type=ceiling_arg, default={}, help="FAMILY=EFF: the most compute_eff may be")
     args = parser.parse_args(argv)
     exponents = [float(x) for x in args.exponents.split(",")]
     corpus = load_corpus()
@@ -47,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         others = replace(corpus, held_out_ids=corpus.held_out_ids | {r.id for r in left_out})
         line = []
         for p in exponents:
-            constants = fit_speed(others, per_seq, weight_only, p)
+            constants = fit_speed(others, per_seq, weight_only, p, args.ceiling)
             errors = []
             for row in left_out:
                 for c in replay_speed(row, constants):

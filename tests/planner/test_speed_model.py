@@ -165,3 +165,20 @@ def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request
     assert replay_kv_tokens(row, e) == planned == 40_272  # room for one 32,077-token request at a time
     huge = dataclasses.replace(row, workload=dataclasses.replace(row.workload, input_len=60_000))
     assert replay_kv_tokens(huge, e) == 60_080  # the engine served it, so it had room for one: 3,755 blocks
+
+
+def test_a_ceiling_caps_a_familys_fitted_compute_and_leaves_the_others_fitted():
+    from servelab.planner.fitting import MEASURED_CEILING, ceiling_arg
+
+    corpus = load_corpus()
+    free, capped = fit_speed(corpus), fit_speed(corpus, ceiling=MEASURED_CEILING)
+    assert free.families["hopper"].compute_eff > MEASURED_CEILING["hopper"]  # what the committed fit finds
+    assert capped.families["hopper"].compute_eff == pytest.approx(MEASURED_CEILING["hopper"])
+    assert capped.families["hopper"].bw_eff == free.families["hopper"].bw_eff  # decode is fitted apart
+    assert capped.request_s != free.request_s  # the shared request cost takes up what hopper's compute cannot
+    # a ceiling above what the fit finds changes nothing
+    assert fit_speed(corpus, ceiling={"hopper": 0.99}).families == free.families
+    assert ceiling_arg("hopper=0.69,ada=0.8") == {"hopper": 0.69, "ada": 0.8}
+    for bad in ("hopper=1.5", "volta=0.5", "hopper"):
+        with pytest.raises(ValueError, match="--ceiling"):
+            ceiling_arg(bad)
