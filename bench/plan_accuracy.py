@@ -118,7 +118,7 @@ def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = fr
     """Per metric: the held-out rows' errors where there are enough of them, else all rows'; a speed
     metric also as ``METRIC@concurrency-1`` (what ``servelab plan`` prints for one request alone) and
     ``METRIC@under-load`` (the simulated engine under a batch), from those rows alone; and as
-    ``METRIC@<setup>`` (``bands.SETUPS``) from the rows of that setup (``setups``: row id -> its
+    ``METRIC@<setup>`` (``speed_model.SETUPS``) from the rows of that setup (``setups``: row id -> its
     setup and the reason it is outside the fit's scope, if it is), with the signed median."""
     out = _setup_bands(compared, setups or {})
     for metric in METRICS:
@@ -139,10 +139,10 @@ def band_data(compared: list[tuple[Compared, bool]], loaded: frozenset[str] = fr
 
 
 def _setup_bands(compared: list[tuple[Compared, bool]], setups: dict[str, tuple[str, str]]) -> dict:
-    """Each speed metric's band over the rows of one of ``bands.SETUPS``: the rows the step model has
+    """Each speed metric's band over the rows of one of ``speed_model.SETUPS``: the rows the step model has
     no term for, shown though outside the fit's scope; "not fitted" when none of them was a fit row."""
     out = {}
-    for setup in bands.SETUPS:
+    for setup in speed_model.SETUPS:
         for metric in SPEED_METRICS:
             rows = [(c, held) for c, held in compared if c.metric == metric and setups.get(c.row_id, ("",))[0] == setup
                     and (not c.excluded or c.excluded == setups[c.row_id][1])]
@@ -160,7 +160,7 @@ def _setup_bands(compared: list[tuple[Compared, bool]], setups: dict[str, tuple[
 
 def setup_table(data: dict) -> list[str]:
     lines = ["| setup | metric | rows | signed median | p90 (absolute) | rows fitted |", "|---|---|---|---|---|---|"]
-    for setup, what in bands.SETUPS.items():
+    for setup, what in speed_model.SETUPS.items():
         for metric in SPEED_METRICS:
             band = data.get(metric + setup)
             if band:
@@ -170,11 +170,11 @@ def setup_table(data: dict) -> list[str]:
 
 
 def setups_of(corpus: Corpus) -> dict[str, tuple[str, str]]:
-    """Speed row id -> its setup among ``bands.SETUPS`` and why it is outside the fit's scope ("" if
+    """Speed row id -> its setup among ``speed_model.SETUPS`` and why it is outside the fit's scope ("" if
     it is inside); rows of no such setup are left out."""
     out = {}
     for row in corpus.speed:
-        setup = bands.setup_class(row_model(row), row.tensor_parallel, row.enforce_eager)
+        setup = speed_model.setup_class(row_model(row), row.tensor_parallel, row.enforce_eager)
         if setup:
             out[row.id] = (setup, outside_scope(row))
     return out
@@ -297,7 +297,7 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
         "## Summary", "", *summary_table(compared, under_load(corpus)), "",
         "## Setups the step model has no term for", "",
         "`servelab plan` and simulated runs of such a setup print these bands, with the direction of the "
-        "miss, instead of the general ones (`planner/bands.py`, `SETUPS`).", "",
+        "miss, instead of the general ones (`planner/speed_model.py`, `SETUPS`).", "",
         *setup_table(band_data(compared, setups=setups_of(corpus))), "",
         "## Ratios between two configurations of one model and GPU", "",
         "| pair | metric | measured ratio | predicted ratio | error |", "|---|---|---|---|---|",
@@ -319,7 +319,8 @@ def write_fit(corpus: Corpus, memory: bool, overlap: float, ceiling: dict[str, f
 
     kept = json.loads(nonkv.FITTED.read_text(encoding="utf-8"))["nonkv"]
     data = {"split": "planner/corpus/__init__.py held_out_ids, committed before this fit",
-            "nonkv": fit_nonkv(corpus).to_dict() if memory else kept, "speed": fit_load(corpus, overlap=overlap, ceiling=ceiling).to_dict()}
+            "nonkv": fit_nonkv(corpus).to_dict() if memory else kept,
+            "speed": fit_load(corpus, overlap=overlap, ceiling=ceiling).to_dict()}
     nonkv.FITTED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {nonkv.FITTED.relative_to(ROOT)}")
 
@@ -351,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         nonkv.fitted_constants.cache_clear()
         speed_model.fitted_speed.cache_clear()
     compared = compare_all(corpus)
-    doc, band_json = document(corpus, compared), json.dumps(band_data(compared, under_load(corpus), setups_of(corpus)), indent=1) + "\n"
+    doc = document(corpus, compared)
+    band_json = json.dumps(band_data(compared, under_load(corpus), setups_of(corpus)), indent=1) + "\n"
     if args.check:
         same = DOC.read_text(encoding="utf-8") == doc and bands.BANDS.read_text(encoding="utf-8") == band_json
         print("docs/planner_accuracy.md and bands.json are up to date" if same else "out of date: rerun")

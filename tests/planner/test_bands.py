@@ -51,17 +51,22 @@ def test_a_setup_band_says_which_way_the_model_missed():
 
 def test_setups_the_step_model_has_no_term_for():
     from servelab.planner import find_model
-    from servelab.planner.bands import setup_class
+    from servelab.planner.speed_model import SETUPS, setup_class
 
     dense, moe = find_model("Qwen3-14B"), find_model("Qwen3-30B-A3B")
     assert setup_class(dense, 1, False) is None and setup_class(dense, 2, False) is None
     assert setup_class(moe, 1, False) == "@moe"
     assert setup_class(dense, 1, True) == "@eager"
     assert setup_class(moe, 8, True) == "@tp-over-2"  # the first that applies names it
-    # the corpus has rows of each, so each prints its own band, not the general one
-    for setup in ("@moe", "@eager", "@tp-over-2"):
-        assert band_note("mean_tpot_ms", setup) != band_note("mean_tpot_ms")
-    assert band_note("mean_tpot_ms@concurrency-1", None) == band_note("mean_tpot_ms@concurrency-1")
+    # the corpus has rows of each, so each prints its own band, whichever key the caller asks with
+    bands = load_bands()
+    for setup in SETUPS:
+        own = bands["mean_tpot_ms" + setup]
+        assert own.basis == "not fitted" and own.bias is not None
+        assert band_note("mean_tpot_ms@concurrency-1", setup) == f" ({own.text()})"
+    # a setup the corpus has no band for falls back to the general one
+    assert band_note("mean_tpot_ms@concurrency-1", "@none-such") == band_note("mean_tpot_ms@concurrency-1")
+    assert Band("x", 0.0, 0.1, 0.1, 2, "not fitted", 0.0).text().startswith("+0.0% median, predicted neither")
 
 
 def test_plan_of_a_moe_prints_the_band_of_published_moe_runs_and_says_what_is_not_modelled():

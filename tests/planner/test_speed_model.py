@@ -1,5 +1,6 @@
 """The speed model real engines reach: roofline where uncalibrated, and the simulator runs the same model."""
 
+import argparse
 import dataclasses
 
 import pytest
@@ -179,6 +180,16 @@ def test_a_ceiling_caps_a_familys_fitted_compute_and_leaves_the_others_fitted():
     # a ceiling above what the fit finds changes nothing
     assert fit_speed(corpus, ceiling={"hopper": 0.99}).families == free.families
     assert ceiling_arg("hopper=0.69,ada=0.8") == {"hopper": 0.69, "ada": 0.8}
-    for bad in ("hopper=1.5", "volta=0.5", "hopper"):
-        with pytest.raises(ValueError, match="--ceiling"):
+    for bad in ("hopper=1.5", "hopper=0.1", "volta=0.5", "hopper"):
+        with pytest.raises(argparse.ArgumentTypeError, match="FAMILY=EFF"):
             ceiling_arg(bad)
+
+
+def test_a_ceiling_caps_the_searched_prefill_fit_too():
+    """Above overlap 1 the prefill fit searches each family's compute_eff on a grid: the ceiling
+    bounds that search as it bounds the linear solve."""
+    corpus = load_corpus()
+    free = fit_speed(corpus, overlap=2.5)
+    capped = fit_speed(corpus, overlap=2.5, ceiling={"hopper": 0.5})
+    assert free.families["hopper"].compute_eff > 0.5
+    assert capped.families["hopper"].compute_eff == 0.5

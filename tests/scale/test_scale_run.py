@@ -37,13 +37,15 @@ def result(tmp_path: Path) -> dict:
 def ramp_end_from_records(folder: str, first_folder: str) -> float:
     """The ramp end by the rule of metrics/window.py, recomputed from a replica's records file:
     seconds from replica 0's start, the together run's t0."""
-    t0 = json.loads((Path(first_folder) / "result.json").read_text())["servelab"]["t0_perf_ns"]
-    own = json.loads((Path(folder) / "result.json").read_text())["servelab"]["t0_perf_ns"]
-    lines = [json.loads(x) for x in (Path(folder) / "result.records.jsonl").read_text().splitlines()]
-    done = [x for x in lines if x["error"] is None and x["token_ms"]]
+    from servelab.results.layout import RESULT_FILE
+    from servelab.results.runs import load_runs
+
+    t0 = load_runs([Path(first_folder) / RESULT_FILE])[0].servelab["t0_perf_ns"]
+    run = load_runs([Path(folder) / RESULT_FILE])[0]
+    done = [x for x in run.records() if x["error"] is None and x["token_ms"]]
     first_done = min(x["token_ms"][-1] for x in done)
     ramp_ms = max(first_done, max(x["token_ms"][0] for x in done if x["sent_ms"] <= first_done))
-    return (own - t0) / 1e9 + ramp_ms / 1e3
+    return (run.servelab["t0_perf_ns"] - t0) / 1e9 + ramp_ms / 1e3
 
 
 def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(tmp_path, capsys):

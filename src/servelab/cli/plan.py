@@ -255,18 +255,19 @@ def machine_memory_gib() -> float:
 
 
 def format_plan(plan) -> str:
-    from servelab.planner.bands import SETUPS
+    from servelab.planner.plan import speed_setup
+    from servelab.planner.speed_model import SETUPS
     from servelab.reports.rows import aligned, memory_rows
 
     rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
     rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
     rows = [(label, value + memory_band(plan, label)) for label, value in rows]
-    expected, floor = expected_rows(plan), speed_rows(plan.speed)
+    setup = speed_setup(plan.spec)
+    expected, floor = expected_rows(plan, setup), speed_rows(plan.speed)
     width = max(len(label) for label, _ in rows + floor + expected)
     lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width)]
     if expected:
         lines += ["", f"speed (predicted; {plan.costs.source})", aligned(expected, width)]
-        setup = speed_setup(plan)
         if setup:
             lines.append(f"  not modelled: {SETUPS[setup]}; the numbers carry the error of the published runs "
                          "of such a setup (docs/planner_accuracy.md)")
@@ -290,9 +291,10 @@ def memory_band(plan, label: str) -> str:
     return band_note(MEMORY_BANDS[label])
 
 
-def expected_rows(plan) -> list[tuple[str, str]]:
+def expected_rows(plan, setup: str | None) -> list[tuple[str, str]]:
     """The speed model's numbers for one request alone (1,024-token prompt, 128 out), with their
-    bands; none where no published run calibrates this GPU family (the roofline below is all)."""
+    bands; none where no published run calibrates this GPU family (the roofline below is all).
+    ``setup``: which of ``speed_model.SETUPS`` the plan is (``plan.speed_setup``), or None."""
     from servelab.planner.bands import ALONE, band_note
     from servelab.planner.speed_model import Engine, concurrency1, tpot_s
 
@@ -301,21 +303,13 @@ def expected_rows(plan) -> list[tuple[str, str]]:
         return []
     engine = Engine(plan.spec.model, plan.spec.gpu, 0.0, 0.0, max_num_batched_tokens=_batch_tokens(plan))
     one = concurrency1(costs, engine, 1024, 128)
-    setup = speed_setup(plan)
     # the bands of published runs at concurrency 1 alone, as these numbers are (a setup the step
-    # model has no term for: the band of the published runs of that setup, and which way they missed)
+    # model has no term for: the band of the published runs of that setup, whatever their load, and
+    # which way they missed)
     return [("TPOT, 1 request", f"{tpot_s(costs, 1024, 128) * 1000:.2f} ms{band_note('mean_tpot_ms' + ALONE, setup)}"),
             ("TTFT, 1k prompt", f"{one['mean_ttft_ms']:.1f} ms{band_note('mean_ttft_ms' + ALONE, setup)}"),
             ("tok/s, 1 request",
              f"{one['output_tok_s']:.1f} (1k in, 128 out){band_note('output_tok_s' + ALONE, setup)}")]
-
-
-def speed_setup(plan) -> str | None:
-    """The setup among ``bands.SETUPS`` the plan is, which the step model has no term for."""
-    from servelab.planner.bands import setup_class
-    from servelab.planner.plan import tensor_parallel
-
-    return setup_class(plan.spec.model, tensor_parallel(plan.spec), plan.spec.enforce_eager)
 
 
 def _batch_tokens(plan) -> int:

@@ -5,10 +5,11 @@ GPU-hours cost per million tokens (arithmetic and its rules: metrics/energy.py).
 The joules come from the run's telemetry timeline (the scraper samples NVML beside the
 engine's /metrics), so ``--no-telemetry`` measures none; a machine without a GPU says so
 in one line, never with zeros. GPUs counted: the engine's, among those NVML sees on this machine
-(the engine's host, when it is local): the GPUs holding over 10 % of their memory (vLLM reserves
+(the engine's host, when it is local): those holding over 10 % of their memory (vLLM reserves
 most of it), else those that computed while requests were in flight, and beside them any GPU whose
-memory and utilization NVML does not read (``telemetry.summary.engine_gpus``). A CPU engine, a mock or a remote server beside
-an idle GPU draws none of its power: "no GPU the engine used", never the idle GPU's joules.
+memory and utilization NVML does not read (``telemetry.summary.engine_gpus``). A CPU engine, a
+mock or a remote server beside an idle GPU draws none of its power: "no GPU the engine used",
+never the idle GPU's joules.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from servelab.metrics.summary import Summary
 from servelab.telemetry.gpu import gpu_devices
 from servelab.telemetry.summary import engine_gpus, gpu_energy
 
-GPU_HOURS_RULE = ("GPU-hours = the engine's GPUs (those NVML sees holding its memory or computing) × wall time "
-                  "of the span (the run; the steady window)")
+GPU_HOURS_RULE = ("GPU-hours = the engine's GPUs (those NVML sees holding its memory or computing, and any it "
+                  "cannot read) × wall time of the span (the run; the steady window)")
 
 
 def energy_section(timeline, summary: Summary, steady: dict, gpu_hour_cost: float | None,

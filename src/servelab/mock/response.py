@@ -5,21 +5,37 @@ event at its due time and stamps the write in its ``RequestLog`` (see ``server.p
 from __future__ import annotations
 
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from servelab.mock import http
+from servelab.mock.config import MockConfig
 from servelab.mock.dialect import DONE, LAST_CHUNK, Wire, chunk, error_body
 from servelab.mock.plan import Plan
+from servelab.mock.schedule import Scheduler
 from servelab.mock.truth import RequestLog
 
 if TYPE_CHECKING:
-    from servelab.mock.server import MockServer
     from servelab.mock.wire import SocketTransport
 
 # Events written per connection per tick when several are due at once (zero delay, or a
 # client that fell behind): big enough to amortize a write, small enough to be fair.
 BATCH = 128
 JSON = "application/json"
+
+
+class MockServer(Protocol):
+    """What a connection and a response use of the server (``server.MockServer``, which
+    imports this module)."""
+
+    config: MockConfig
+    scheduler: Scheduler
+    conns: set[Connection]
+    success: dict[str, int]
+    generation_tokens_total: int
+
+    def route(self, conn: Connection, req: http.Request, now: int) -> None: ...
+
+    def release(self, gen: Generation, t_ns: int, finish: str) -> None: ...
 
 
 class Connection:

@@ -43,8 +43,6 @@ except ImportError:  # pragma: no cover - depends on the environment
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-
-
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop when installed (about twice the events per second), else asyncio's."""
     try:

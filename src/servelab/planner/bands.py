@@ -3,7 +3,10 @@
 bench/plan_accuracy.py replays every corpus row through the planner and writes, per metric, the
 median / p90 / worst absolute error — on the held-out rows where there are at least three, else on
 all rows (and then it says so). ``servelab plan`` and the simulated engine print that band beside
-the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on.
+the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on. A setup the step
+model has no term for (``speed_model.SETUPS``: an MoE, eager mode, TP over 2) has its own band
+("METRIC@moe"), from the corpus rows of that setup, none of them fitted, with the signed median:
+"-15.4 % median, predicted low".
 """
 
 from __future__ import annotations
@@ -18,27 +21,6 @@ MIN_HELD_OUT = 3
 # A speed metric's band over the published runs at concurrency 1 alone, and over those under load
 # (a key is the metric's name and one of these, e.g. "mean_tpot_ms@concurrency-1").
 ALONE, UNDER_LOAD = "@concurrency-1", "@under-load"
-
-
-# Setups the step model has no term for (planner/speed_model.py): a speed number for one carries
-# the band of the corpus rows that are one ("METRIC@moe"), with the direction they missed in,
-# not the general band. In order: the first that applies names the setup.
-MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
-SETUPS = {
-    "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
-    "@moe": "a mixture of experts: the step model reads the routed experts' weights and has no term for the "
-            "router or the fused-MoE kernels",
-    "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
-}
-
-
-def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
-    """Which of ``SETUPS`` a setup is (``model``: a ``ModelShape``), or None: one the fit represents."""
-    if tensor_parallel > MAX_CALIBRATED_TP:
-        return "@tp-over-2"
-    if model.experts:
-        return "@moe"
-    return "@eager" if enforce_eager else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +39,8 @@ class Band:
                 "not fitted": f"{self.rows} such row{plural}, none fitted"}.get(
             self.basis, f"{self.rows} row{plural}, fit and held-out")
         if self.bias is not None:
-            return (f"{self.bias:+.1%} median, predicted {'high' if self.bias > 0 else 'low'}; ±{self.p90:.1%} p90 "
-                    f"on {rows}")
+            way = "high" if self.bias > 0 else "low" if self.bias < 0 else "neither high nor low"
+            return f"{self.bias:+.1%} median, predicted {way}; ±{self.p90:.1%} p90 on {rows}"
         return f"±{self.median:.1%} median, ±{self.p90:.1%} p90 on {rows}"
 
 
@@ -77,6 +59,6 @@ def band(metric: str) -> Band | None:
 
 def band_note(metric: str, setup: str | None = None) -> str:
     """" (±3.6 % median, ±5.1 % p90 on 4 held-out rows)", or "" where the corpus has no band. For a
-    ``setup`` of ``SETUPS``, its own band where the corpus has rows of it."""
+    ``setup`` of ``speed_model.SETUPS``, its own band where the corpus has rows of it."""
     found = (band(metric.split("@")[0] + setup) if setup else None) or band(metric)
     return f" ({found.text()})" if found else ""

@@ -8,6 +8,7 @@ not be the best non-negative one.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import statistics
@@ -15,12 +16,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from servelab.planner.bands import MAX_CALIBRATED_TP
 from servelab.planner.corpus import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
 from servelab.planner.corpus_replay import _excluded, replay_speed, row_model, speed_engine
-from servelab.planner.speed_model import (FAMILIES, FITTED_OVERLAP, Efficiency, SpeedConstants, step_costs, ttft_s,
-                                          weight_only)
+from servelab.planner.speed_model import (FAMILIES, FITTED_OVERLAP, MAX_CALIBRATED_TP, Efficiency, SpeedConstants,
+                                          step_costs, ttft_s, weight_only)
 
 
 def nnls(columns: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -68,12 +68,10 @@ def fit_nonkv(corpus: Corpus) -> NonKvConstants:
         source=f"fitted on {len(profiled)} V0 startup logs of the corpus (fit rows only)")
 
 
-# The step model has no collective-communication term (a per-layer all-reduce across the tensor-
-# parallel group; bands.MAX_CALIBRATED_TP): rows beyond it are shown, never fitted.
-
-
 def outside_scope(row) -> str:
-    """Why a speed row is outside what the step model can represent ("" when it is inside)."""
+    """Why a speed row is outside what the step model can represent ("" when it is inside): beyond
+    ``speed_model.MAX_CALIBRATED_TP`` the per-layer all-reduce, which the step model has no term for,
+    is most of a step, so such rows are shown, never fitted."""
     if row.tensor_parallel > MAX_CALIBRATED_TP:
         return (f"TP {row.tensor_parallel}: per-layer all-reduce across {row.tensor_parallel} GPUs, "
                 "which the step model has no term for")
@@ -126,7 +124,8 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
 MEASURED_CEILING = {"hopper": 0.69}
 
 def ceiling_arg(text: str) -> dict[str, float]:
-    """``FAMILY=EFF[,FAMILY=EFF]`` (a bench script's ``--ceiling``): each a known family, 0 < EFF <= 1."""
+    """``FAMILY=EFF[,FAMILY=EFF]``, a bench script's ``--ceiling``: each a family of
+    ``speed_model.FAMILIES`` and EFF within ``COMPUTE_GRID`` (0.2 to 1)."""
     out = {}
     for part in filter(None, text.split(",")):
         name, _, value = part.partition("=")
@@ -134,9 +133,9 @@ def ceiling_arg(text: str) -> dict[str, float]:
             eff = float(value)
         except ValueError:
             eff = -1.0
-        if name not in set(FAMILIES.values()) or not 0 < eff <= 1:
-            raise ValueError(f"--ceiling: expected FAMILY=EFF with a family of speed_model.FAMILIES and 0 < EFF <= 1, "
-                             f"got {part!r}")
+        if name not in set(FAMILIES.values()) or not COMPUTE_GRID[0] <= eff <= 1:
+            raise argparse.ArgumentTypeError(f"expected FAMILY=EFF with a family of speed_model.FAMILIES and "
+                                             f"{COMPUTE_GRID[0]} <= EFF <= 1, got {part!r}")
         out[name] = eff
     return out
 

@@ -20,7 +20,7 @@ from servelab.planner.gpus import Gpu
 from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
-from servelab.planner.speed_model import Engine, StepCosts, step_costs
+from servelab.planner.speed_model import Engine, StepCosts, setup_class, step_costs
 
 GIB = budget.GIB
 
@@ -132,6 +132,11 @@ def quantization(spec: PlanSpec) -> str:
 
 def tensor_parallel(spec: PlanSpec) -> int:
     return spec.tensor_parallel or spec.gpu_count
+
+
+def speed_setup(spec: PlanSpec) -> str | None:
+    """Which of ``speed_model.SETUPS`` (those the step model has no term for) the plan is, or None."""
+    return setup_class(spec.model, tensor_parallel(spec), spec.enforce_eager)
 
 
 def weights_bytes(model: ModelShape, quant: str) -> int:

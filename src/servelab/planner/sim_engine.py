@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.planner.bands import SETUPS, band_note, setup_class
-from servelab.planner.plan import Plan, default_batch, quantization, tensor_parallel
+from servelab.planner.bands import band_note
+from servelab.planner.speed_model import SETUPS
+from servelab.planner.plan import Plan, default_batch, quantization, speed_setup
 from servelab.planner.speed import StepModel as PlannerStep
 from servelab.sim.model import EngineLimits, StepModel, blocks_for_tokens
 
@@ -121,7 +122,7 @@ def _provenance(plan: Plan, model_config: str, kind: str | None, calibration_err
 
 def _expected_error(kind: str | None, calibration_error: str | None, plan: Plan) -> str:
     if kind == "fitted":
-        setup = setup_class(plan.spec.model, tensor_parallel(plan.spec), plan.spec.enforce_eager)
+        setup = speed_setup(plan.spec)
         if setup:
             return (f"TPOT{band_note('mean_tpot_ms', setup) or ' unknown'}: {SETUPS[setup]} "
                     "(docs/planner_accuracy.md)")

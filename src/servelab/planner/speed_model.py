@@ -60,6 +60,27 @@ FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm
             "H100": "hopper", "H200": "hopper", "H20": "hopper", "B200": "blackwell", "MI300X": "cdna3"}
 
 
+# Setups the step model has no term for: a speed number for one carries the band of the corpus
+# rows that are one (planner/bands.py, "METRIC@moe"), with the direction they missed in, not the
+# general band. In order: the first that applies names the setup.
+MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
+SETUPS = {
+    "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
+    "@moe": "a mixture of experts: the step model reads the routed experts' weights and has no term for the "
+            "router or the fused-MoE kernels",
+    "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
+}
+
+
+def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
+    """Which of ``SETUPS`` a setup is (``model``: a ``ModelShape``), or None: one the fit represents."""
+    if tensor_parallel > MAX_CALIBRATED_TP:
+        return "@tp-over-2"
+    if model.experts:
+        return "@moe"
+    return "@eager" if enforce_eager else None
+
+
 @dataclass(frozen=True, slots=True)
 class Efficiency:
     bw_eff: float = 1.0
