@@ -148,7 +148,7 @@ def _setup_bands(compared: list[tuple[Compared, bool]], setups: dict[str, tuple[
                     and (not c.excluded or c.excluded == setups[c.row_id][1])]
             if not rows:
                 continue
-            errors = sorted(c.error for c, _ in rows)
+            errors = [c.error for c, _ in rows]
             s = summary([replace(c, excluded="") for c, _ in rows])
             fitted = any(not held and not setups[c.row_id][1] for c, held in rows)
             out[metric + setup] = {"median": round(s["median"], 4), "p90": round(s["p90"], 4),
@@ -298,7 +298,7 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
         "## Setups the step model has no term for", "",
         "`servelab plan` and simulated runs of such a setup print these bands, with the direction of the "
         "miss, instead of the general ones (`planner/speed_model.py`, `SETUPS`).", "",
-        *setup_table(band_data(compared, setups=setups_of(corpus))), "",
+        *setup_table(_setup_bands(compared, setups_of(corpus))), "",
         "## Ratios between two configurations of one model and GPU", "",
         "| pair | metric | measured ratio | predicted ratio | error |", "|---|---|---|---|---|",
         *ratio_lines(compared, corpus), "",
