@@ -12,6 +12,13 @@ Issue 21: ground the speed model where a GPU is lent; the corpus of published vL
 - fp8: ``torch._scaled_mm`` on the 8B model's gate+up shape (per-tensor scales), where torch has it;
 - attention in decode: ``scaled_dot_product_attention`` of one query token against a KV cache
   (bytes of K and V read / time);
+- moe (``--only moe`` runs this alone): Qwen3-30B-A3B's decode step at one token three ways, in one
+  CUDA graph each: the dense step the planner assumes (the 8 routed experts' weights read by plain
+  GEMMs, one [8 x 1536, 2048] and one [2048, 8 x 768] per layer); the routed experts read by a grouped
+  GEMV (our own Triton kernel: one program per expert and block of outputs, the experts chosen on
+  the GPU, nothing synchronised with the host, as a fused-MoE kernel runs at one token); and the
+  same plus the router and the kernels routing adds (router GEMM, softmax, top-k, renormalising,
+  SiLU-and-mul, the weighted sum). Not vLLM's kernels: what one reasonable implementation reaches;
 - energy: servelab's own NVML sampler (``telemetry.gpu``) at 10 Hz over a 10 s matmul load, the
   joules from the total-energy counter against the power samples integrated
   (``metrics.energy.cumulative_j``): the two sources a result's energy section names.
@@ -39,6 +46,8 @@ import time
 DECODE_TOKENS = [1, 8, 32, 64, 128, 256, 512]
 PREFILL_TOKENS = [2048, 8192]
 DENSE = ["Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B"]
+MOE = "Qwen/Qwen3-30B-A3B"
+SECTIONS = ("memory", "attention", "fp8", "decode", "moe", "energy")
 
 
 def linear_shapes(model) -> list[tuple[int, int]]:
@@ -132,6 +141,148 @@ def decode_stack(torch, timer, model, device: str, tokens: list[int], graphs: bo
     if device == "cuda":
         torch.cuda.empty_cache()
     return rows
+
+
+def expert_gemv_kernel():
+    """Our grouped GEMV for one token per (token, expert) pair: y[pair] = W[expert of pair] @ x[row of
+    pair], each program one block of outputs of one pair, the expert id read on the GPU."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(x_ptr, w_ptr, ids_ptr, y_ptr, N, K, x_div, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pair = tl.program_id(0)
+        offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        expert = tl.load(ids_ptr + pair).to(tl.int64)
+        w_base = w_ptr + expert * N * K
+        x_base = x_ptr + (pair // x_div) * K
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            xv = tl.load(x_base + offs_k).to(tl.float32)
+            w = tl.load(w_base + offs_n[:, None] * K + offs_k[None, :]).to(tl.float32)
+            acc += tl.sum(w * xv[None, :], axis=1)
+        tl.store(y_ptr + pair * N + offs_n, acc.to(tl.bfloat16))
+
+    return kernel
+
+
+class ExpertGemv:
+    """y[pairs, N] from x[rows, K] and w[experts, N, K] at ids[pairs]; Triton on CUDA, a torch loop
+    elsewhere (the logic check, and the reference the kernel is checked against)."""
+
+    def __init__(self, torch, device: str, block_n: int = 16, block_k: int = 256) -> None:
+        self.torch, self.block_n, self.block_k = torch, block_n, block_k
+        self.kernel = expert_gemv_kernel() if device == "cuda" else None
+
+    def __call__(self, x, w, ids, y, x_div: int) -> None:
+        n, k = w.shape[1], w.shape[2]
+        if self.kernel is None:
+            for pair in range(ids.numel()):
+                y[pair] = w[int(ids[pair])] @ x[pair // x_div]
+            return
+        self.kernel[(ids.numel(), n // self.block_n)](x, w, ids, y, n, k, x_div,
+                                                       BLOCK_N=self.block_n, BLOCK_K=self.block_k)
+
+
+def moe_decode(torch, timer, model, device: str, quick: bool) -> dict:
+    """The MoE model's decode step at one token, three ways (module docstring); seconds per step."""
+    f = torch.nn.functional
+    dtype = torch.bfloat16
+    layers = 2 if quick else model.layers
+    experts, top, inter, hidden = model.experts, model.active_experts, model.moe_intermediate, model.hidden
+    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+
+    def randn(*shape):
+        return torch.randn(*shape, dtype=dtype, device=device) * 0.02
+
+    attn = [(randn(q + 2 * kv, hidden), randn(hidden, q)) for _ in range(layers)]
+    router = [randn(experts, hidden) for _ in range(layers)]
+    w_gu = [randn(experts, 2 * inter, hidden) for _ in range(layers)]
+    w_d = [randn(experts, hidden, inter) for _ in range(layers)]
+    dense = [(randn(top * 2 * inter, hidden), randn(hidden, top * inter)) for _ in range(layers)]
+    head = randn(model.vocab, hidden)
+    x = torch.randn(1, hidden, dtype=dtype, device=device)
+    xq = torch.randn(1, q, dtype=dtype, device=device)
+    xi = torch.randn(1, top * inter, dtype=dtype, device=device)
+    ids = torch.randperm(experts, device=device)[:top].to(torch.int32)
+    y_gu = torch.empty(top, 2 * inter, dtype=dtype, device=device)
+    y_d = torch.empty(top, hidden, dtype=dtype, device=device)
+    gemv = ExpertGemv(torch, device)
+
+    # the kernel against the reference, once, on the first layer's experts
+    ref = ExpertGemv(torch, "cpu")
+    y_ref = torch.empty_like(y_gu)
+    gemv(x, w_gu[0], ids, y_gu, top)
+    ref(x, w_gu[0], ids, y_ref, top)
+    check = float((y_gu.float() - y_ref.float()).abs().max() / y_ref.float().abs().max())
+
+    def attention_and_head(i):
+        f.linear(x, attn[i][0])
+        f.linear(xq, attn[i][1])
+
+    def planner_step():
+        for i in range(layers):
+            attention_and_head(i)
+            f.linear(x, dense[i][0])
+            f.linear(xi, dense[i][1])
+        f.linear(x, head)
+
+    def grouped_step():
+        for i in range(layers):
+            attention_and_head(i)
+            gemv(x, w_gu[i], ids, y_gu, top)
+            gemv(f.silu(y_gu[:, :inter]) * y_gu[:, inter:], w_d[i], ids, y_d, 1)
+        f.linear(x, head)
+
+    def routed_step():
+        for i in range(layers):
+            attention_and_head(i)
+            logits = f.linear(x, router[i])
+            weights, chosen = torch.topk(torch.softmax(logits.float(), dim=-1), top, dim=-1)
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+            gemv(x, w_gu[i], chosen.view(-1).to(torch.int32), y_gu, top)
+            gemv(f.silu(y_gu[:, :inter]) * y_gu[:, inter:], w_d[i], chosen.view(-1).to(torch.int32), y_d, 1)
+            (y_d.float() * weights.view(-1, 1)).sum(dim=0)
+        f.linear(x, head)
+
+    def timed(fn) -> float:
+        if device != "cuda":
+            return timer(fn, reps=1, warm=0)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return timer(graph.replay, reps=20)
+
+    bytes_attention = 2 * (layers * (attn[0][0].numel() + attn[0][1].numel()) + head.numel())
+    bytes_experts = 2 * layers * (dense[0][0].numel() + dense[0][1].numel())
+    out = {"model": model.name, "layers": layers, "tokens": 1, "kernel_vs_reference": check,
+           "weight_bytes": bytes_attention + bytes_experts, "expert_bytes": bytes_experts,
+           "block_n": gemv.block_n, "block_k": gemv.block_k}
+    if device == "cuda":  # the kernel's best tile for this shape, on the first layer's gate+up alone
+        tiles = {}
+        for bn in (8, 16, 32, 64):
+            for bk in (128, 256, 512):
+                gemv.block_n, gemv.block_k = bn, bk
+                tiles[f"{bn}x{bk}"] = timer(lambda: [gemv(x, w_gu[i], ids, y_gu, top) for i in range(layers)], reps=5)
+        best = min(tiles, key=tiles.get)
+        gemv.block_n, gemv.block_k = (int(v) for v in best.split("x"))
+        out.update(block_n=gemv.block_n, block_k=gemv.block_k, tiles_s=tiles)
+    out["planner_s"] = timed(planner_step)
+    out["grouped_s"] = timed(grouped_step)
+    out["routed_s"] = timed(routed_step)
+    print(f"  {model.name} one token: planner's dense step {out['planner_s'] * 1e3:.3f} ms, grouped experts "
+          f"{out['grouped_s'] * 1e3:.3f} ms, with routing {out['routed_s'] * 1e3:.3f} ms "
+          f"(kernel vs reference {check:.1e}; tile {gemv.block_n}x{gemv.block_k})", flush=True)
+    del attn, router, w_gu, w_d, dense, head
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
 
 
 def fp8_gemm(torch, timer, device: str) -> list[dict]:
@@ -259,17 +410,23 @@ def measure(args) -> int:
     timer = Timer(torch, args.device)
     result = {"environment": environment(torch, args.device)}
     print(json.dumps(result["environment"], default=str)[:600], flush=True)
-    result["memory"] = memory_bandwidth(torch, timer, args.device, 0.0625 if args.quick else 4.0)
-    print(f"  memory: {result['memory']}", flush=True)
-    result["attention"] = attention_decode(torch, timer, args.device, args.quick)
-    result["fp8"] = fp8_gemm(torch, timer, args.device)
-    result["decode"] = {}
-    models = ["Qwen/Qwen3-0.6B"] if args.quick else DENSE
-    for name in models:
-        model = find_model(name)
-        tokens = [1, 8] if args.quick else DECODE_TOKENS + PREFILL_TOKENS
-        result["decode"][name] = decode_stack(torch, timer, model, args.device, tokens, args.device == "cuda")
-    if args.device == "cuda" and not args.quick:
+    only = set(args.only or SECTIONS)
+    if "memory" in only:
+        result["memory"] = memory_bandwidth(torch, timer, args.device, 0.0625 if args.quick else 4.0)
+        print(f"  memory: {result['memory']}", flush=True)
+    if "attention" in only:
+        result["attention"] = attention_decode(torch, timer, args.device, args.quick)
+    if "fp8" in only:
+        result["fp8"] = fp8_gemm(torch, timer, args.device)
+    if "decode" in only:
+        result["decode"] = {}
+        for name in ["Qwen/Qwen3-0.6B"] if args.quick else DENSE:
+            model = find_model(name)
+            tokens = [1, 8] if args.quick else DECODE_TOKENS + PREFILL_TOKENS
+            result["decode"][name] = decode_stack(torch, timer, model, args.device, tokens, args.device == "cuda")
+    if "moe" in only:
+        result["moe"] = moe_decode(torch, timer, find_model(MOE), args.device, args.quick)
+    if "energy" in only and args.device == "cuda" and not args.quick:
         result["energy"] = energy_check(torch, 10.0)
     text = json.dumps(result, indent=1, default=str)
     if args.out:
@@ -296,20 +453,22 @@ def report(args) -> int:
     print(f"{name} ({env.get('date')}, torch {env['torch']}); datasheet {bw:.0f} GB/s, {tf:.0f} dense bf16 TFLOP/s; "
           f"planner's fitted efficiency for its family: bandwidth {eff.bw_eff if eff else 'none'}, "
           f"compute {eff.compute_eff if eff else 'none'}")
-    m = data["memory"]
-    print(f"\nmemory: copy {m['copy_gbs']:.0f} GB/s ({m['copy_gbs'] / bw:.1%}), read {m['read_gbs']:.0f} GB/s "
-          f"({m['read_gbs'] / bw:.1%} of the datasheet)")
-    print("\n| model | tokens | kernels (graph) ms | eager ms | weights GB/s | % of datasheet bw | TFLOP/s | "
-          "% of datasheet | planner (weights+FLOPs) ms | planner / measured |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for model_name, rows in data["decode"].items():
-        model = find_model(model_name)
-        for r in rows:
-            kernels = r.get("graph_s", r["eager_s"])
-            planned = planner_kernels_s(model, gpu, eff, r["tokens"])
-            print(f"| {model_name.split('/')[-1]} | {r['tokens']} | {kernels * 1e3:.3f} | {r['eager_s'] * 1e3:.3f} | "
-                  f"{r['weight_gbs']:.0f} | {r['weight_gbs'] / bw:.1%} | {r['tflops']:.1f} | {r['tflops'] / tf:.1%} | "
-                  f"{planned * 1e3:.3f} | {planned / kernels:.2f} |")
+    m = data.get("memory")
+    if m:
+        print(f"\nmemory: copy {m['copy_gbs']:.0f} GB/s ({m['copy_gbs'] / bw:.1%}), read {m['read_gbs']:.0f} GB/s "
+              f"({m['read_gbs'] / bw:.1%} of the datasheet)")
+    if data.get("decode"):
+        print("\n| model | tokens | kernels (graph) ms | eager ms | weights GB/s | % of datasheet bw | TFLOP/s | "
+              "% of datasheet | planner (weights+FLOPs) ms | planner / measured |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for model_name, rows in data.get("decode", {}).items():
+            model = find_model(model_name)
+            for r in rows:
+                kernels = r.get("graph_s", r["eager_s"])
+                planned = planner_kernels_s(model, gpu, eff, r["tokens"])
+                print(f"| {model_name.split('/')[-1]} | {r['tokens']} | {kernels * 1e3:.3f} | {r['eager_s'] * 1e3:.3f} | "
+                      f"{r['weight_gbs']:.0f} | {r['weight_gbs'] / bw:.1%} | {r['tflops']:.1f} | {r['tflops'] / tf:.1%} | "
+                      f"{planned * 1e3:.3f} | {planned / kernels:.2f} |")
     if data.get("fp8"):
         print("\n| fp8 tokens | bf16 us | fp8 us | bf16 TFLOP/s | fp8 TFLOP/s | fp8 / bf16 time |")
         print("|---|---|---|---|---|---|")
@@ -325,6 +484,18 @@ def report(args) -> int:
         for r in data["attention"]:
             if "error" not in r:
                 print(f"| {r['batch']} | {r['context']} | {r['s'] * 1e6:.1f} | {r['kv_gbs']:.0f} | {r['kv_gbs'] / bw:.1%} |")
+    moe = data.get("moe")
+    if moe:
+        from servelab.planner.speed_model import moe_layer_s
+
+        layers = moe["layers"]
+        print(f"\n{moe['model']}, one token, {layers} layers in one CUDA graph: the dense step the planner assumes "
+              f"{moe['planner_s'] * 1e3:.3f} ms ({moe['weight_bytes'] / moe['planner_s'] / 1e9:.0f} GB/s of weights); "
+              f"routed experts by our grouped GEMV (tile {moe['block_n']}x{moe['block_k']}) "
+              f"{moe['grouped_s'] * 1e3:.3f} ms ({moe['grouped_s'] / moe['planner_s'] - 1:+.1%}); with routing's kernels "
+              f"{moe['routed_s'] * 1e3:.3f} ms: {(moe['routed_s'] - moe['grouped_s']) / layers * 1e6:.1f} us a layer. "
+              f"The planner's fused-MoE cost per layer, from vLLM's kernel benchmarks: "
+              f"{moe_layer_s(fitted_speed()) * 1e6:.1f} us")
     e = data.get("energy")
     if e and e.get("counter_j") and e.get("integrated_j"):
         print(f"\nenergy over {e['window_s']:.1f} s of a matmul load ({e['tflops']:.0f} TFLOP/s, peak "
@@ -350,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--out", help="JSON file to write")
     m.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     m.add_argument("--quick", action="store_true", help="tiny shapes (a logic check)")
+    m.add_argument("--only", nargs="+", choices=SECTIONS, help="measure these sections alone (default: all)")
     r = sub.add_parser("report", help="print a measurement beside the planner's model")
     r.add_argument("file")
     args = parser.parse_args(argv)

@@ -61,10 +61,11 @@ REASONS = {
                                           "bf16 FFNs, count 48 layers of 768-wide experts as if dense; 0.11 GiB "
                                           "over a 0.18 GiB peak, -2.1% on KV",
     "tt340a-128-128-c1": "a 1.7B model: the step is mostly fixed overhead, fitted as one value for all GPUs",
-    "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: the step model reads only the routed experts' "
-                         "weights and has no term for the router or the fused-MoE kernel; no fit row is an "
-                         "MoE it can represent, so decode is ~15% fast and a short prompt's TTFT half the "
-                         "measured",
+    "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: decode is within 4% since each MoE layer pays "
+                         "the fused-MoE kernels' fixed cost (29.9 us, the median of vLLM's kernel benchmarks, "
+                         "speed_model.MOE_KERNEL_RUNS; -15% without it); a prefill's tokens pick most of the 128 "
+                         "experts (128 tokens x 8 picks), so it reads far more than the routed share of weights "
+                         "the step model counts, and a short prompt's TTFT is half the measured",
     "tt356-128-128-c1": "8-GPU tensor parallel (DeepSeek-R1-0528-AWQ on 8xH100): shown, not fitted: the "
                         "measured 16 ms step is 5x the weight read; the per-layer all-reduce the step model "
                         "lacks (fitting.outside_scope) is most of it",

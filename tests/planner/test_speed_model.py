@@ -193,3 +193,50 @@ def test_a_ceiling_caps_the_searched_prefill_fit_too():
     capped = fit_speed(corpus, overlap=2.5, ceiling={"hopper": 0.5})
     assert free.families["hopper"].compute_eff > 0.5
     assert capped.families["hopper"].compute_eff == 0.5
+
+
+def moe_engine(model: str, gpu: str) -> Engine:
+    shape = find_model(model)
+    return Engine(shape, find_gpu(gpu), weight_bytes=2 * shape.active, kv_bytes_per_token=98304.0)
+
+
+def test_an_moe_step_pays_the_fused_moe_kernels_fixed_cost_per_moe_layer_and_a_dense_one_does_not():
+    from servelab.planner.speed_model import moe_layer_s
+
+    per_layer = moe_layer_s(CONSTANTS)
+    assert per_layer > 0
+    moe = step_costs(moe_engine("Qwen3-30B-A3B", "A100"), CONSTANTS)
+    assert moe.overhead_s == pytest.approx(CONSTANTS.overhead_s + 48 * per_layer)
+    assert step_costs(engine("A100"), CONSTANTS).overhead_s == CONSTANTS.overhead_s
+    # DeepSeek's first three layers keep a dense feed-forward: 58 MoE layers of 61
+    assert find_model("DeepSeek-R1").moe_layers == 58 and find_model("Qwen3-14B").moe_layers == 0
+    deepseek = step_costs(moe_engine("DeepSeek-R1", "A100"), CONSTANTS)
+    assert deepseek.overhead_s == pytest.approx(CONSTANTS.overhead_s + 58 * per_layer)
+    # the roofline stays the datasheet's: no fixed costs where no run calibrates the family
+    assert step_costs(moe_engine("Qwen3-30B-A3B", "A40"), CONSTANTS).overhead_s == 0
+
+
+def test_the_moe_layer_cost_is_the_median_of_the_published_kernel_runs_less_their_expert_read():
+    """Each run's fixed time is its kernel time less its experts' bytes at the family's fitted
+    bandwidth; runs on a GPU no fitted family covers are left out; the median of what remains."""
+    from servelab.planner.speed_model import MOE_KERNEL_RUNS, moe_layer_s
+
+    a100_pcie = MOE_KERNEL_RUNS[0]
+    assert a100_pcie.expert_bytes == 8 * 3 * 2048 * 768 * 2  # Qwen3-30B-A3B: 8 routed experts, bf16
+    assert a100_pcie.fixed_s(CONSTANTS) == pytest.approx(109.21e-6 - a100_pcie.expert_bytes / (1555e9 * 0.6))
+    fixed = sorted(f for f in (run.fixed_s(CONSTANTS) for run in MOE_KERNEL_RUNS) if f is not None)
+    assert len(fixed) == 2  # CONSTANTS calibrates ampere-hbm alone: the two A100 runs
+    assert moe_layer_s(CONSTANTS) == pytest.approx(sum(fixed) / 2)
+    assert moe_layer_s(SpeedConstants()) == 0.0  # no fitted family: nothing to subtract the read at
+    for run in MOE_KERNEL_RUNS:
+        assert run.url.startswith("https://github.com/vllm-project/vllm/pull/") and run.date[:2] == "20"
+
+
+def test_a_config_json_names_the_dense_layers_of_an_moe():
+    from servelab.planner.files import shape_from_config
+
+    config = {"num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128, "intermediate_size": 18432,
+              "vocab_size": 129280, "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+              "first_k_dense_replace": 3}
+    assert shape_from_config(config, "x").moe_layers == 58
+    assert shape_from_config({**config, "first_k_dense_replace": None}, "x").moe_layers == 61

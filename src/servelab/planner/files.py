@@ -79,6 +79,7 @@ def shape_from_config(config: dict, name: str) -> ModelShape:
             experts=experts, active_experts=text.get("num_experts_per_tok", 0) if experts else 0,
             shared_experts=text.get("n_shared_experts") or 0,
             moe_intermediate=(text.get("moe_intermediate_size") or text["intermediate_size"]) if experts else 0,
+            dense_layers=(text.get("first_k_dense_replace") or 0) if experts else 0,
             kv_lora_rank=text.get("kv_lora_rank") or 0, qk_rope_head_dim=text.get("qk_rope_head_dim") or 0)
     except KeyError as exc:
         raise InputError(f"config.json of {name} has no {exc.args[0]}: not a decoder model plan knows") from None

@@ -20,6 +20,8 @@ class ModelShape:
     head_dim: per attention head (not always hidden / heads: Gemma, Qwen3).
     experts/active_experts/moe_intermediate: MoE feed-forward (0 experts = dense);
     shared_experts count as always active.
+    dense_layers: the first layers of an MoE model that keep a dense feed-forward
+    (``first_k_dense_replace``: DeepSeek); the rest are MoE layers.
     kv_lora_rank/qk_rope_head_dim: MLA (DeepSeek-V2/V3). vLLM then caches one latent of
     kv_lora_rank + qk_rope_head_dim values per token per layer instead of K and V per head.
     params/active_params: override the shape formula (None = compute).
@@ -39,6 +41,7 @@ class ModelShape:
     active_experts: int = 0
     shared_experts: int = 0
     moe_intermediate: int = 0
+    dense_layers: int = 0
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     dtype_bytes: int = 2
@@ -49,6 +52,10 @@ class ModelShape:
     @property
     def mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
 
     @property
     def total_params(self) -> int:
@@ -151,18 +158,18 @@ _TABLE = [
     # MLA: published totals, rounded as published (the low-rank q/kv projections are not in
     # the dense formula; V3/R1's 671 B leaves out the 14 B multi-token-prediction module).
     _m("deepseek-ai/DeepSeek-V2-Lite-Chat", 27, 2048, 16, 16, 128, 10944, 102400, 163840,
-       experts=64, active_experts=6, shared_experts=2, moe_intermediate=1408,
+       experts=64, active_experts=6, shared_experts=2, moe_intermediate=1408, dense_layers=1,
        kv_lora_rank=512, qk_rope_head_dim=64, params=15_700_000_000, active_params=2_400_000_000),
     _m("deepseek-ai/DeepSeek-V2-Chat", 60, 5120, 128, 128, 128, 12288, 102400, 163840,
-       experts=160, active_experts=6, shared_experts=2, moe_intermediate=1536,
+       experts=160, active_experts=6, shared_experts=2, moe_intermediate=1536, dense_layers=1,
        kv_lora_rank=512, qk_rope_head_dim=64, params=236_000_000_000, active_params=21_000_000_000),
     # Shipped in FP8 (block-quantized), which vLLM serves as is.
     _m("deepseek-ai/DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, 163840,
        experts=256, active_experts=8, shared_experts=1, moe_intermediate=2048, native_quantization="fp8",
-       kv_lora_rank=512, qk_rope_head_dim=64, params=671_000_000_000, active_params=37_000_000_000),
+       dense_layers=3, kv_lora_rank=512, qk_rope_head_dim=64, params=671_000_000_000, active_params=37_000_000_000),
     _m("deepseek-ai/DeepSeek-R1", 61, 7168, 128, 128, 128, 18432, 129280, 163840,
        experts=256, active_experts=8, shared_experts=1, moe_intermediate=2048, native_quantization="fp8",
-       kv_lora_rank=512, qk_rope_head_dim=64, params=671_000_000_000, active_params=37_000_000_000),
+       dense_layers=3, kv_lora_rank=512, qk_rope_head_dim=64, params=671_000_000_000, active_params=37_000_000_000),
 ]
 
 MODELS: dict[str, ModelShape] = {model.name: model for model in _TABLE}

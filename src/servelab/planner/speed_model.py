@@ -26,6 +26,10 @@ One engine step, on each GPU of a tensor-parallel group:
 - Each running request adds a per-sequence cost to every step (scheduling it, preparing its
   inputs, sampling, and turning its token into an output: detokenizing and streaming it), which
   is what makes a step of 1,000 decoding requests far longer than its FLOPs and bytes alone.
+- A mixture of experts pays, per MoE layer and step, the fused-MoE kernels' fixed cost beside
+  reading its routed experts' weights (``moe_layer_s``: routing, aligning tokens to experts, the
+  activation, the weighted sum, and tiles too small to stream): not fitted (no fit row is an MoE
+  the model represents) but read off vLLM's own kernel benchmarks (``MOE_KERNEL_RUNS``).
 - Weight-only quantized kernels (AWQ, GPTQ, FP8 on a GPU without FP8 tensor cores: W8A16)
   read fewer bytes but dequantize inside the matmul: their compute time is the bf16 one times
   ``weight_only_compute`` (>= 1), which shows when a batch is large enough to be compute-bound.
@@ -42,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from servelab.planner.gpus import Gpu
+from servelab.planner.gpus import Gpu, find_gpu
 from servelab.planner.models import ModelShape
 from servelab.sim.model import OVERLAP, overlapped
 
@@ -66,8 +70,8 @@ FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm
 MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
 SETUPS = {
     "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
-    "@moe": "a mixture of experts: the step model reads the routed experts' weights and has no term for the "
-            "router or the fused-MoE kernels",
+    "@moe": "a mixture of experts: the fused-MoE kernels' cost per layer is the median of vLLM's kernel "
+            "benchmarks, which spread 7 to 163 us a layer by shape, and no fit row is an MoE",
     "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
 }
 
@@ -79,6 +83,63 @@ def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
     if model.experts:
         return "@moe"
     return "@eager" if enforce_eager else None
+
+
+@dataclass(frozen=True, slots=True)
+class MoeKernelRun:
+    """One published timing of vLLM's fused-MoE kernels at one token (``benchmarks/kernels/
+    benchmark_moe.py``'s "Kernel time": the whole fused-experts call, both expert GEMMs, the token
+    alignment, the activation and the sum), with the bytes of routed experts' weights it read."""
+
+    url: str
+    date: str
+    gpu: str
+    what: str
+    seconds: float
+    expert_bytes: float
+
+    def fixed_s(self, constants: SpeedConstants) -> float | None:
+        """The time beyond reading the experts at the family's fitted bandwidth; None where the fit
+        calibrates no family for this GPU."""
+        gpu = find_gpu(self.gpu)
+        eff = constants.efficiency(gpu) if gpu else None
+        if eff is None:
+            return None
+        return self.seconds - self.expert_bytes / (gpu.bandwidth_gbs * 1e9 * eff.bw_eff)
+
+
+def _experts(top: int, hidden: int, intermediate: int, bytes_per: int) -> int:
+    return top * 3 * hidden * intermediate * bytes_per
+
+
+# vLLM's fused-MoE kernel at one token, as published (each run's default or shipped config). The
+# fixed cost they imply spreads with the shape (7 us for Mixtral's large experts to 163 us for
+# Gemma 4's), so ``moe_layer_s`` takes their median, and the @moe band stays beside every MoE figure.
+MOE_KERNEL_RUNS = (
+    MoeKernelRun("https://github.com/vllm-project/vllm/pull/19049", "2025-06-03", "A100-40GB",
+                 "Qwen3-30B-A3B bf16, E=128 N=768 top-8, default config (A100-PCIE-40GB)", 109.21e-6,
+                 _experts(8, 2048, 768, 2)),
+    MoeKernelRun("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
+                 "Qwen3-30B-A3B fp8_w8a8, E=128 N=768 top-8, main", 44.54e-6, _experts(8, 2048, 768, 1)),
+    MoeKernelRun("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
+                 "Mixtral-8x7B bf16 TP 2, E=8 N=7168 top-2, shipped tuned config", 144.03e-6,
+                 _experts(2, 4096, 7168, 2)),
+    MoeKernelRun("https://github.com/vllm-project/vllm/pull/40542", "2026-04-21", "A100-80GB",
+                 "GLM-4.5-Air / Kimi-VL-A3B bf16, E=64 N=1408 top-6, default config (A100-SXM4-80GB)", 183.5e-6,
+                 _experts(6, 2048, 1408, 2)),
+    MoeKernelRun("https://github.com/vllm-project/vllm/pull/44818", "2026-06-08", "H200",
+                 "Gemma 4 bf16, E=128 N=704 K=2816 top-8, default config", 189.2e-6, _experts(8, 2816, 704, 2)),
+)
+
+
+def moe_layer_s(constants: SpeedConstants) -> float:
+    """The fused-MoE kernels' cost per MoE layer per step beyond reading the routed experts: the
+    median over ``MOE_KERNEL_RUNS`` of each run's fixed time (0 with no run on a fitted family)."""
+    fixed = sorted(f for f in (run.fixed_s(constants) for run in MOE_KERNEL_RUNS) if f is not None)
+    if not fixed:
+        return 0.0
+    middle = len(fixed) // 2
+    return fixed[middle] if len(fixed) % 2 else (fixed[middle - 1] + fixed[middle]) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +230,8 @@ def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepC
     heads = max(1, engine.model.heads // engine.tensor_parallel)
     attention = 4 * engine.model.layers * heads * engine.model.head_dim / flops if flops > 0 else 0.0
     source = c.source if calibrated else SpeedConstants().source
-    return StepCosts(c.overhead_s if calibrated else 0.0, per_token,
+    overhead = c.overhead_s + engine.model.moe_layers * moe_layer_s(c) if calibrated else 0.0
+    return StepCosts(overhead, per_token,
                      engine.kv_bytes_per_token / bandwidth, c.request_s if calibrated else 0.0,
                      attention, calibrated, source, c.per_seq_s if calibrated else 0.0, read_s,
                      c.overlap if calibrated else OVERLAP)
