@@ -18,7 +18,8 @@ Issue 21: ground the speed model where a GPU is lent; the corpus of published vL
   GEMV (our own Triton kernel: one program per expert and block of outputs, the experts chosen on
   the GPU, nothing synchronised with the host, as a fused-MoE kernel runs at one token); and the
   same plus the router and the kernels routing adds (router GEMM, softmax, top-k, renormalising,
-  SiLU-and-mul, the weighted sum). Not vLLM's kernels: what one reasonable implementation reaches;
+  the expert ids, the weighted sum; unfused torch ops). Not vLLM's kernels: what one reasonable
+  implementation reaches (``--quick``: 16 experts, a 4,096-token vocabulary, 2 layers);
 - energy: servelab's own NVML sampler (``telemetry.gpu``) at 10 Hz over a 10 s matmul load, the
   joules from the total-energy counter against the power samples integrated
   (``metrics.energy.cumulative_j``): the two sources a result's energy section names.
@@ -42,6 +43,7 @@ import platform
 import sys
 import threading
 import time
+from dataclasses import replace
 
 DECODE_TOKENS = [1, 8, 32, 64, 128, 256, 512]
 PREFILL_TOKENS = [2048, 8192]
@@ -168,27 +170,46 @@ def expert_gemv_kernel():
 
 
 class ExpertGemv:
-    """y[pairs, N] from x[rows, K] and w[experts, N, K] at ids[pairs]; Triton on CUDA, a torch loop
-    elsewhere (the logic check, and the reference the kernel is checked against)."""
+    """y[pairs, N] from x[rows, K] and w[experts, N, K] at ids[pairs], pair p reading row p // x_div:
+    our Triton kernel on CUDA; elsewhere a gather and a batched product (the logic check). The
+    reference, a plain loop over pairs, is what both are checked against."""
 
     def __init__(self, torch, device: str, block_n: int = 16, block_k: int = 256) -> None:
         self.torch, self.block_n, self.block_k = torch, block_n, block_k
         self.kernel = expert_gemv_kernel() if device == "cuda" else None
 
+    def fits(self, n: int, k: int) -> bool:
+        """The kernel reads whole tiles (no masks): the tile must divide the matrix."""
+        return n % self.block_n == 0 and k % self.block_k == 0
+
     def __call__(self, x, w, ids, y, x_div: int) -> None:
         n, k = w.shape[1], w.shape[2]
         if self.kernel is None:
-            for pair in range(ids.numel()):
-                y[pair] = w[int(ids[pair])] @ x[pair // x_div]
+            rows = x[self.torch.arange(ids.numel(), device=x.device) // x_div]
+            y.copy_(self.torch.bmm(w[ids.long()], rows.unsqueeze(-1)).squeeze(-1))
             return
+        if not self.fits(n, k):
+            raise ValueError(f"tile {self.block_n}x{self.block_k} does not divide {n}x{k}")
         self.kernel[(ids.numel(), n // self.block_n)](x, w, ids, y, n, k, x_div,
                                                        BLOCK_N=self.block_n, BLOCK_K=self.block_k)
+
+
+def reference_gemv(x, w, ids, x_div: int):
+    """The loop ExpertGemv is checked against: one matrix-vector product per pair."""
+    return [w[int(ids[pair])] @ x[pair // x_div] for pair in range(ids.numel())]
+
+
+def relative_error(y, reference) -> float:
+    worst = max(float((row.float() - ref.float()).abs().max()) for row, ref in zip(y, reference))
+    return worst / max(float(ref.float().abs().max()) for ref in reference)
 
 
 def moe_decode(torch, timer, model, device: str, quick: bool) -> dict:
     """The MoE model's decode step at one token, three ways (module docstring); seconds per step."""
     f = torch.nn.functional
     dtype = torch.bfloat16
+    if quick:
+        model = replace(model, experts=16, vocab=4096)
     layers = 2 if quick else model.layers
     experts, top, inter, hidden = model.experts, model.active_experts, model.moe_intermediate, model.hidden
     q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
@@ -209,13 +230,14 @@ def moe_decode(torch, timer, model, device: str, quick: bool) -> dict:
     y_gu = torch.empty(top, 2 * inter, dtype=dtype, device=device)
     y_d = torch.empty(top, hidden, dtype=dtype, device=device)
     gemv = ExpertGemv(torch, device)
+    h = torch.randn(top, inter, dtype=dtype, device=device)
 
-    # the kernel against the reference, once, on the first layer's experts
-    ref = ExpertGemv(torch, "cpu")
-    y_ref = torch.empty_like(y_gu)
-    gemv(x, w_gu[0], ids, y_gu, top)
-    ref(x, w_gu[0], ids, y_ref, top)
-    check = float((y_gu.float() - y_ref.float()).abs().max() / y_ref.float().abs().max())
+    def check() -> float:
+        """Both projections of the first layer against the reference loop, with the tile in use."""
+        gemv(x, w_gu[0], ids, y_gu, top)
+        gemv(h, w_d[0], ids, y_d, 1)
+        return max(relative_error(y_gu, reference_gemv(x, w_gu[0], ids, top)),
+                   relative_error(y_d, reference_gemv(h, w_d[0], ids, 1)))
 
     def attention_and_head(i):
         f.linear(x, attn[i][0])
@@ -261,24 +283,27 @@ def moe_decode(torch, timer, model, device: str, quick: bool) -> dict:
 
     bytes_attention = 2 * (layers * (attn[0][0].numel() + attn[0][1].numel()) + head.numel())
     bytes_experts = 2 * layers * (dense[0][0].numel() + dense[0][1].numel())
-    out = {"model": model.name, "layers": layers, "tokens": 1, "kernel_vs_reference": check,
+    out = {"model": model.name, "layers": layers, "experts": experts, "tokens": 1,
            "weight_bytes": bytes_attention + bytes_experts, "expert_bytes": bytes_experts,
            "block_n": gemv.block_n, "block_k": gemv.block_k}
-    if device == "cuda":  # the kernel's best tile for this shape, on the first layer's gate+up alone
+    if device == "cuda":  # the kernel's best tile for this shape, on every layer's gate+up
         tiles = {}
         for bn in (8, 16, 32, 64):
             for bk in (128, 256, 512):
                 gemv.block_n, gemv.block_k = bn, bk
+                if not (gemv.fits(2 * inter, hidden) and gemv.fits(hidden, inter)):
+                    continue
                 tiles[f"{bn}x{bk}"] = timer(lambda: [gemv(x, w_gu[i], ids, y_gu, top) for i in range(layers)], reps=5)
         best = min(tiles, key=tiles.get)
         gemv.block_n, gemv.block_k = (int(v) for v in best.split("x"))
-        out.update(block_n=gemv.block_n, block_k=gemv.block_k, tiles_s=tiles)
+        out["tiles_s"] = tiles
+    out.update(block_n=gemv.block_n, block_k=gemv.block_k, kernel_vs_reference=check())
     out["planner_s"] = timed(planner_step)
     out["grouped_s"] = timed(grouped_step)
     out["routed_s"] = timed(routed_step)
     print(f"  {model.name} one token: planner's dense step {out['planner_s'] * 1e3:.3f} ms, grouped experts "
           f"{out['grouped_s'] * 1e3:.3f} ms, with routing {out['routed_s'] * 1e3:.3f} ms "
-          f"(kernel vs reference {check:.1e}; tile {gemv.block_n}x{gemv.block_k})", flush=True)
+          f"(kernel vs reference {out['kernel_vs_reference']:.1e}; tile {gemv.block_n}x{gemv.block_k})", flush=True)
     del attn, router, w_gu, w_d, dense, head
     if device == "cuda":
         torch.cuda.empty_cache()

@@ -296,7 +296,7 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
             f"{name}: bandwidth {eff.bw_eff:.0%} of peak, compute {eff.compute_eff:.0%} of peak"
             for name, eff in sorted(speed.families.items())), "",
         "## Summary", "", *summary_table(compared, under_load(corpus)), "",
-        "## Setups the step model has no term for", "",
+        "## Setups no fit row calibrates", "",
         "`servelab plan` and simulated runs of such a setup print these bands, with the direction of the "
         "miss, instead of the general ones (`planner/speed_model.py`, `SETUPS`).", "",
         *setup_table(_setup_bands(compared, setups_of(corpus))), "",

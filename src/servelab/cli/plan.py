@@ -269,7 +269,7 @@ def format_plan(plan) -> str:
     if expected:
         lines += ["", f"speed (predicted; {plan.costs.source})", aligned(expected, width)]
         if setup:
-            lines.append(f"  not modelled: {SETUPS[setup]}; the numbers carry the error of the published runs "
+            lines.append(f"  beyond the fit: {SETUPS[setup]}; the numbers carry the error of the published runs "
                          "of such a setup (docs/planner_accuracy.md)")
     lines += ["", "speed floor (roofline: a lower bound of latency, an upper bound of throughput)",
               aligned(floor, width), "", answer(plan)]

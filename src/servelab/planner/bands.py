@@ -3,10 +3,11 @@
 bench/plan_accuracy.py replays every corpus row through the planner and writes, per metric, the
 median / p90 / worst absolute error — on the held-out rows where there are at least three, else on
 all rows (and then it says so). ``servelab plan`` and the simulated engine print that band beside
-the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on. A setup the step
-model has no term for (``speed_model.SETUPS``: an MoE, eager mode, TP over 2) has its own band
-("METRIC@moe"), from the corpus rows of that setup, none of them fitted, with the signed median:
-"-15.4 % median, predicted low".
+the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on. A setup no fit
+row calibrates (``speed_model.SETUPS``: TP over 2 and eager mode, which the step model has no term
+for, and an MoE, whose term comes from kernel benchmarks) has its own band ("METRIC@moe"), from
+the corpus rows of that setup, none of them fitted, with the signed median: "-0.9 % median,
+predicted low".
 """
 
 from __future__ import annotations

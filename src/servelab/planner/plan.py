@@ -135,7 +135,7 @@ def tensor_parallel(spec: PlanSpec) -> int:
 
 
 def speed_setup(spec: PlanSpec) -> str | None:
-    """Which of ``speed_model.SETUPS`` (those the step model has no term for) the plan is, or None."""
+    """Which of ``speed_model.SETUPS`` (setups no fit row calibrates) the plan is, or None."""
     return setup_class(spec.model, tensor_parallel(spec), spec.enforce_eager)
 
 

@@ -64,14 +64,15 @@ FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm
             "H100": "hopper", "H200": "hopper", "H20": "hopper", "B200": "blackwell", "MI300X": "cdna3"}
 
 
-# Setups the step model has no term for: a speed number for one carries the band of the corpus
-# rows that are one (planner/bands.py, "METRIC@moe"), with the direction they missed in, not the
+# Setups no fit row calibrates (two the step model has no term for; an MoE, whose term comes from
+# kernel benchmarks, not a fit): a speed number for one carries the band of the corpus rows that are one (planner/bands.py, "METRIC@moe"), with the direction they missed in, not the
 # general band. In order: the first that applies names the setup.
 MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
 SETUPS = {
     "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
     "@moe": "a mixture of experts: the fused-MoE kernels' cost per layer is the median of vLLM's kernel "
-            "benchmarks, which spread 7 to 163 us a layer by shape, and no fit row is an MoE",
+            "benchmarks, which spread 7 to 163 us a layer by shape; no fit row is an MoE, and the band's rows "
+            "are the ones seen when the term was added",
     "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
 }
 
@@ -88,8 +89,9 @@ def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
 @dataclass(frozen=True, slots=True)
 class MoeKernelRun:
     """One published timing of vLLM's fused-MoE kernels at one token (``benchmarks/kernels/
-    benchmark_moe.py``'s "Kernel time": the whole fused-experts call, both expert GEMMs, the token
-    alignment, the activation and the sum), with the bytes of routed experts' weights it read."""
+    benchmark_moe.py``'s "Kernel time", or a PR's own microbenchmark of the same kernels: the whole
+    fused-experts call, both expert GEMMs, the token alignment, the activation and the sum; not the
+    router GEMM), with the bytes of routed experts' weights it read."""
 
     url: str
     date: str
@@ -125,16 +127,18 @@ MOE_KERNEL_RUNS = (
                  "Mixtral-8x7B bf16 TP 2, E=8 N=7168 top-2, shipped tuned config", 144.03e-6,
                  _experts(2, 4096, 7168, 2)),
     MoeKernelRun("https://github.com/vllm-project/vllm/pull/40542", "2026-04-21", "A100-80GB",
-                 "GLM-4.5-Air / Kimi-VL-A3B bf16, E=64 N=1408 top-6, default config (A100-SXM4-80GB)", 183.5e-6,
+                 "Kimi-VL-A3B shape bf16, E=64 N=1408 top-6 hidden 2048, default config (A100-SXM4-80GB)", 183.5e-6,
                  _experts(6, 2048, 1408, 2)),
     MoeKernelRun("https://github.com/vllm-project/vllm/pull/44818", "2026-06-08", "H200",
-                 "Gemma 4 bf16, E=128 N=704 K=2816 top-8, default config", 189.2e-6, _experts(8, 2816, 704, 2)),
+                 "Gemma 4 bf16, E=128 N=704 K=2816 top-8, default config (the PR's microbenchmark)", 189.2e-6,
+                 _experts(8, 2816, 704, 2)),
 )
 
 
 def moe_layer_s(constants: SpeedConstants) -> float:
     """The fused-MoE kernels' cost per MoE layer per step beyond reading the routed experts: the
-    median over ``MOE_KERNEL_RUNS`` of each run's fixed time (0 with no run on a fitted family)."""
+    median over ``MOE_KERNEL_RUNS`` of each run's fixed time (0 with no run on a fitted family). It
+    follows the constants: a fit that calibrates other families, or other bandwidths, moves it."""
     fixed = sorted(f for f in (run.fixed_s(constants) for run in MOE_KERNEL_RUNS) if f is not None)
     if not fixed:
         return 0.0
