@@ -511,7 +511,7 @@ def report(args) -> int:
                 print(f"| {r['batch']} | {r['context']} | {r['s'] * 1e6:.1f} | {r['kv_gbs']:.0f} | {r['kv_gbs'] / bw:.1%} |")
     moe = data.get("moe")
     if moe:
-        from servelab.planner.speed_model import moe_layer_s
+        from servelab.planner.speed_model import moe_kernel
 
         layers = moe["layers"]
         print(f"\n{moe['model']}, one token, {layers} layers in one CUDA graph: the dense step the planner assumes "
@@ -519,8 +519,8 @@ def report(args) -> int:
               f"routed experts by our grouped GEMV (tile {moe['block_n']}x{moe['block_k']}) "
               f"{moe['grouped_s'] * 1e3:.3f} ms ({moe['grouped_s'] / moe['planner_s'] - 1:+.1%}); with routing's kernels "
               f"{moe['routed_s'] * 1e3:.3f} ms: {(moe['routed_s'] - moe['grouped_s']) / layers * 1e6:.1f} us a layer. "
-              f"The planner's fused-MoE cost per layer, from vLLM's kernel benchmarks: "
-              f"{moe_layer_s(fitted_speed()) * 1e6:.1f} us")
+              f"The planner's fused-MoE kernels, from vLLM's kernel benchmarks: {moe_kernel()[0] * 1e6:.1f} us a "
+              f"layer and the experts read at {moe_kernel()[1]:.0%} of the datasheet")
     e = data.get("energy")
     if e and e.get("counter_j") and e.get("integrated_j"):
         print(f"\nenergy over {e['window_s']:.1f} s of a matmul load ({e['tflops']:.0f} TFLOP/s, peak "

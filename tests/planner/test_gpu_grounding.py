@@ -58,17 +58,17 @@ MOE = ROOT / "bench" / "measured" / "h200-moe-2026-12-04.json"
 
 def test_the_h200_moe_measurement_backs_the_per_layer_cost_the_planner_takes_from_vllms_benchmarks():
     """On the H200 our grouped GEMV read the routed experts about as fast as plain GEMMs read the
-    same bytes (within 10 %), and routing's small kernels added 20-50 us a layer: the fixed cost
-    per MoE layer, not a slower read, is what an MoE step adds, as vLLM's published kernel runs
-    imply (speed_model.MOE_KERNEL_RUNS)."""
-    from servelab.planner.speed_model import fitted_speed, moe_layer_s
+    same bytes (within 10 %), and routing's small kernels added 20-60 us a layer: a fixed cost per
+    MoE layer beside a read near the dense one is what an MoE step adds, as vLLM's published
+    kernel series imply (speed_model.MOE_KERNEL_SERIES)."""
+    from servelab.planner.speed_model import moe_kernel
 
     m = json.loads(MOE.read_text())["moe"]
     assert m["layers"] == 48 and m["kernel_vs_reference"] < 0.01
     assert m["grouped_s"] / m["planner_s"] < 1.10
     routing_per_layer = (m["routed_s"] - m["grouped_s"]) / m["layers"]
-    assert 20e-6 < routing_per_layer < 50e-6
-    assert 20e-6 < moe_layer_s(fitted_speed()) < 50e-6
+    assert 20e-6 < routing_per_layer < 60e-6
+    assert 20e-6 < moe_kernel()[0] < 60e-6
 
 
 def test_the_moe_section_runs_on_the_cpu_with_the_reference_kernel(tmp_path):

@@ -8,9 +8,9 @@ import pytest
 from servelab.planner import find_gpu, find_model
 from servelab.planner.corpus import load_corpus
 from servelab.planner.fitting import fit_speed, outside_scope
-from servelab.planner.speed_model import (Efficiency, Engine, SpeedConstants, concurrency1, sim_step_model,
-                                          step_costs, tpot_s)
-from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.planner.speed_model import (MOE_KERNEL_SERIES, Efficiency, Engine, SpeedConstants, concurrency1,
+                                          expert_bytes, moe_kernel, sim_step_model, step_costs, tpot_s)
+from servelab.sim.model import EngineLimits, SimRequest, StepModel, distinct_experts
 from servelab.sim.simulate import simulate
 
 QWEN3_14B = find_model("Qwen3-14B")
@@ -197,41 +197,59 @@ def test_a_ceiling_caps_the_searched_prefill_fit_too():
 
 def moe_engine(model: str, gpu: str) -> Engine:
     shape = find_model(model)
-    return Engine(shape, find_gpu(gpu), weight_bytes=2 * shape.active, kv_bytes_per_token=98304.0)
+    return Engine(shape, find_gpu(gpu), weight_bytes=2 * shape.active, kv_bytes_per_token=98304.0,
+                  expert_bytes=expert_bytes(shape, 16, 1))
 
 
-def test_an_moe_step_pays_the_fused_moe_kernels_fixed_cost_per_moe_layer_and_a_dense_one_does_not():
-    from servelab.planner.speed_model import moe_layer_s
-
-    per_layer = moe_layer_s(CONSTANTS)
-    assert per_layer > 0
+def test_an_moe_step_reads_the_experts_its_tokens_pick_and_pays_the_kernels_fixed_cost_per_moe_layer():
+    fixed, share = moe_kernel()
+    per_expert = 3 * 2048 * 768 * 2  # Qwen3-30B-A3B, bf16, one GPU
     moe = step_costs(moe_engine("Qwen3-30B-A3B", "A100"), CONSTANTS)
-    assert moe.overhead_s == pytest.approx(CONSTANTS.overhead_s + 48 * per_layer)
-    assert step_costs(engine("A100"), CONSTANTS).overhead_s == CONSTANTS.overhead_s
+    assert moe.overhead_s == pytest.approx(CONSTANTS.overhead_s + 48 * fixed)
+    assert moe.expert_read_s == pytest.approx(48 * per_expert / (2039e9 * share))
+    # the routed experts left the family-efficiency read: they are read at the kernels' own share
+    assert moe.read_s == pytest.approx((2 * find_model("Qwen3-30B-A3B").active - 8 * 48 * per_expert) / (2039e9 * 0.6))
+    one, many = moe.step_s(1, 0), moe.step_s(128, 0)
+    assert many - one == pytest.approx(moe.expert_read_s * (distinct_experts(128, 8, 128) - 8)
+                                       + moe.per_token_s * 127)
+    assert distinct_experts(128, 8, 1) == pytest.approx(8) and distinct_experts(128, 8, 128) > 127.9
+    dense = step_costs(engine("A100"), CONSTANTS)
+    assert dense.overhead_s == CONSTANTS.overhead_s and dense.expert_read_s == 0 and dense.experts == 0
     # DeepSeek's first three layers keep a dense feed-forward: 58 MoE layers of 61
     assert find_model("DeepSeek-R1").moe_layers == 58 and find_model("Qwen3-14B").moe_layers == 0
     deepseek = step_costs(moe_engine("DeepSeek-R1", "A100"), CONSTANTS)
-    assert deepseek.overhead_s == pytest.approx(CONSTANTS.overhead_s + 58 * per_layer)
-    # the roofline stays the datasheet's: no fixed costs where no run calibrates the family
-    assert step_costs(moe_engine("Qwen3-30B-A3B", "A40"), CONSTANTS).overhead_s == 0
+    assert deepseek.overhead_s == pytest.approx(CONSTANTS.overhead_s + 58 * fixed)
+    # the roofline: the experts a step picks at the datasheet's bandwidth, and no fixed cost
+    roofline = step_costs(moe_engine("Qwen3-30B-A3B", "A40"), CONSTANTS)
+    assert roofline.overhead_s == 0 and roofline.expert_read_s == pytest.approx(48 * per_expert / 696e9)
 
 
-def test_the_moe_layer_cost_is_the_median_of_the_published_kernel_runs_less_their_expert_read():
-    """Each run's fixed time is its kernel time less its experts' bytes at the family's fitted
-    bandwidth; runs on a GPU no fitted family covers are left out; the median of what remains."""
-    from servelab.planner.speed_model import MOE_KERNEL_RUNS, moe_layer_s
+def test_the_simulated_engine_runs_the_same_moe_step_as_the_planner():
+    costs = step_costs(moe_engine("Qwen3-30B-A3B", "A100"), CONSTANTS)
+    model = StepModel(**{k: v for k, v in sim_step_model(costs, "x").items()})
+    for tokens in (1, 8, 64, 2048):
+        assert model.step_ns(1, tokens, 0) == pytest.approx(costs.step_s(tokens, 0) * 1e9, abs=1)
+    assert StepModel(**model.to_dict()) == model and model.to_dict()["experts"] == 128  # a step-model file
+    dense = step_costs(engine("A100"), CONSTANTS)
+    assert "experts" not in dense.to_dict() and "experts" not in sim_step_model(dense, "x")  # as before MoE terms
 
-    a100_pcie = MOE_KERNEL_RUNS[0]
-    assert a100_pcie.expert_bytes == 8 * 3 * 2048 * 768 * 2  # Qwen3-30B-A3B: 8 routed experts, bf16
-    assert a100_pcie.fixed_s(CONSTANTS) == pytest.approx(109.21e-6 - a100_pcie.expert_bytes / (1555e9 * 0.6))
-    fixed = sorted(f for f in (run.fixed_s(CONSTANTS) for run in MOE_KERNEL_RUNS) if f is not None)
-    assert len(fixed) == 2  # CONSTANTS calibrates ampere-hbm alone: the two A100 runs
-    assert moe_layer_s(CONSTANTS) == pytest.approx(sum(fixed) / 2)
-    assert moe_layer_s(SpeedConstants()) == 0.0  # no fitted family: nothing to subtract the read at
-    from servelab.planner.speed_model import fitted_speed
 
-    committed = sorted(run.fixed_s(fitted_speed()) for run in MOE_KERNEL_RUNS)
-    assert len(committed) == 5 and moe_layer_s(fitted_speed()) == committed[2]  # the middle of five
+def test_the_moe_kernel_constants_are_the_medians_of_vllms_published_kernel_series():
+    """kernel time = fixed + the distinct experts' bytes / (datasheet x share): the form fits the
+    first three series within 6 % at every batch; the planner takes the median fixed time and share
+    of all five, which keeps every series within 10 % from 8 tokens up."""
+    fits = [series.fit() for series in MOE_KERNEL_SERIES]
+    fixed, share = moe_kernel()
+    assert fixed == pytest.approx(sorted(f for f, _ in fits)[2]) and share == pytest.approx(sorted(e for _, e in fits)[2])
+    assert 40e-6 < fixed < 70e-6 and 0.8 < share < 1.0
+    for index, (series, (f, e)) in enumerate(zip(MOE_KERNEL_SERIES, fits)):
+        bandwidth = find_gpu(series.gpu).bandwidth_gbs * 1e9
+        for batch, measured in zip(series.batches, series.seconds):
+            if index < 3:
+                assert f + series.read_bytes(batch) / (bandwidth * e) == pytest.approx(measured, rel=0.06)
+            if batch >= 8:
+                assert fixed + series.read_bytes(batch) / (bandwidth * share) == pytest.approx(measured, rel=0.10)
+    assert MOE_KERNEL_SERIES[0].read_bytes(1) == 8 * 3 * 2048 * 768 * 2  # one token: its 8 routed experts
 
 
 def test_the_fit_leaves_moe_rows_to_the_kernel_benchmarks_term():

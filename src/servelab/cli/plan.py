@@ -366,7 +366,7 @@ def plan_json(plan) -> dict:
             "memory_report": plan.report().to_dict(), "weights_bytes": plan.weights_bytes,
             "kv_bytes_per_token": float(plan.kv_bytes_per_token), "kv_budget_bytes": plan.kv_budget_bytes,
             "other_memory": asdict(plan.other) if plan.other else None, "speed_floor": asdict(plan.speed),
-            "speed_model": asdict(plan.costs) if plan.costs else None,
+            "speed_model": plan.costs.to_dict() if plan.costs else None,
             "fits": plan.fits, "requests_at_once": plan.requests_at_once, "notes": list(plan.notes)}
 
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass, replace
 
 from servelab.planner import budget
 from servelab.planner.corpus import MemoryRow, SpeedRow
-from servelab.planner.dtypes import kv_element_bytes
+from servelab.planner.dtypes import kv_element_bytes, weight_bits
 from servelab.planner.gpus import GPUS, find_gpu
 from servelab.planner.kv import kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, find_model
 from servelab.planner.nonkv import NonKvConstants, activation_bytes, non_torch_bytes, v0_profile_batch
 from servelab.planner.plan import PlanSpec, default_batch, make_plan, weights_bytes
-from servelab.planner.speed_model import Engine, SpeedConstants, StepCosts, concurrency1, sim_step_model, step_costs
+from servelab.planner.speed_model import (Engine, SpeedConstants, StepCosts, concurrency1, expert_bytes, sim_step_model,
+                                          step_costs)
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.simulate import simulate
 
@@ -156,7 +157,8 @@ def speed_engine(row: SpeedRow) -> Engine:
     per_token = kv_bytes_per_token(model, kv_element_bytes("auto", model.dtype_bytes), tp)
     tokens, _ = default_batch(PlanSpec(model=model, gpu=gpu))
     return Engine(model, gpu, weights, float(per_token), tp, quantized=quant in ("awq", "gptq"),
-                  fp8=quant == "fp8", max_num_batched_tokens=tokens)
+                  fp8=quant == "fp8", max_num_batched_tokens=tokens,
+                  expert_bytes=expert_bytes(model, weight_bits(quant), tp))
 
 
 def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:

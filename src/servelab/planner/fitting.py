@@ -92,8 +92,8 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
     rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
     rows = [r for r in rows if not r.workload.under_load and "mean_tpot_ms" in r.measured
             and not outside_scope(r)]
-    # an MoE's fused-MoE cost is not fitted (speed_model.moe_layer_s comes from the fitted
-    # bandwidths): an MoE row here would have the overhead absorb it
+    # an MoE's fused-MoE kernels are not fitted (speed_model.moe_kernel, from vLLM's kernel
+    # benchmarks): an MoE row here would have the overhead and the bandwidth absorb them
     rows = [r for r in rows if not speed_engine(r).model.experts]
     engines = [speed_engine(r) for r in rows]
     names = sorted({FAMILIES[e.gpu.name] for e in engines if e.gpu.name in FAMILIES})

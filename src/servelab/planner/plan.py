@@ -20,7 +20,7 @@ from servelab.planner.gpus import Gpu
 from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
-from servelab.planner.speed_model import Engine, StepCosts, setup_class, step_costs
+from servelab.planner.speed_model import Engine, StepCosts, expert_bytes, setup_class, step_costs
 
 GIB = budget.GIB
 
@@ -175,7 +175,8 @@ def _costs(spec: PlanSpec, weights_per_gpu: int, tp: int, per_token: Fraction) -
     quant = quantization(spec).lower()
     read = float(weights_per_gpu * Fraction(spec.model.active, spec.model.total_params))
     engine = Engine(spec.model, spec.gpu, read, float(per_token), tp, quantized=quant in ("awq", "gptq", "int4"),
-                    fp8=quant in FP8_COMPUTE, max_num_batched_tokens=default_batch(spec)[0])
+                    fp8=quant in FP8_COMPUTE, max_num_batched_tokens=default_batch(spec)[0],
+                    expert_bytes=expert_bytes(spec.model, weight_bits(quant), tp))
     return step_costs(engine)
 
 

@@ -26,10 +26,11 @@ One engine step, on each GPU of a tensor-parallel group:
 - Each running request adds a per-sequence cost to every step (scheduling it, preparing its
   inputs, sampling, and turning its token into an output: detokenizing and streaming it), which
   is what makes a step of 1,000 decoding requests far longer than its FLOPs and bytes alone.
-- A mixture of experts pays, per MoE layer and step, the fused-MoE kernels' fixed cost beside
-  reading its routed experts' weights (``moe_layer_s``: routing, aligning tokens to experts, the
-  activation, the weighted sum, and tiles too small to stream): not fitted (no fit row is an MoE
-  the model represents) but read off vLLM's own kernel benchmarks (``MOE_KERNEL_RUNS``).
+- A mixture of experts reads, in each MoE layer, the experts its step's tokens pick (one token k
+  of them, a 128-token prefill nearly all: ``sim.model.distinct_experts``) at a share of the
+  datasheet bandwidth, and pays the fused-MoE kernels' fixed cost (routing, aligning tokens to
+  experts, the activation, the weighted sum): both read off vLLM's own kernel benchmarks
+  (``MOE_KERNEL_SERIES``, ``moe_kernel``), not fitted (no fit row is an MoE the model represents).
 - Weight-only quantized kernels (AWQ, GPTQ, FP8 on a GPU without FP8 tensor cores: W8A16)
   read fewer bytes but dequantize inside the matmul: their compute time is the bf16 one times
   ``weight_only_compute`` (>= 1), which shows when a batch is large enough to be compute-bound.
@@ -42,13 +43,14 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from servelab.planner.gpus import Gpu, find_gpu
 from servelab.planner.models import ModelShape
-from servelab.sim.model import OVERLAP, overlapped
+from servelab.sim.model import OVERLAP, distinct_experts, fields_of, overlapped
 
 FITTED = Path(__file__).parent / "corpus" / "fitted.json"
 # The overlap exponent of the fitted model: 1, the weight read and the compute added. The H200's
@@ -70,9 +72,10 @@ FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm
 MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
 SETUPS = {
     "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
-    "@moe": "a mixture of experts: the fused-MoE kernels' cost per layer is the median of vLLM's kernel "
-            "benchmarks, which spread 7 to 163 us a layer by shape; no fit row is an MoE, and the band's rows "
-            "are the ones seen when the term was added",
+    "@moe": "a mixture of experts: the fused-MoE kernels' fixed cost and read come from vLLM's kernel "
+            "benchmarks (the fixed cost spreads 31 to 150 us a layer by shape), and a batch's experts are "
+            "counted as if routed uniformly, an upper bound (vllm#23151, 10 at a time: TPOT +36%); no fit row "
+            "is an MoE, and the band's rows (one request at a time) were seen when the terms were added",
     "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
 }
 
@@ -87,63 +90,82 @@ def setup_class(model, tensor_parallel: int, enforce_eager: bool) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class MoeKernelRun:
-    """One published timing of vLLM's fused-MoE kernels at one token (``benchmarks/kernels/
-    benchmark_moe.py``'s "Kernel time", or a PR's own microbenchmark of the same kernels: the whole
-    fused-experts call, both expert GEMMs, the token alignment, the activation and the sum; not the
-    router GEMM), with the bytes of routed experts' weights it read."""
+class MoeKernelSeries:
+    """Published timings of vLLM's fused-MoE kernels over decode-sized batches
+    (``benchmarks/kernels/benchmark_moe.py``'s "Kernel time", or a PR's own microbenchmark of the
+    same kernels: the whole fused-experts call, both expert GEMMs, the token alignment, the
+    activation and the sum; not the router GEMM). ``expert_bytes``: one expert's weights (gate, up,
+    down) on one GPU, in the run's dtype."""
 
     url: str
     date: str
     gpu: str
     what: str
-    seconds: float
-    expert_bytes: float
+    experts: int
+    active: int
+    expert_bytes: int
+    batches: tuple[int, ...]
+    seconds: tuple[float, ...]
 
-    def fixed_s(self, constants: SpeedConstants) -> float | None:
-        """The time beyond reading the experts at the family's fitted bandwidth; None where the fit
-        calibrates no family for this GPU."""
-        gpu = find_gpu(self.gpu)
-        eff = constants.efficiency(gpu) if gpu else None
-        if eff is None:
-            return None
-        return self.seconds - self.expert_bytes / (gpu.bandwidth_gbs * 1e9 * eff.bw_eff)
+    def read_bytes(self, batch: int) -> float:
+        return distinct_experts(self.experts, self.active, batch) * self.expert_bytes
+
+    def fit(self) -> tuple[float, float]:
+        """(fixed seconds, bandwidth as a share of the GPU's datasheet) of: kernel time = fixed +
+        the distinct experts' bytes / (datasheet bandwidth x share), least squares on the relative
+        error over the batches."""
+        u = [1 / t for t in self.seconds]
+        v = [self.read_bytes(b) / t for b, t in zip(self.batches, self.seconds)]
+        uu, uv, vv = sum(a * a for a in u), sum(a * b for a, b in zip(u, v)), sum(b * b for b in v)
+        det = uu * vv - uv * uv
+        fixed, per_byte = (vv * sum(u) - uv * sum(v)) / det, (uu * sum(v) - uv * sum(u)) / det
+        return fixed, 1 / (per_byte * find_gpu(self.gpu).bandwidth_gbs * 1e9)
 
 
-def _experts(top: int, hidden: int, intermediate: int, bytes_per: int) -> int:
-    return top * 3 * hidden * intermediate * bytes_per
+def _expert(hidden: int, intermediate: int, bytes_per: int) -> int:
+    return 3 * hidden * intermediate * bytes_per
 
 
-# vLLM's fused-MoE kernel at one token, as published (each run's default or shipped config). The
-# fixed cost they imply spreads with the shape (7 us for Mixtral's large experts to 163 us for
-# Gemma 4's), so ``moe_layer_s`` takes their median, and the @moe band stays beside every MoE figure.
-MOE_KERNEL_RUNS = (
-    MoeKernelRun("https://github.com/vllm-project/vllm/pull/19049", "2025-06-03", "A100-40GB",
-                 "Qwen3-30B-A3B bf16, E=128 N=768 top-8, default config (A100-PCIE-40GB)", 109.21e-6,
-                 _experts(8, 2048, 768, 2)),
-    MoeKernelRun("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
-                 "Qwen3-30B-A3B fp8_w8a8, E=128 N=768 top-8, main", 44.54e-6, _experts(8, 2048, 768, 1)),
-    MoeKernelRun("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
-                 "Mixtral-8x7B bf16 TP 2, E=8 N=7168 top-2, shipped tuned config", 144.03e-6,
-                 _experts(2, 4096, 7168, 2)),
-    MoeKernelRun("https://github.com/vllm-project/vllm/pull/40542", "2026-04-21", "A100-80GB",
-                 "Kimi-VL-A3B shape bf16, E=64 N=1408 top-6 hidden 2048, default config (A100-SXM4-80GB)", 183.5e-6,
-                 _experts(6, 2048, 1408, 2)),
-    MoeKernelRun("https://github.com/vllm-project/vllm/pull/44818", "2026-06-08", "H200",
-                 "Gemma 4 bf16, E=128 N=704 K=2816 top-8, default config (the PR's microbenchmark)", 189.2e-6,
-                 _experts(8, 2816, 704, 2)),
+_DECODE = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96)
+# vLLM's fused-MoE kernels as published, each run's default or shipped config, batches 1 to 96 (a
+# decode step's tokens). The form above fits the first three within 6 %; the last two's fixed time
+# is 2-5x theirs (the shape's default tiles), so the planner takes the median of each constant.
+MOE_KERNEL_SERIES = (
+    MoeKernelSeries("https://github.com/vllm-project/vllm/pull/19049", "2025-06-03", "A100-40GB",
+                    "Qwen3-30B-A3B bf16, E=128 N=768 top-8, default config (A100-PCIE-40GB)", 128, 8,
+                    _expert(2048, 768, 2), _DECODE,
+                    (109.21e-6, 159.81e-6, 268.89e-6, 403.13e-6, 611.19e-6, 730.19e-6, 808.53e-6, 885.97e-6,
+                     917.45e-6, 943.14e-6)),
+    MoeKernelSeries("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
+                    "Qwen3-30B-A3B fp8_w8a8, E=128 N=768 top-8, main", 128, 8, _expert(2048, 768, 1), _DECODE,
+                    (44.54e-6, 59.94e-6, 90.46e-6, 129.77e-6, 185.40e-6, 215.99e-6, 238.37e-6, 257.83e-6,
+                     262.73e-6, 270.98e-6)),
+    MoeKernelSeries("https://github.com/vllm-project/vllm/pull/24700", "2025-09-11", "H100",
+                    "Mixtral-8x7B bf16 TP 2, E=8 N=7168 top-2, shipped tuned config", 8, 2, _expert(4096, 7168, 2),
+                    _DECODE, (144.03e-6, 229.28e-6, 351.10e-6, 434.98e-6, 471.49e-6, 478.27e-6, 487.35e-6,
+                              487.85e-6, 483.14e-6, 494.42e-6)),
+    MoeKernelSeries("https://github.com/vllm-project/vllm/pull/40542", "2026-04-21", "A100-80GB",
+                    "Kimi-VL-A3B shape bf16, E=64 N=1408 top-6 hidden 2048, default config (A100-SXM4-80GB)",
+                    64, 6, _expert(2048, 1408, 2), (1, 4, 16, 64), (183.5e-6, 266.2e-6, 542.6e-6, 698.1e-6)),
+    MoeKernelSeries("https://github.com/vllm-project/vllm/pull/44818", "2026-06-08", "H200",
+                    "Gemma 4 bf16, E=128 N=704 K=2816 top-8, default config (the PR's microbenchmark)", 128, 8,
+                    _expert(2816, 704, 2), _DECODE,
+                    (189.2e-6, 187.0e-6, 185.4e-6, 200.0e-6, 257.8e-6, 314.4e-6, 341.1e-6, 382.8e-6, 391.8e-6,
+                     405.6e-6)),
 )
 
 
-def moe_layer_s(constants: SpeedConstants) -> float:
-    """The fused-MoE kernels' cost per MoE layer per step beyond reading the routed experts: the
-    median over ``MOE_KERNEL_RUNS`` of each run's fixed time (0 with no run on a fitted family). It
-    follows the constants: a fit that calibrates other families, or other bandwidths, moves it."""
-    fixed = sorted(f for f in (run.fixed_s(constants) for run in MOE_KERNEL_RUNS) if f is not None)
-    if not fixed:
-        return 0.0
-    middle = len(fixed) // 2
-    return fixed[middle] if len(fixed) % 2 else (fixed[middle - 1] + fixed[middle]) / 2
+@lru_cache(maxsize=1)
+def moe_kernel() -> tuple[float, float]:
+    """(fixed seconds per MoE layer and step, the experts' read as a share of the datasheet
+    bandwidth): the medians of ``MOE_KERNEL_SERIES``' fits. Not fitted on the corpus."""
+    fits = [series.fit() for series in MOE_KERNEL_SERIES]
+    return statistics.median(f for f, _ in fits), statistics.median(e for _, e in fits)
+
+
+def expert_bytes(model: ModelShape, bits: float, tensor_parallel: int) -> float:
+    """One routed expert's weights in one MoE layer on one GPU (tensor parallel splits each expert)."""
+    return _expert(model.hidden, model.moe_intermediate, 1) * bits / 8 / tensor_parallel if model.experts else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +213,13 @@ class Engine:
 
     model: ModelShape
     gpu: Gpu
-    weight_bytes: float          # read per decode step (MoE: the routed experts only)
+    weight_bytes: float          # read per decode step (MoE: with the routed experts of one token)
     kv_bytes_per_token: float
     tensor_parallel: int = 1
     quantized: bool = False
     fp8: bool = False
     max_num_batched_tokens: int = 2048
+    expert_bytes: float = 0.0    # MoE: one routed expert in one layer (``expert_bytes``); 0 = dense
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,9 +237,16 @@ class StepCosts:
     per_seq_s: float = 0.0
     read_s: float = 0.0
     overlap: float = OVERLAP
+    expert_read_s: float = 0.0   # one routed expert in every MoE layer (``sim.model.StepModel``)
+    experts: int = 0
+    active_experts: int = 0
+
+    def to_dict(self) -> dict:
+        return fields_of(self)
 
     def step_s(self, tokens: int, context: int, attention_pairs: float = 0.0, seqs: int = 1) -> float:
-        return (self.overhead_s + self.per_seq_s * seqs + overlapped(self.read_s, self.per_token_s * tokens, self.overlap)
+        read = self.read_s + self.expert_read_s * distinct_experts(self.experts, self.active_experts, tokens)
+        return (self.overhead_s + self.per_seq_s * seqs + overlapped(read, self.per_token_s * tokens, self.overlap)
                 + self.per_kv_token_s * context + self.attention_flop_s * attention_pairs)
 
 
@@ -227,18 +257,25 @@ def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepC
     eff = eff or Efficiency()
     bandwidth = engine.gpu.bandwidth_gbs * 1e9 * eff.bw_eff
     flops = engine.gpu.tflops(engine.fp8) * 1e12 * eff.compute_eff
-    read_s = engine.weight_bytes / bandwidth * (eff.dequant if engine.quantized else 1.0)
+    dequant = eff.dequant if engine.quantized else 1.0
+    model = engine.model
+    moe_layers = model.moe_layers if engine.expert_bytes else 0
+    routed = model.active_experts * moe_layers * engine.expert_bytes  # read at the kernels' own share
+    read_s = (engine.weight_bytes - routed) / bandwidth * dequant
+    moe_fixed_s, moe_share = moe_kernel() if calibrated else (0.0, 1.0)
+    expert_read_s = moe_layers * engine.expert_bytes / (engine.gpu.bandwidth_gbs * 1e9 * moe_share) * dequant
     per_token = 2 * engine.model.active / engine.tensor_parallel / flops if flops > 0 else 0.0
     if calibrated and weight_only(engine):
         per_token *= c.weight_only_compute
     heads = max(1, engine.model.heads // engine.tensor_parallel)
     attention = 4 * engine.model.layers * heads * engine.model.head_dim / flops if flops > 0 else 0.0
     source = c.source if calibrated else SpeedConstants().source
-    overhead = c.overhead_s + engine.model.moe_layers * moe_layer_s(c) if calibrated else 0.0
+    overhead = c.overhead_s + moe_layers * moe_fixed_s if calibrated else 0.0
     return StepCosts(overhead, per_token,
                      engine.kv_bytes_per_token / bandwidth, c.request_s if calibrated else 0.0,
                      attention, calibrated, source, c.per_seq_s if calibrated else 0.0, read_s,
-                     c.overlap if calibrated else OVERLAP)
+                     c.overlap if calibrated else OVERLAP, expert_read_s,
+                     model.experts if moe_layers else 0, model.active_experts if moe_layers else 0)
 
 
 def weight_only(engine: Engine) -> bool:
@@ -286,4 +323,7 @@ def sim_step_model(costs: StepCosts, label: str) -> dict:
     source = f"planner speed model, {label} ({what})"
     return {"overhead_s": costs.overhead_s, "per_seq_s": costs.per_seq_s, "per_token_s": costs.per_token_s,
             "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
-            "request_s": costs.request_s, "read_s": costs.read_s, "overlap": costs.overlap, "source": source}
+            "request_s": costs.request_s, "read_s": costs.read_s, "overlap": costs.overlap,
+            **({"expert_read_s": costs.expert_read_s, "experts": costs.experts,
+                "active_experts": costs.active_experts} if costs.experts else {}),
+            "source": source}
