@@ -61,12 +61,12 @@ REASONS = {
                                           "bf16 FFNs, count 48 layers of 768-wide experts as if dense; 0.11 GiB "
                                           "over a 0.18 GiB peak, -2.1% on KV",
     "tt340a-128-128-c1": "a 1.7B model: the step is mostly fixed overhead, fitted as one value for all GPUs",
-    "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: decode within 2.1% with the fused-MoE kernels' "
+    "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: decode within 2% with the fused-MoE kernels' "
                          "constants from vLLM's kernel series (speed_model.MOE_KERNEL_SERIES; -15% without them); "
-                         "a 128-token prefill reads every expert its tokens pick (all 128: 58 GB) where the "
-                         "measured 35.7 ms needs 80% of the datasheet bandwidth, so TTFT is predicted 28% high "
-                         "at the kernels' 0.93 share plus the fixed costs; the 128 -> 1,024 row, 27.0 ms, is "
-                         "below the roofline (prefix-cache hits)",
+                         "a 128-token prefill reads every expert its tokens pick (all 128 under uniform routing: "
+                         "58 GB), where the measured 35.7 ms would need 80% of the datasheet bandwidth, so TTFT "
+                         "is predicted 22% high; the 128 -> 1,024 row's 27.0 ms, below this one's, is likely "
+                         "prefix-cache hits",
     "tt356-128-128-c1": "8-GPU tensor parallel (DeepSeek-R1-0528-AWQ on 8xH100): shown, not fitted: the "
                         "measured 16 ms step is 5x the weight read; the per-layer all-reduce the step model "
                         "lacks (fitting.outside_scope) is most of it",

@@ -67,8 +67,9 @@ def test_the_h200_moe_measurement_backs_the_per_layer_cost_the_planner_takes_fro
     assert m["layers"] == 48 and m["kernel_vs_reference"] < 0.01
     assert m["grouped_s"] / m["planner_s"] < 1.10
     routing_per_layer = (m["routed_s"] - m["grouped_s"]) / m["layers"]
-    assert 20e-6 < routing_per_layer < 60e-6
-    assert 20e-6 < moe_kernel()[0] < 60e-6
+    assert 20e-6 < routing_per_layer < 50e-6
+    # vLLM's series put the fixed cost within a factor of two of what our kernels' routing took
+    assert 0.5 < routing_per_layer / moe_kernel()[0] < 2
 
 
 def test_the_moe_section_runs_on_the_cpu_with_the_reference_kernel(tmp_path):

@@ -10,7 +10,7 @@ from servelab.planner.corpus import load_corpus
 from servelab.planner.fitting import fit_speed, outside_scope
 from servelab.planner.speed_model import (MOE_KERNEL_SERIES, Efficiency, Engine, SpeedConstants, concurrency1,
                                           expert_bytes, moe_kernel, sim_step_model, step_costs, tpot_s)
-from servelab.sim.model import EngineLimits, SimRequest, StepModel, distinct_experts
+from servelab.sim.model import EngineLimits, SimRequest, StepModel, distinct_experts, experts_s, overlapped
 from servelab.sim.simulate import simulate
 
 QWEN3_14B = find_model("Qwen3-14B")
@@ -209,9 +209,15 @@ def test_an_moe_step_reads_the_experts_its_tokens_pick_and_pays_the_kernels_fixe
     assert moe.expert_read_s == pytest.approx(48 * per_expert / (2039e9 * share))
     # the routed experts left the family-efficiency read: they are read at the kernels' own share
     assert moe.read_s == pytest.approx((2 * find_model("Qwen3-30B-A3B").active - 8 * 48 * per_expert) / (2039e9 * 0.6))
+    # the routed experts' FLOPs left the per-token compute for the fused-MoE kernels, where they overlap the read
+    whole = 2 * find_model("Qwen3-30B-A3B").active / (312e12 * 0.8)
+    assert moe.per_token_s + moe.expert_token_s == pytest.approx(whole)
+    assert moe.expert_token_s == pytest.approx(whole * 8 * 48 * 3 * 2048 * 768 / find_model("Qwen3-30B-A3B").active)
     one, many = moe.step_s(1, 0), moe.step_s(128, 0)
-    assert many - one == pytest.approx(moe.expert_read_s * (distinct_experts(128, 8, 128) - 8)
-                                       + moe.per_token_s * 127)
+    assert many - one == pytest.approx(experts_s(moe, 128) - experts_s(moe, 1) + moe.per_token_s * 127)
+    assert experts_s(moe, 128) == pytest.approx(overlapped(moe.expert_read_s * distinct_experts(128, 8, 128),
+                                                           moe.expert_token_s * 128, 2.5))
+    assert experts_s(moe, 1) >= moe.expert_read_s * 8  # one token: its 8 experts, the compute hidden under them
     assert distinct_experts(128, 8, 1) == pytest.approx(8) and distinct_experts(128, 8, 128) > 127.9
     dense = step_costs(engine("A100"), CONSTANTS)
     assert dense.overhead_s == CONSTANTS.overhead_s and dense.expert_read_s == 0 and dense.experts == 0
@@ -219,9 +225,27 @@ def test_an_moe_step_reads_the_experts_its_tokens_pick_and_pays_the_kernels_fixe
     assert find_model("DeepSeek-R1").moe_layers == 58 and find_model("Qwen3-14B").moe_layers == 0
     deepseek = step_costs(moe_engine("DeepSeek-R1", "A100"), CONSTANTS)
     assert deepseek.overhead_s == pytest.approx(CONSTANTS.overhead_s + 58 * fixed)
-    # the roofline: the experts a step picks at the datasheet's bandwidth, and no fixed cost
+    # the roofline: one token's routed experts in the weight read at any batch (a lower bound), no fixed cost
     roofline = step_costs(moe_engine("Qwen3-30B-A3B", "A40"), CONSTANTS)
-    assert roofline.overhead_s == 0 and roofline.expert_read_s == pytest.approx(48 * per_expert / 696e9)
+    assert roofline.overhead_s == 0 and roofline.expert_read_s == 0 and roofline.experts == 0
+    assert roofline.read_s == pytest.approx(2 * find_model("Qwen3-30B-A3B").active / 696e9)
+
+
+def test_a_plan_of_an_moe_wires_its_expert_bytes_through_quantization_tensor_parallel_and_a_checkpoints_size():
+    from servelab.planner import GPUS, PlanSpec, make_plan
+
+    def costs(**spec):
+        return make_plan(PlanSpec(model=find_model("Qwen3-30B-A3B"), gpu=GPUS["H100"], max_model_len=8192,
+                                  **spec)).costs
+
+    bf16, awq, tp2 = costs(), costs(quantization="awq"), costs(tensor_parallel=2, gpu_count=2)
+    share = moe_kernel()[1]
+    assert bf16.experts == 128 and bf16.expert_read_s == pytest.approx(48 * 3 * 2048 * 768 * 2 / (3350e9 * share))
+    assert tp2.expert_read_s == pytest.approx(bf16.expert_read_s / 2)
+    assert awq.expert_read_s == pytest.approx(bf16.expert_read_s * (133 / 32) / 16)  # AWQ's bits per weight
+    small = costs(weights_bytes=17 * 10**9)  # a checkpoint smaller than 16 bits a weight: the experts follow it
+    assert 0 < small.read_s < bf16.read_s and small.expert_read_s < bf16.expert_read_s
+    assert all(c.read_s > 0 for c in (bf16, awq, tp2, small))
 
 
 def test_the_simulated_engine_runs_the_same_moe_step_as_the_planner():

@@ -51,3 +51,21 @@ def test_a_bad_step_model_file_is_one_input_error(tmp_path, text):
 def test_prefix_caching_is_on_by_default_and_the_last_switch_wins(argv, on):
     limits, _ = parse(argv)
     assert limits.enable_prefix_caching is on
+
+
+def test_an_moe_step_model_round_trips_through_the_flags_and_a_dense_one_carries_none_of_them():
+    limits = EngineLimits()
+    moe = StepModel(overhead_s=0.004, read_s=0.002, expert_read_s=0.00004, expert_token_s=0.000002,
+                    experts=128, active_experts=8)
+    argv = to_argv(limits, moe)
+    assert argv[argv.index("--num-experts") + 1] == "128" and "--num-experts-per-tok" in argv
+    assert parse(argv)[1] == moe
+    assert "--num-experts" not in to_argv(limits, StepModel())
+    assert parse(["--sim-num-experts", "64", "--sim-num-experts-per-tok", "6"], prefix="sim-")[1].experts == 64
+    # a step whose only cost is reading the experts still takes time; a wrong pair of counts is refused
+    assert StepModel(overhead_s=0, per_seq_s=0, per_token_s=0, expert_read_s=0.001, experts=8, active_experts=2)
+    for experts, active in ((8, 0), (8, 9), (0, 2)):
+        with pytest.raises(InputError, match="active_experts <= experts"):
+            StepModel(expert_read_s=0.001, experts=experts, active_experts=active)
+    with pytest.raises(InputError, match="whole numbers"):
+        StepModel(experts=8, active_experts=2.5)

@@ -6,7 +6,7 @@ all rows (and then it says so). ``servelab plan`` and the simulated engine print
 the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on. A setup no fit
 row calibrates (``speed_model.SETUPS``: TP over 2 and eager mode, which the step model has no term
 for, and an MoE, whose term comes from kernel benchmarks) has its own band ("METRIC@moe"), from
-the corpus rows of that setup, none of them fitted, with the signed median: "+0.8 % median,
+the corpus rows of that setup, none of them fitted, with the signed median: "+0.6 % median,
 predicted high".
 """
 

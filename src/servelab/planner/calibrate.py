@@ -289,8 +289,10 @@ def calibrate_replay(fit_runs: list[Observed], held_runs: list[Observed], start:
         model = _sim_step(ms, start.source, start.request_s)
         return statistics.fmean(_log_error(replay(p.runs[0], model), p) for p in fitted)
 
-    # the searched model adds its costs (no separate weight read): the start's read folds into its overhead
-    x0 = [(start.overhead_s + start.read_s) * 1e3, start.per_seq_s * 1e3, start.per_token_s * 1e3]
+    # the searched model adds its costs (no separate weight read): the start's read, one token's routed
+    # experts with it, folds into its overhead
+    read = start.read_s + start.expert_read_s * start.active_experts
+    x0 = [(start.overhead_s + read) * 1e3, start.per_seq_s * 1e3, (start.per_token_s + start.expert_token_s) * 1e3]
     best, value = nelder_mead(loss, x0, [max(x * 0.5, f) for x, f in zip(x0, FLOOR_STEP_MS)], iterations)
     model = _sim_step(best, f"replay calibration on {sum(len(p.runs) for p in fitted)} measured runs", start.request_s)
     predicted = {p.point: replay(p.runs[0], model) for p in fitted + held}

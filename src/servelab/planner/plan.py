@@ -174,9 +174,11 @@ def _costs(spec: PlanSpec, weights_per_gpu: int, tp: int, per_token: Fraction) -
     """What real engines reach on this GPU family (planner/speed_model.py), or the roofline."""
     quant = quantization(spec).lower()
     read = float(weights_per_gpu * Fraction(spec.model.active, spec.model.total_params))
+    # one expert's bytes follow the checkpoint's own size where it was read from the files
+    scale = Fraction(weights_per_gpu * tp, weights_bytes(spec.model, quant)) if spec.model.experts else 1
     engine = Engine(spec.model, spec.gpu, read, float(per_token), tp, quantized=quant in ("awq", "gptq", "int4"),
                     fp8=quant in FP8_COMPUTE, max_num_batched_tokens=default_batch(spec)[0],
-                    expert_bytes=expert_bytes(spec.model, weight_bits(quant), tp))
+                    expert_bytes=float(expert_bytes(spec.model, weight_bits(quant), tp) * scale))
     return step_costs(engine)
 
 

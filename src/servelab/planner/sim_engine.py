@@ -23,7 +23,7 @@ from servelab.planner.bands import band_note
 from servelab.planner.speed_model import SETUPS
 from servelab.planner.plan import Plan, default_batch, quantization, speed_setup
 from servelab.planner.speed import StepModel as PlannerStep
-from servelab.sim.model import EngineLimits, StepModel, blocks_for_tokens
+from servelab.sim.model import MOE_FIELDS, EngineLimits, StepModel, blocks_for_tokens
 
 # What a roofline at datasheet peak is, until a calibration backs a number (issue 21 item 3
 # brings a fitted speed model; docs/planner.md's accuracy table its measured error).
@@ -55,9 +55,9 @@ class SimEngine:
             tokens = f"the weight read {m.read_s * 1e3:.2f} ms + {tokens}"
         elif m.read_s:
             tokens = f"the weight read {m.read_s * 1e3:.2f} ms overlapping {tokens} (exponent {m.overlap:g})"
-        if m.expert_read_s:
-            tokens += (f", and {m.expert_read_s * 1e3:.3f} ms per expert the step's tokens pick ({m.active_experts} "
-                       f"of {m.experts} each)")
+        if m.experts:
+            tokens += (f", and the MoE kernels: {m.expert_read_s * 1e3:.3f} ms per expert the step's tokens pick "
+                       f"({m.active_experts} of {m.experts} each) overlapping {m.expert_token_s * 1e3:.4f} ms per token")
         text = f"{m.overhead_s * 1e3:.2f} ms + {m.per_seq_s * 1e3:.3f} ms per sequence + {tokens}"
         return text + (f"; {m.request_s * 1e3:.2f} ms per request before it reaches the engine"
                        if m.request_s else "")
@@ -93,14 +93,14 @@ def _costs(plan: Plan, calibrated: PlannerStep | None, replayed: StepModel | Non
         return {"overhead_s": replayed.overhead_s, "per_seq_s": replayed.per_seq_s,
                 "per_token_s": replayed.per_token_s, "per_kv_token_s": replayed.per_kv_token_s,
                 "per_attention_s": replayed.per_attention_s, "request_s": replayed.request_s,
-                "read_s": replayed.read_s, "overlap": replayed.overlap, "expert_read_s": replayed.expert_read_s,
-                "experts": replayed.experts, "active_experts": replayed.active_experts}
+                "read_s": replayed.read_s, "overlap": replayed.overlap,
+                **{name: getattr(replayed, name) for name in MOE_FIELDS}}
     if calibrated is None and plan.costs is not None:
         c = plan.costs
         return {"overhead_s": c.overhead_s, "per_seq_s": c.per_seq_s, "per_token_s": c.per_token_s,
                 "per_kv_token_s": c.per_kv_token_s, "per_attention_s": c.attention_flop_s,
                 "request_s": c.request_s, "read_s": c.read_s, "overlap": c.overlap,
-                "expert_read_s": c.expert_read_s, "experts": c.experts, "active_experts": c.active_experts}
+                **{name: getattr(c, name) for name in MOE_FIELDS}}
     step = calibrated or plan.speed.step
     return {"overhead_s": max(0.0, step.overhead_s + step.weight_read_s), "per_seq_s": step.per_seq_s,
             "per_token_s": step.per_token_s, "per_kv_token_s": 0.0, "per_attention_s": 0.0}

@@ -27,10 +27,11 @@ One engine step, on each GPU of a tensor-parallel group:
   inputs, sampling, and turning its token into an output: detokenizing and streaming it), which
   is what makes a step of 1,000 decoding requests far longer than its FLOPs and bytes alone.
 - A mixture of experts reads, in each MoE layer, the experts its step's tokens pick (one token k
-  of them, a 128-token prefill nearly all: ``sim.model.distinct_experts``) at a share of the
-  datasheet bandwidth, and pays the fused-MoE kernels' fixed cost (routing, aligning tokens to
-  experts, the activation, the weighted sum): both read off vLLM's own kernel benchmarks
-  (``MOE_KERNEL_SERIES``, ``moe_kernel``), not fitted (no fit row is an MoE the model represents).
+  of them, a 128-token prefill nearly all: ``sim.model.distinct_experts``, uniform routing, an
+  upper bound) at a share of the datasheet bandwidth, and pays the fused-MoE kernels' fixed cost
+  (routing, aligning tokens to experts, the activation, the weighted sum): both read off vLLM's
+  own kernel benchmarks (``MOE_KERNEL_SERIES``, ``moe_kernel``), not fitted (no fit row is an MoE
+  the model represents). The roofline reads one token's k experts whatever the batch: a lower bound.
 - Weight-only quantized kernels (AWQ, GPTQ, FP8 on a GPU without FP8 tensor cores: W8A16)
   read fewer bytes but dequantize inside the matmul: their compute time is the bf16 one times
   ``weight_only_compute`` (>= 1), which shows when a batch is large enough to be compute-bound.
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from servelab.planner.gpus import Gpu, find_gpu
 from servelab.planner.models import ModelShape
-from servelab.sim.model import OVERLAP, distinct_experts, fields_of, overlapped
+from servelab.sim.model import MOE_FIELDS, OVERLAP, distinct_experts, experts_s, fields_of, overlapped
 
 FITTED = Path(__file__).parent / "corpus" / "fitted.json"
 # The overlap exponent of the fitted model: 1, the weight read and the compute added. The H200's
@@ -74,7 +75,7 @@ SETUPS = {
     "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
     "@moe": "a mixture of experts: the fused-MoE kernels' fixed cost and read come from vLLM's kernel "
             "benchmarks (the fixed cost spreads 31 to 150 us a layer by shape), and a batch's experts are "
-            "counted as if routed uniformly, an upper bound (vllm#23151, 10 at a time: TPOT +36%); no fit row "
+            "counted as if routed uniformly, an upper bound (vllm#23151, 10 at a time: TPOT +35%); no fit row "
             "is an MoE, and the band's rows (one request at a time) were seen when the terms were added",
     "@eager": "--enforce-eager: every kernel launched from Python, and no fit row ran without CUDA graphs",
 }
@@ -238,6 +239,7 @@ class StepCosts:
     read_s: float = 0.0
     overlap: float = OVERLAP
     expert_read_s: float = 0.0   # one routed expert in every MoE layer (``sim.model.StepModel``)
+    expert_token_s: float = 0.0  # the routed experts' compute per token
     experts: int = 0
     active_experts: int = 0
 
@@ -245,9 +247,8 @@ class StepCosts:
         return fields_of(self)
 
     def step_s(self, tokens: int, context: int, attention_pairs: float = 0.0, seqs: int = 1) -> float:
-        read = self.read_s + self.expert_read_s * distinct_experts(self.experts, self.active_experts, tokens)
-        return (self.overhead_s + self.per_seq_s * seqs + overlapped(read, self.per_token_s * tokens, self.overlap)
-                + self.per_kv_token_s * context + self.attention_flop_s * attention_pairs)
+        return (self.overhead_s + self.per_seq_s * seqs + overlapped(self.read_s, self.per_token_s * tokens, self.overlap)
+                + experts_s(self, tokens) + self.per_kv_token_s * context + self.attention_flop_s * attention_pairs)
 
 
 def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepCosts:
@@ -259,14 +260,20 @@ def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepC
     flops = engine.gpu.tflops(engine.fp8) * 1e12 * eff.compute_eff
     dequant = eff.dequant if engine.quantized else 1.0
     model = engine.model
-    moe_layers = model.moe_layers if engine.expert_bytes else 0
-    routed = model.active_experts * moe_layers * engine.expert_bytes  # read at the kernels' own share
+    # an MoE where the family is calibrated: the experts a step picks at the kernels' own share; the
+    # roofline keeps one token's routed experts in the weight read, a lower bound at any batch
+    moe_layers = model.moe_layers if engine.expert_bytes and calibrated else 0
+    routed = min(engine.weight_bytes, model.active_experts * moe_layers * engine.expert_bytes)
     read_s = (engine.weight_bytes - routed) / bandwidth * dequant
-    moe_fixed_s, moe_share = moe_kernel() if calibrated else (0.0, 1.0)
+    moe_fixed_s, moe_share = moe_kernel() if moe_layers else (0.0, 1.0)
     expert_read_s = moe_layers * engine.expert_bytes / (engine.gpu.bandwidth_gbs * 1e9 * moe_share) * dequant
     per_token = 2 * engine.model.active / engine.tensor_parallel / flops if flops > 0 else 0.0
     if calibrated and weight_only(engine):
         per_token *= c.weight_only_compute
+    # the routed experts' share of a token's FLOPs runs in the fused-MoE kernels, beside their read
+    expert_share = model.active_experts * moe_layers * _expert(model.hidden, model.moe_intermediate, 1) / model.active
+    expert_token_s = per_token * min(1.0, expert_share)
+    per_token -= expert_token_s
     heads = max(1, engine.model.heads // engine.tensor_parallel)
     attention = 4 * engine.model.layers * heads * engine.model.head_dim / flops if flops > 0 else 0.0
     source = c.source if calibrated else SpeedConstants().source
@@ -274,7 +281,7 @@ def step_costs(engine: Engine, constants: SpeedConstants | None = None) -> StepC
     return StepCosts(overhead, per_token,
                      engine.kv_bytes_per_token / bandwidth, c.request_s if calibrated else 0.0,
                      attention, calibrated, source, c.per_seq_s if calibrated else 0.0, read_s,
-                     c.overlap if calibrated else OVERLAP, expert_read_s,
+                     c.overlap if calibrated else OVERLAP, expert_read_s, expert_token_s,
                      model.experts if moe_layers else 0, model.active_experts if moe_layers else 0)
 
 
@@ -324,6 +331,5 @@ def sim_step_model(costs: StepCosts, label: str) -> dict:
     return {"overhead_s": costs.overhead_s, "per_seq_s": costs.per_seq_s, "per_token_s": costs.per_token_s,
             "per_kv_token_s": costs.per_kv_token_s, "per_attention_s": costs.attention_flop_s, "floor_s": 0.0,
             "request_s": costs.request_s, "read_s": costs.read_s, "overlap": costs.overlap,
-            **({"expert_read_s": costs.expert_read_s, "experts": costs.experts,
-                "active_experts": costs.active_experts} if costs.experts else {}),
+            **({name: getattr(costs, name) for name in MOE_FIELDS} if costs.experts else {}),
             "source": source}

@@ -146,7 +146,10 @@ def _read_text(step: dict) -> str:
         return ""
     overlap = step.get("overlap", OVERLAP)
     how = "added to" if overlap == 1 else f"overlapping (exponent {overlap:g})"
-    return f", weight read {step['read_s'] * 1e3:g} ms {how} the per-token compute"
+    experts = (f", and {step['expert_read_s'] * 1e3:g} ms per expert its tokens pick ({step['active_experts']} of "
+               f"{step['experts']} each, overlapping their {step['expert_token_s'] * 1e3:g} ms a token)"
+               if step.get("experts") else "")
+    return f", weight read {step['read_s'] * 1e3:g} ms{experts} {how} the per-token compute"
 
 
 def _noise_limits(runs: list[Run], floor: float) -> list[str]:

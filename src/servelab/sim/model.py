@@ -40,7 +40,16 @@ def distinct_experts(experts: int, active: int, tokens: int) -> float:
     return experts * (1 - (1 - active / experts) ** tokens)
 
 
-MOE_FIELDS = ("expert_read_s", "experts", "active_experts")
+def experts_s(step, tokens: int) -> float:
+    """The fused-MoE kernels of a step of ``tokens`` tokens (``StepModel``, ``planner.speed_model.
+    StepCosts``): the experts they pick read while the routed tokens compute, overlapping (``OVERLAP``)."""
+    if not step.experts:
+        return 0.0
+    read = step.expert_read_s * distinct_experts(step.experts, step.active_experts, tokens)
+    return overlapped(read, step.expert_token_s * tokens, OVERLAP)
+
+
+MOE_FIELDS = ("expert_read_s", "expert_token_s", "experts", "active_experts")
 
 
 def fields_of(step) -> dict:
@@ -54,8 +63,8 @@ def fields_of(step) -> dict:
 class StepModel:
     """Seconds one engine step takes, from what it schedules:
 
-        compute = overhead_s + per_seq_s × seqs
-                  + overlapped(read_s + expert_read_s × distinct_experts(tokens), per_token_s × tokens)
+        compute = overhead_s + per_seq_s × seqs + overlapped(read_s, per_token_s × tokens)
+                  + overlapped(expert_read_s × distinct_experts(tokens), expert_token_s × tokens, OVERLAP)
                   + per_kv_token_s × context + per_attention_s × pairs
         step    = max(floor_s, compute)
 
@@ -71,7 +80,9 @@ class StepModel:
     the read is in ``overhead_s`` or the floor.
     ``expert_read_s``: a mixture of experts' read of one routed expert in every MoE layer; a step
     reads as many experts as its tokens pick (``distinct_experts`` of ``experts``, ``active_experts``
-    per token), which ``read_s`` leaves out. 0 for a dense model.
+    per token), which ``read_s`` leaves out; ``expert_token_s``: the routed experts' compute per
+    token, which ``per_token_s`` leaves out. The fused-MoE kernels read and compute together, so the
+    two overlap as one H200's GEMMs measured (``OVERLAP``), whatever ``overlap`` is. 0 for a dense model.
     ``request_s``: the API server's cost per request before the engine sees it (parsing,
     tokenizing, queueing); it delays the request's admission and so its TTFT, not any step.
     """
@@ -86,29 +97,32 @@ class StepModel:
     read_s: float = 0.0
     overlap: float = OVERLAP
     expert_read_s: float = 0.0
+    expert_token_s: float = 0.0
     experts: int = 0
     active_experts: int = 0
     source: str = "given"  # where the numbers came from: "given", a planner/calibration name
 
     def __post_init__(self) -> None:
         for name in ("overhead_s", "per_seq_s", "per_token_s", "per_kv_token_s", "floor_s", "per_attention_s",
-                     "request_s", "read_s", "expert_read_s"):
+                     "request_s", "read_s", "expert_read_s", "expert_token_s"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
                 raise InputError(f"step model: {name} must be >= 0, got {value!r}")
-        if self.expert_read_s and not 0 < self.active_experts <= self.experts:
-            raise InputError(f"step model: an expert read needs 0 < active_experts <= experts, got "
-                             f"{self.active_experts!r} of {self.experts!r}")
+        if self.experts or self.active_experts or self.expert_read_s or self.expert_token_s:  # an MoE
+            if not (isinstance(self.experts, int) and isinstance(self.active_experts, int)
+                    and 0 < self.active_experts <= self.experts):
+                raise InputError(f"step model: a mixture of experts needs whole numbers 0 < active_experts <= "
+                                 f"experts, got {self.active_experts!r} of {self.experts!r}")
         if not self.overlap >= 1:
             raise InputError(f"step model: overlap must be >= 1 (1 adds the weight read and the compute), "
                              f"got {self.overlap!r}")
-        if self.overhead_s + self.per_seq_s + self.per_token_s + self.floor_s + self.read_s <= 0:
+        if (self.overhead_s + self.per_seq_s + self.per_token_s + self.floor_s + self.read_s + self.expert_read_s
+                + self.expert_token_s) <= 0:
             raise InputError("step model: every step would take no time; give at least one positive cost")
 
     def step_ns(self, seqs: int, tokens: int, context: int, pairs: float = 0.0) -> int:
-        read = self.read_s + self.expert_read_s * distinct_experts(self.experts, self.active_experts, tokens)
-        s = (self.overhead_s + self.per_seq_s * seqs + overlapped(read, self.per_token_s * tokens, self.overlap)
-             + self.per_kv_token_s * context + self.per_attention_s * pairs)
+        s = (self.overhead_s + self.per_seq_s * seqs + overlapped(self.read_s, self.per_token_s * tokens, self.overlap)
+             + experts_s(self, tokens) + self.per_kv_token_s * context + self.per_attention_s * pairs)
         return max(1, round(max(s, self.floor_s) * NS_PER_S))
 
     @property

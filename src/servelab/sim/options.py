@@ -37,6 +37,15 @@ STEP_FLAGS = (
     ("step-overlap", _M.overlap, "how the weight read and the compute overlap: (read^p + compute^p)^(1/p); "
                                  "1 adds them"),
 )
+# A mixture of experts (sim.model.StepModel's expert read): none of them for a dense model.
+MOE_FLAGS = (
+    ("step-expert-read-ms", float, _M.expert_read_s * 1e3, "MoE: time to read one routed expert in every MoE "
+                                                          "layer; a step reads as many as its tokens pick"),
+    ("step-expert-per-token-ms", float, _M.expert_token_s * 1e3, "MoE: the routed experts' compute per token, "
+                                                                  "overlapping their read"),
+    ("num-experts", int, _M.experts, "MoE: routed experts per layer (0: a dense model)"),
+    ("num-experts-per-tok", int, _M.active_experts, "MoE: experts each token is routed to"),
+)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -51,6 +60,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> N
                    default=False, help="prefix cache off")
     for name, default, text in STEP_FLAGS:
         g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=float, default=default,
+                       help=f"{text} (default %(default)s)")
+    for name, typ, default, text in MOE_FLAGS:
+        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=typ, default=default,
                        help=f"{text} (default %(default)s)")
     g.add_argument(f"--{prefix}step-model", dest="sim_step_model", default=None, metavar="JSON",
                    help="a step model file (a calibration's output: StepModel fields in seconds); "
@@ -73,7 +85,9 @@ def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:
                       per_token_s=args.sim_step_per_token_ms / 1e3,
                       per_kv_token_s=args.sim_step_per_kv_token_us / 1e6, floor_s=args.sim_step_floor_ms / 1e3,
                       request_s=args.sim_step_request_ms / 1e3, read_s=args.sim_step_read_ms / 1e3,
-                      overlap=args.sim_step_overlap)
+                      overlap=args.sim_step_overlap, expert_read_s=args.sim_step_expert_read_ms / 1e3,
+                      expert_token_s=args.sim_step_expert_per_token_ms / 1e3,
+                      experts=args.sim_num_experts, active_experts=args.sim_num_experts_per_tok)
     return limits, model
 
 
@@ -104,4 +118,8 @@ def to_argv(limits: EngineLimits, model: StepModel) -> list[str]:
             "--step-per-kv-token-us", repr(model.per_kv_token_s * 1e6), "--step-floor-ms", repr(model.floor_s * 1e3),
             "--step-request-ms", repr(model.request_s * 1e3), "--step-read-ms", repr(model.read_s * 1e3),
             "--step-overlap", repr(model.overlap)]
+    if model.experts:
+        argv += ["--step-expert-read-ms", repr(model.expert_read_s * 1e3),
+                 "--step-expert-per-token-ms", repr(model.expert_token_s * 1e3), "--num-experts", str(model.experts),
+                 "--num-experts-per-tok", str(model.active_experts)]
     return argv + ([] if limits.enable_prefix_caching else ["--no-enable-prefix-caching"])
