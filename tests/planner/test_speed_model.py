@@ -264,7 +264,8 @@ def test_the_moe_kernel_constants_are_the_medians_of_vllms_published_kernel_seri
     of all five, which keeps every series within 10 % from 8 tokens up."""
     fits = [series.fit() for series in MOE_KERNEL_SERIES]
     fixed, share = moe_kernel()
-    assert fixed == pytest.approx(sorted(f for f, _ in fits)[2]) and share == pytest.approx(sorted(e for _, e in fits)[2])
+    assert fixed == pytest.approx(sorted(f for f, _ in fits)[2])
+    assert share == pytest.approx(sorted(e for _, e in fits)[2])
     assert 40e-6 < fixed < 70e-6 and 0.8 < share < 1.0
     for index, (series, (f, e)) in enumerate(zip(MOE_KERNEL_SERIES, fits)):
         bandwidth = find_gpu(series.gpu).bandwidth_gbs * 1e9

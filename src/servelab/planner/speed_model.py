@@ -67,9 +67,10 @@ FAMILIES = {"A10": "ampere-gddr", "A40": "ampere-gddr", "A100-40GB": "ampere-hbm
             "H100": "hopper", "H200": "hopper", "H20": "hopper", "B200": "blackwell", "MI300X": "cdna3"}
 
 
-# Setups no fit row calibrates (two the step model has no term for; an MoE, whose term comes from
-# kernel benchmarks, not a fit): a speed number for one carries the band of the corpus rows that are one (planner/bands.py, "METRIC@moe"), with the direction they missed in, not the
-# general band. In order: the first that applies names the setup.
+# Setups no fit row calibrates (two the step model has no term for; an MoE, whose terms come from
+# kernel benchmarks, not a fit): a speed number for one carries the band of the corpus rows that are
+# one (planner/bands.py, "METRIC@moe"), with the direction they missed in, not the general band. In
+# order: the first that applies names the setup.
 MAX_CALIBRATED_TP = 2  # no collective-communication term: no fit row beyond TP 2 could calibrate one
 SETUPS = {
     "@tp-over-2": "tensor parallel over 2: the step model has no term for the per-layer all-reduce",
