@@ -94,8 +94,8 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
             and not outside_scope(r)]
     # an MoE's fused-MoE kernels are not fitted (speed_model.moe_kernel, from vLLM's kernel
     # benchmarks): an MoE row here would have the overhead and the bandwidth absorb them
-    rows = [r for r in rows if not speed_engine(r).model.experts]
-    engines = [speed_engine(r) for r in rows]
+    pairs = [(r, e) for r, e in ((r, speed_engine(r)) for r in rows) if not e.model.experts]
+    rows, engines = [r for r, _ in pairs], [e for _, e in pairs]
     names = sorted({FAMILIES[e.gpu.name] for e in engines if e.gpu.name in FAMILIES})
     overhead, *slow = _solve(list(zip(rows, engines)), names, _decode_column, "mean_tpot_ms",
                              lambda r, e: _decode_column(r, e) + per_seq_s)
