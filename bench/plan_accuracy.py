@@ -61,8 +61,9 @@ REASONS = {
                                           "bf16 FFNs, count 48 layers of 768-wide experts as if dense; 0.11 GiB "
                                           "over a 0.18 GiB peak, -2.1% on KV",
     "tt340a-128-128-c1": "a 1.7B model: the step is mostly fixed overhead, fitted as one value for all GPUs; "
-                         "the same author's Qwen3-0.6B on an A100 that day (4.2 ms) is predicted 13-16% fast, so "
-                         "no overhead + bytes / bandwidth holds both sizes within 10% (docs/planner.md)",
+                         "the same author's Qwen3-0.6B on an A100 that day (4.2 ms, not a corpus row) is "
+                         "predicted 12.5-15.5% fast, and no overhead + bytes / bandwidth holds the 0.6B, the "
+                         "1.7B and the 14B within 12.8% (bench/host_floor.py)",
     "tt340c-128-128-c1": "Qwen3-30B-A3B, a mixture of experts: decode within 2% with the fused-MoE kernels' "
                          "constants from vLLM's kernel series (speed_model.MOE_KERNEL_SERIES; -15% without them); "
                          "a 128-token prefill reads every expert its tokens pick (all 128 under uniform routing: "
