@@ -5,6 +5,7 @@ Defaults follow ``vllm bench serve`` so the same flags mean the same traffic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -206,6 +207,18 @@ class BenchSpec:
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
+
+    def flags(self) -> dict:
+        """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``,
+        ``multi_turn_history``…); header values redacted (their names kept)."""
+        dataset = {("dataset_" + k if k in ("name", "path") else k): v
+                   for k, v in dataclasses.asdict(self.dataset).items()}
+        groups = (self.server, self.load, self.request, self.output)
+        flags = {k: v for g in groups for k, v in dataclasses.asdict(g).items()}
+        flags["headers"] = [(name, "***") for name, _ in self.server.headers]
+        multi = {f"multi_turn_{k}": v for k, v in dataclasses.asdict(self.multi_turn).items()}
+        return {**flags, **dataset, **multi, "tokenizer": self.tokenizer, "trust_remote_code": self.trust_remote_code,
+                "tokenizer_mode": self.tokenizer_mode, "skip_tokenizer_init": self.skip_tokenizer_init}
 
 
 # ---- the checks every spec passes, however it was built (flags, a study file, code) ----------

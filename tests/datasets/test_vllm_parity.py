@@ -28,7 +28,8 @@ from servelab.datasets.files import load_json_list
 from servelab.datasets.tokenizer import bundled_sharegpt_path
 from servelab.flags.bench_serve import parse_bench_spec
 from servelab.loadgen.arrivals import arrival_offsets_ns, arrival_rng
-from servelab.loadgen.drive import BenchConfig, schedule
+from servelab.loadgen.drive import schedule
+from servelab.loadgen.values import BenchConfig
 
 SEEDS = (0, 1, 42)
 # vLLM's schedule is float seconds; ours is rounded to whole nanoseconds

@@ -98,7 +98,7 @@ def check_stream(kind: str, body: bytes, cuts: list[int]) -> str:
     measured (with its tokens), or failed with a one-line reason."""
     from servelab.client.http import Response
     from servelab.client.sse import parse_events
-    from servelab.loadgen.drive import to_record
+    from servelab.loadgen.responses import to_record
     from servelab.loadgen.pacer import Attempt
     from servelab.records import SampleRequest
 

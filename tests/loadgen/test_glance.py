@@ -8,10 +8,12 @@ import asyncio
 import numpy as np
 import pytest
 
+from servelab.loadgen.hooks import Hooks
 from servelab.client.http import Response
 from servelab.config import LoadSpec
 from servelab.loadgen.digest import Digest
-from servelab.loadgen.drive import BenchConfig, run_bench
+from servelab.loadgen.drive import run_bench
+from servelab.loadgen.values import BenchConfig
 from servelab.loadgen.glance import FAILED, OK, Glance, output_tokens
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Attempt, Counters
@@ -88,7 +90,7 @@ def test_against_the_mock_the_glance_agrees_with_the_records(mock_server, kind, 
     config = BenchConfig(base_url=mock.url, endpoint=endpoint, kind=kind, model="mock",
                          load=LoadSpec(max_concurrency=8), ignore_eos=True)
     sink, glance = RecordSink(Tally(samples)), Glance(len(samples))
-    loop_run(run_bench(config, samples, None, asyncio.Event(), Counters(), sink=sink, glance=glance))
+    loop_run(run_bench(config, samples, None, asyncio.Event(), Counters(), sink=sink, hooks=Hooks(glance=glance)))
     records = sink.tally.records()
     assert all(r.success for r in records) and np.all(glance.state == OK)
     for i, r in enumerate(records):

@@ -9,8 +9,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from servelab.loadgen.hooks import Hooks  # noqa: E402
 from servelab.config import LoadSpec  # noqa: E402
-from servelab.loadgen.drive import BenchConfig, schedule  # noqa: E402
+from servelab.loadgen.drive import schedule  # noqa: E402
+from servelab.loadgen.values import BenchConfig  # noqa: E402
 from servelab.loadgen.ray_shards import run_ray  # noqa: E402
 from servelab.metrics.tally import Tally  # noqa: E402
 from servelab.records import SampleRequest  # noqa: E402
@@ -48,7 +50,7 @@ def run_with_a_kill(cluster, mock_server, kill, rate: float, n: int) -> tuple:
     reqs = [SampleRequest(f"hi {i}", 2, 10, f"rayk-{i}") for i in range(n)]
     killer = threading.Thread(target=kill)
     sink = RecordSink(Tally(reqs))
-    got = run_ray(config, reqs, None, cluster.address, on_start=lambda counters: killer.start(), sink=sink)
+    got = run_ray(config, reqs, None, cluster.address, Hooks(on_start=lambda counters: killer.start()), sink=sink)
     killer.join()
     return got, [w for w in got.section["per_worker"] if w["failed"]], sink.tally.records()
 
@@ -161,7 +163,7 @@ def test_records_an_ended_shard_made_but_the_driver_could_not_take_are_counted_l
     shard = Shard(0, tuple(SampleRequest("p", 1, 2, f"r{i}") for i in range(5)), np.zeros(5, np.int64), None)
     names = [f.name for f in dataclasses.fields(ShardRun)]
     run = ShardRun(**{n: 0 for n in names} | {"made": 5, "requests": 5, "lag_ms": (0.0, 0.0), "cpu_s": 0.0,
-                                                "wall_start": 0.0, "interrupted": False, "server_models": None})
+                                                "wall_start": 0.0, "interrupted": False})
     assert _entry(shard, "node", (0, 0), run, 3)["lost_requests"] == 2
     assert _entry(shard, "node", (0, 0), run, 5)["lost_requests"] == 0
 

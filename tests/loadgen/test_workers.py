@@ -13,8 +13,10 @@ import time
 import psutil
 import pytest
 
+from servelab.loadgen.hooks import Hooks
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
-from servelab.loadgen.drive import BenchConfig, schedule
+from servelab.loadgen.drive import schedule
+from servelab.loadgen.values import BenchConfig
 from servelab.loadgen.workers import run_workers
 from servelab.metrics.tally import Tally
 from servelab.records import SampleRequest
@@ -132,7 +134,7 @@ def test_a_worker_killed_mid_run_ends_the_run_and_keeps_every_record_it_had_retu
     reqs = samples(60, 10)
     sink = RecordSink(Tally(reqs), RecordsFile(tmp_path))
     got = run_workers(bench_config(mock.url, 10.0, None), reqs, None, 2,
-                      on_start=lambda counters: killer.start(), sink=sink)
+                      Hooks(on_start=lambda counters: killer.start()), sink=sink)
     killer.join()
     sink.file.close(tmp_path / "kill.records.jsonl")
     dead = got.section["per_worker"][1]

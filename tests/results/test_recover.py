@@ -62,7 +62,7 @@ def test_a_running_runs_part_is_not_touched(tmp_path):
 
 
 def test_the_next_run_in_the_folder_offers_it_in_one_line(tmp_path, capsys):
-    from servelab.measure.early_end import offer_recovery
+    from servelab.measure.sink import offer_recovery
 
     killed_run(tmp_path, [line(0)])
     offer_recovery(tmp_path)

@@ -18,7 +18,6 @@ turns never sent are counted (``abandoned_turns``).
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from dataclasses import dataclass, field, replace
 
@@ -26,8 +25,13 @@ from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.client.sse import parse_events
 from servelab.config import MultiTurnSpec
-from servelab.loadgen.drive import _CUT, BenchConfig, BenchRun, _cpu_s, schedule, to_record, wait_ready, warm, warm_up
-from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, _drain, _one, _wait_until
+from servelab.clock import cpu_s
+from servelab.loadgen.control import wait_ready, warm, warm_up
+from servelab.loadgen.drive import schedule
+from servelab.loadgen.hooks import Hooks
+from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, dispatch, send_one, wait_until
+from servelab.loadgen.responses import CUT, to_record
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.records import Conversation, RecordSink, RequestRecord, SampleRequest
 
 _now = time.perf_counter_ns
@@ -47,6 +51,7 @@ class Turn:
 class Replay:
     """Everything the conversations did, appended to as they go (one event loop, no locks)."""
 
+    multi: MultiTurnSpec  # how they were replayed
     turns: list[Turn] = field(default_factory=list)
     abandoned: int = 0  # turns never sent because an earlier turn of their conversation failed
     prompt_tokens_from: dict[str, int] = field(default_factory=dict)  # "usage" | "tokenizer" -> turns
@@ -58,16 +63,15 @@ def turns(conversations: list[Conversation]) -> list[SampleRequest]:
 
 
 async def run_conversations(config: BenchConfig, conversations: list[Conversation], multi: MultiTurnSpec,
-                            tokenizer, stop: asyncio.Event, counters: Counters | None = None,
-                            on_start=None, *, sink: RecordSink,
-                            server_models: dict | None = None) -> tuple[BenchRun, Replay]:
+                            tokenizer, stop: asyncio.Event, counters: Counters | None = None, *,
+                            sink: RecordSink, hooks: Hooks = Hooks()) -> tuple[BenchRun, Replay]:
     """Replay ``conversations``; ``stop`` ends the run early, keeping completed turns. Each
     turn's record goes to ``sink`` as the turn ends (indexed as ``turns``), so a records
-    file holds it even if servelab is killed later; ``server_models``: the caller's
-    /v1/models answer."""
+    file holds it even if servelab is killed later; ``hooks.started`` at t0 may return a
+    shared start (scale's replicas), as a single-turn run's does."""
     counters = counters or Counters()
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
-    replay = Replay()
+    replay = Replay(multi)
     first = _firsts(conversations)
 
     def on_turn(turn: Turn) -> None:
@@ -78,15 +82,14 @@ async def run_conversations(config: BenchConfig, conversations: list[Conversatio
         await _probe(config, pool, conversations[0].turns[0])
         offsets = schedule(config, conversations)  # one start per conversation
         await warm(config, pool, len(conversations))
-        if on_start is not None:
-            on_start()
-        cpu0, wall0 = _cpu_s(), time.time()
-        outcome = await _dispatch(pool, config, conversations, multi, offsets, stop, counters, replay, on_turn)
-        cpu = _cpu_s() - cpu0
+        t0 = hooks.started(counters)  # a shared start (scale's replicas), or None: now
+        cpu0, wall0 = cpu_s(), time.time()
+        outcome = await _dispatch(pool, config, conversations, multi, offsets, stop, counters, replay, on_turn, t0)
+        cpu = cpu_s() - cpu0
     finally:
         pool.close()
     _sink_turns(config, conversations, tokenizer, replay, outcome, sink)
-    return BenchRun(outcome, wall0, cpu, server_models), replay
+    return BenchRun(outcome, wall0, cpu), replay
 
 
 def _firsts(conversations: list[Conversation]) -> list[int]:
@@ -106,44 +109,38 @@ def _sink_turns(config: BenchConfig, conversations, tokenizer, replay: Replay, o
         if t.attempt.response is not None or not t.attempt.sent_ns:
             continue
         record = turn_record(config, conversations[t.conversation], t, tokenizer, replay)
-        if not (outcome.interrupted and record.error == _CUT):
+        if not (outcome.interrupted and record.error == CUT):
             sink.add(first[t.conversation] + t.index, record, outcome.t0_ns)
 
 
 async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offsets, stop, counters,
-                    replay: Replay, on_turn) -> RunOutcome:
-    """Start each conversation at t0 + its offset (the pacer's loop, one conversation a step)."""
+                    replay: Replay, on_turn, t0_ns: int | None) -> RunOutcome:
+    """Start each conversation at t0 + its offset: the pacer's loop (pacer.dispatch), one
+    conversation a step, each then paced by its own replies."""
     sem = asyncio.Semaphore(config.load.max_concurrency) if config.load.max_concurrency else None
-    tasks: list[asyncio.Task] = []
-    gc.collect()
-    gc.freeze()  # as the pacer: no GC pauses inside the run
-    gc.disable()
+    stopper = asyncio.ensure_future(stop.wait())  # what each conversation's waits watch
+
+    def release(i: int, intended: int) -> asyncio.Task:
+        return asyncio.ensure_future(_converse(pool, config, multi, i, conversations[i], intended, sem, counters,
+                                               replay, stopper, on_turn))
+
     try:
-        t0 = counters.t0_ns = _now()
-        stopper = asyncio.ensure_future(stop.wait())
-        for i, offset in enumerate(offsets):
-            if not await _wait_until(t0 + int(offset), stopper):
-                break
-            go = _converse(pool, config, multi, i, conversations[i], t0 + int(offset), sem, counters,
-                           replay, stopper, on_turn)
-            tasks.append(asyncio.ensure_future(go))
-        cut = await _drain(tasks, stopper)
-        attempts = [t.attempt for t in replay.turns]
-        total = sum(len(c.turns) for c in conversations)
-        not_sent = total - len(attempts) - replay.abandoned
-        end = max((a.response.done_ns for a in attempts if a.response), default=_now())
-        return RunOutcome(t0, end, cut or not_sent > 0, not_sent)
+        done = await dispatch(offsets, release, stop, counters, t0_ns)
     finally:
-        gc.enable()
-        gc.unfreeze()
+        stopper.cancel()
+    attempts = [t.attempt for t in replay.turns]
+    total = sum(len(c.turns) for c in conversations)
+    not_sent = total - len(attempts) - replay.abandoned
+    end = max((a.response.done_ns for a in attempts if a.response), default=_now())
+    return RunOutcome(done.t0_ns, end, done.stopped or not_sent > 0, not_sent)
 
 
 async def _turn(pool, payload: bytes, attempt: Attempt, sem, counters: Counters) -> None:
     """One turn under the run's concurrency cap (conversations hold no pacer sender slot)."""
     if sem is None:
-        return await _one(pool, payload, attempt, counters)
+        return await send_one(pool, payload, attempt, counters)
     async with sem:
-        await _one(pool, payload, attempt, counters)
+        await send_one(pool, payload, attempt, counters)
 
 
 async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: int, conv: Conversation,
@@ -151,7 +148,7 @@ async def _converse(pool: Pool, config: BenchConfig, multi: MultiTurnSpec, ci: i
     history: list[dict] = []
     think_ns = round(multi.think_time_s * 1e9)
     for k, turn in enumerate(conv.turns):
-        if not await _wait_until(intended, stopper):
+        if not await wait_until(intended, stopper):
             return
         messages = [*history, {"role": "user", "content": turn.prompt}]
         attempt = Attempt(len(replay.turns), intended, dispatched_ns=_now())

@@ -27,7 +27,6 @@ and the plain progress line (loadgen/progress.py) is drawn instead.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from collections import deque
 
 import numpy as np
 
+from servelab.clock import cpu_s
 from servelab.loadgen.glance import Glance
 from servelab.loadgen.pacer import Counters
 from servelab.loadgen.shards import LIVE_FIELDS, Live
@@ -70,7 +70,7 @@ class Panel:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
-        self._cpu = (self._t0, _cpu_s())
+        self._cpu = (self._t0, cpu_s())
         self._tokens: deque[tuple[float, int]] = deque()  # (when, tokens so far), the last NOW_WINDOW_S
         self._lock = threading.Lock()  # one writer at a time on the terminal: the redraw or a print above
         self._lines: list[str] = []  # the frame on screen
@@ -78,7 +78,7 @@ class Panel:
 
     def start(self, counters: Counters) -> None:
         self.counters, self._t0 = counters, time.monotonic()
-        self._cpu = (self._t0, _cpu_s())
+        self._cpu = (self._t0, cpu_s())
         self._print_above()
         self._thread = threading.Thread(target=self._draw, name="servelab-live", daemon=True)
         self._thread.start()
@@ -226,7 +226,7 @@ class Panel:
     def _cpu_line(self, c: Counters) -> str:
         if isinstance(c, Live) and c.arrays:
             return f"busiest worker {c.cpu_s:.1f} s"
-        now, cpu = time.monotonic(), _cpu_s()
+        now, cpu = time.monotonic(), cpu_s()
         (t_old, cpu_old), self._cpu = self._cpu, (now, cpu)
         busy = (cpu - cpu_old) / (now - t_old) if now > t_old else 0.0
         return f"{100 * busy:.0f}% of a core now · {cpu:.1f} s (this process, the panel included)"
@@ -304,8 +304,3 @@ def _worker_line(row: list[int]) -> str:
 
 def _count(value) -> str:
     return "—" if value is None else f"{value:.0f}"
-
-
-def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime

@@ -44,14 +44,14 @@ class Attempt:
         self.sent_ns = t_ns
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunOutcome:
+    """A schedule's span and whether it ran to its end (why it did not is the run's: BenchRun)."""
+
     t0_ns: int
     end_ns: int
     interrupted: bool = False
     not_sent: int = 0  # requests the stop came too early for
-    stopped_by: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM), if one did
-    stop_reason: str | None = None  # a stop rule or a failure that ended it (records.END_REASONS)
 
 
 @dataclass(slots=True)
@@ -88,37 +88,65 @@ async def run_schedule(pool: Pool, payloads, offsets_ns, max_concurrency: int | 
     offsets = np.asarray(offsets_ns, dtype=np.int64)
     queue = _Queue(len(offsets))
     sender = _Sender(pool, payloads, offsets, queue, counters, on_done or (lambda attempt: None))
-    gc.collect()
-    gc.freeze()  # the request loop allocates little; no GC pauses inside it
-    gc.disable()
-    try:
-        t0 = counters.t0_ns = sender.t0 = _now() if t0_ns is None else t0_ns
-        stopper = asyncio.ensure_future(stop.wait())
-        senders = [asyncio.ensure_future(sender.work()) for _ in range(max_concurrency or 0)]
-        own = await _pace(queue, offsets, t0, stopper, counters, None if max_concurrency else sender)
-        cut = await _drain(senders + own, stopper)
-        interrupted = cut or queue.released < len(offsets)
-        return RunOutcome(t0, sender.end_ns or _now(), interrupted, len(offsets) - queue.released)
-    finally:
-        gc.enable()
-        gc.unfreeze()
 
+    def begin(t0: int) -> list:
+        """The cap's senders, waiting for released requests (no cap: none, a task each)."""
+        sender.t0 = t0
+        return [asyncio.ensure_future(sender.work()) for _ in range(max_concurrency or 0)]
 
-async def _pace(queue: _Queue, offsets: np.ndarray, t0: int, stopper, counters: Counters, own) -> list:
-    """Release request i at t0 + offsets[i]. ``own``: no cap, so each request gets its own task."""
-    tasks = []
-    for i in range(len(offsets)):
-        intended = t0 + int(offsets[i])
-        if not await _wait_until(intended, stopper):
-            break
+    def release(i: int, intended: int):
         t = _now()
         queue.release(i, t)
         counters.dispatched += 1
         counters.lag_ns = t - intended
-        if own is not None:
-            tasks.append(asyncio.ensure_future(own.work(once=True)))
-    queue.end()
-    return tasks
+        return None if max_concurrency else asyncio.ensure_future(sender.work(once=True))
+
+    done = await dispatch(offsets, release, stop, counters, t0_ns, begin, queue.end)
+    interrupted = done.stopped or queue.released < len(offsets)
+    return RunOutcome(done.t0_ns, sender.end_ns or _now(), interrupted, len(offsets) - queue.released)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """How a paced release ended: its start instant, how many it released, whether a stop cut it."""
+
+    t0_ns: int
+    released: int
+    stopped: bool
+
+
+async def dispatch(offsets_ns, release, stop: asyncio.Event, counters: Counters, t0_ns: int | None = None,
+                   begin=None, released_all=None) -> Dispatched:
+    """The pacer's loop, for requests (``run_schedule``) and conversations alike: at
+    ``t0 + offsets_ns[i]`` call ``release(i, intended_ns)``, which may return a task to wait
+    for; then wait for every task, or cancel them all when ``stop`` is set.
+
+    ``t0_ns``: an absolute start shared with other workers or replicas (None: now), set
+    in ``counters``; ``begin(t0)``: tasks started at t0 (the cap's senders);
+    ``released_all()``: called once the loop has released all it will. The collector is
+    frozen and off for the whole run: the request loop allocates little, no GC pauses in it.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        t0 = counters.t0_ns = _now() if t0_ns is None else t0_ns
+        stopper = asyncio.ensure_future(stop.wait())
+        tasks = list(begin(t0)) if begin is not None else []
+        released = 0
+        for i in range(len(offsets_ns)):
+            intended = t0 + int(offsets_ns[i])
+            if not await wait_until(intended, stopper):
+                break
+            if (task := release(i, intended)) is not None:
+                tasks.append(task)
+            released += 1
+        if released_all is not None:
+            released_all()
+        return Dispatched(t0, released, await _drain(tasks, stopper))
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 class _Queue:
@@ -170,14 +198,14 @@ class _Sender:
     async def work(self, once: bool = False) -> None:
         while (i := await self.queue.take()) is not None:
             attempt = Attempt(i, self.t0 + int(self.offsets[i]), int(self.queue.dispatched_ns[i]))
-            await _one(self.pool, self.payloads[i], attempt, self.counters)
+            await send_one(self.pool, self.payloads[i], attempt, self.counters)
             self.end_ns = max(self.end_ns, attempt.response.done_ns)
             self.on_done(attempt)  # must cost next to nothing: the slot's next request waits on it
             if once:
                 return
 
 
-async def _one(pool: Pool, payload: bytes, attempt: Attempt, counters: Counters) -> None:
+async def send_one(pool: Pool, payload: bytes, attempt: Attempt, counters: Counters) -> None:
     counters.in_flight += 1
     try:
         attempt.response = await pool.send(payload, on_sent=attempt.mark_sent)
@@ -189,7 +217,7 @@ async def _one(pool: Pool, payload: bytes, attempt: Attempt, counters: Counters)
         counters.failed += 1
 
 
-async def _wait_until(t_ns: int, stopper: asyncio.Future) -> bool:
+async def wait_until(t_ns: int, stopper: asyncio.Future) -> bool:
     """Sleep until ``t_ns`` (absolute); False if a stop came first."""
     if stopper.done():
         return False

@@ -6,7 +6,6 @@ line every ten seconds. It only reads ``Counters``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import threading
@@ -16,15 +15,22 @@ from servelab.loadgen.pacer import Counters
 
 
 class Progress:
-    def __init__(self, total: int, counters: Counters, label: str = "bench", stream=sys.stderr) -> None:
-        self.total, self.counters, self.label, self.stream = total, counters, label, stream
+    """``start(counters)`` at t0 draws until ``stop()``, from a thread of its own (the run's
+    event loop, or its workers', never waits on it): a bench's display when the live panel
+    (loadgen/live.py) is not shown."""
+
+    def __init__(self, total: int, label: str = "bench", stream=sys.stderr) -> None:
+        self.total, self.label, self.stream = total, label, stream
         self.tty = stream.isatty()
-        self._task: asyncio.Task | None = None
+        self.counters: Counters | None = None
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
-    def start(self) -> None:
-        self._t0 = time.monotonic()
-        self._task = asyncio.ensure_future(self._loop())
+    def start(self, counters: Counters) -> None:
+        self.counters, self._t0 = counters, time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="servelab-progress", daemon=True)
+        self._thread.start()
 
     def line(self) -> str:
         c = self.counters
@@ -32,10 +38,9 @@ class Progress:
         return (f"[{self.label}] {c.done}/{self.total} done ({pct:.0f}%) · {c.in_flight} in flight · "
                 f"{c.failed} failed · {time.monotonic() - self._t0:.1f} s")
 
-    async def _loop(self) -> None:
+    def _loop(self) -> None:
         period = 0.5 if self.tty else 10.0
-        while True:
-            await asyncio.sleep(period)
+        while not self._done.wait(period):
             self._draw()
 
     def _draw(self, end: str = "") -> None:
@@ -46,9 +51,10 @@ class Progress:
         self.stream.flush()
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        if self._thread is not None:
+            self._done.set()
+            self._thread.join()
+            self._thread = None
             self._draw("\n" if self.tty else "")
 
 

@@ -23,7 +23,9 @@ import time
 
 from servelab.errors import InputError, ServerError
 from servelab.loadgen.barrier import RAY_START_LEAD_NS, RayParty
-from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
+from servelab.loadgen.drive import schedule
+from servelab.loadgen.hooks import Hooks
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.ray_connect import connect, first_line
@@ -68,9 +70,9 @@ class ShardActor(RayParty):
 
         async def main() -> BenchRun:
             self.stopper = (asyncio.get_running_loop(), asyncio.Event())
+            hooks = Hooks(on_start=lambda _counters: self.barrier.arrive(), digest_age_s=RECORDS_EVERY_S)
             return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
-                                   self.live, on_start=self.barrier.arrive, offsets_ns=self.shard.offsets_ns,
-                                   sink=self.outbox, digest_age_s=RECORDS_EVERY_S)
+                                   self.live, sink=self.outbox, hooks=hooks, offsets_ns=self.shard.offsets_ns)
 
         return shard_run(self.shard, None, loop_run(main()), self.outbox)
 
@@ -81,7 +83,7 @@ FINAL_TAKE_S = 120.0  # an ended shard's last batch: the whole tail of a big sha
 READY_S = 300.0  # an actor placed, its shard's requests tokenized, waiting at the start line
 
 
-def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_start=None, *, sink: RecordSink,
+def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, hooks: Hooks = Hooks(), *, sink: RecordSink,
             arrival_state: tuple | None = None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
     ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's.
@@ -92,13 +94,13 @@ def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, on_sta
     shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, len(nodes))
     actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
     try:
-        return _drive(ray, nodes, shards, actors, on_start, sink)
+        return _drive(ray, nodes, shards, actors, hooks, sink)
     finally:
         for actor in actors:
             ray.kill(actor)  # a shard still running (a node cut off, a hung loop) ends here, not later
 
 
-def _drive(ray, nodes: list[str], shards: list[Shard], actors: list, on_start, sink: RecordSink) -> WorkersRun:
+def _drive(ray, nodes: list[str], shards: list[Shard], actors: list, hooks: Hooks, sink: RecordSink) -> WorkersRun:
     runs = [a.run.remote() for a in actors]
     _wait_ready(ray, nodes, shards, actors)
     clocks = [clock_offset(ray, a) for a in actors]
@@ -117,7 +119,7 @@ def _drive(ray, nodes: list[str], shards: list[Shard], actors: list, on_start, s
             sink.add(global_index(k, local, len(actors)), shifted(record, -off), t0)
         returned[k] += len(batch)
 
-    got = loop_run(_supervise(ray, runs, actors, t0, on_start, take))
+    got = loop_run(_supervise(ray, runs, actors, t0, hooks, take))
     return _merged(shards, nodes, clocks, got, t0, returned)
 
 
@@ -137,16 +139,15 @@ def _wait_ready(ray, nodes: list[str], shards: list[Shard], actors: list) -> Non
                               f"{len(shard.samples)} requests) failed before the start: {why}; nothing was sent")
 
 
-async def _supervise(ray, runs, actors, t0: int, on_start, take) -> list[ShardRun | str]:
-    """In an event loop (telemetry's client sampler runs in it): ``on_start(live)`` at t0,
+async def _supervise(ray, runs, actors, t0: int, hooks: Hooks, take) -> list[ShardRun | str]:
+    """In an event loop (telemetry's client sampler runs in it): ``hooks.started(live)`` at t0,
     the nodes' counters polled into ``live`` and their new records taken every POLL_S
     (RECORDS_EVERY_S apart) until every shard has ended."""
     import asyncio
 
     await asyncio.sleep(max(0.0, (t0 - time.perf_counter_ns()) / 1e9))
     live = Live(arrays=[[0] * len(LIVE_FIELDS) for _ in actors])
-    if on_start is not None:
-        on_start(live)
+    hooks.started(live)
     got, pending, polls = {}, list(runs), 0
     every = max(1, round(RECORDS_EVERY_S / POLL_S))
     while pending:
@@ -229,8 +230,7 @@ def _merged(shards: list[Shard], nodes: list[str], clocks, got, t0: int, returne
     outcome = RunOutcome(t0, max(ends, default=t0), bool(failed) or any(g.interrupted for g in runs),
                          sum(g.not_sent for g in runs))
     run = BenchRun(outcome, min((g.wall_start for g in runs), default=time.time()),
-                   max((g.cpu_s for g in runs), default=0.0),
-                   next((g.server_models for g in runs if g.server_models), None))
+                   max((g.cpu_s for g in runs), default=0.0))
     entries = [_entry(s, n, c, g, k) for s, n, c, g, k in zip(shards, nodes, clocks, got, returned)]
     lines = [f"Ray node {e['node'][:12]} (shard {e['worker']}) failed ({e['failed']}): {e['lost_requests']} "
              f"of its {e['requests']} requests are lost ({e['records']} returned before are kept)"

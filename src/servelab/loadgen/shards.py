@@ -12,14 +12,14 @@ rate with the same burstiness pattern interleaved.
 from __future__ import annotations
 
 import os
-import resource
 from array import array
 from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.clock import cpu_s
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.pacer import COUNTER_ROW, Counters
 from servelab.records import RequestRecord, SampleRequest
 
@@ -96,7 +96,6 @@ class ShardRun:
     not_sent: int
     cpu_s: float
     wall_start: float
-    server_models: dict | None
 
 
 class Outbox:
@@ -129,13 +128,12 @@ def shard_run(shard: Shard, core: int | None, run: BenchRun, outbox: Outbox) -> 
     """The little the parent needs of a shard's outcome (its records went through ``outbox``)."""
     return ShardRun(shard.index, os.getpid(), core, len(shard.samples), len(outbox.lags), outbox.lag_ms(),
                     run.outcome.t0_ns, run.outcome.end_ns, run.outcome.interrupted, run.outcome.not_sent,
-                    run.client_cpu_s, run.wall_start, run.server_models)
+                    run.client_cpu_s, run.wall_start)
 
 
 def live_row(counters: Counters) -> list[int]:
     """One shard's counters and its process's CPU so far, in LIVE_FIELDS' order."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return [*counters.as_row(), int((ru.ru_utime + ru.ru_stime) * 1e9)]
+    return [*counters.as_row(), int(cpu_s() * 1e9)]
 
 
 @dataclass(slots=True)

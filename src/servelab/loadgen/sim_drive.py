@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 
-from servelab.loadgen.drive import BenchConfig, BenchRun, schedule
+from servelab.loadgen.drive import schedule
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.pacer import RunOutcome
 from servelab.records import RecordSink, RequestRecord, SampleRequest
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, SimRequest, StepModel
@@ -45,8 +46,7 @@ def run_simulated(config: BenchConfig, samples: list[SampleRequest], limits: Eng
     for i, r in enumerate(records):
         sink.add(i, r, t0)
     end = max((r.done_ns for r in records), default=t0)
-    run = BenchRun(RunOutcome(t0, end), wall0, client_cpu_s=0.0,
-                   server_models={"object": "list", "data": [{"id": config.model, "owned_by": "servelab-sim"}]})
+    run = BenchRun(RunOutcome(t0, end), wall0, client_cpu_s=0.0)
     return run, sim, records
 
 

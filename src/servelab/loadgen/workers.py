@@ -33,10 +33,11 @@ from multiprocessing.connection import wait
 
 from servelab.errors import InputError, ServelabError, ServerError
 from servelab.loadgen.barrier import PROCESS_START_LEAD_NS, SPAWN, Aborted, Barrier, reap, spawn, terminate
-from servelab.loadgen.drive import BenchConfig, BenchRun, run_bench, schedule
+from servelab.loadgen.drive import run_bench, schedule
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
-from servelab.loadgen.progress import Progress
+from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
                                      WorkersRun, global_index, live_row, shard_config, shard_run, split)
 from servelab.records import RecordSink
@@ -59,10 +60,10 @@ class _Worker:
     exitcode: int | None = None
 
 
-def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, progress: bool = False, *,
+def run_workers(config: BenchConfig, samples, tokenizer, n: int, hooks: Hooks = Hooks(), *,
                 sink: RecordSink, arrival_state: tuple | None = None) -> WorkersRun:
-    """Drive ``samples`` with ``n`` worker processes; ``on_start(counters)`` at the shared t0,
-    inside the parent's event loop, with counters summed from the workers' (``Live``).
+    """Drive ``samples`` with ``n`` worker processes; ``hooks.started(counters)`` at the shared
+    t0, inside the parent's event loop, with counters summed from the workers' (``Live``).
     ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's."""
     if len(samples) < n:
         raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
@@ -72,15 +73,12 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, on_start=None, 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stopped: list[int] = []  # the signal that stopped the run, if one did
     try:
-        loop_run(_supervise(workers, barrier, on_start, len(samples) if progress else 0, stopped,
-                            lambda w, batch: _take(w, batch, sink, barrier.t0_ns, n)))
+        loop_run(_supervise(workers, barrier, hooks, stopped, lambda w, batch: _take(w, batch, sink, barrier.t0_ns, n)))
     finally:
         for sig, handler in previous.items():  # the loop resets them; an engine guard may own them
             signal.signal(sig, handler)
         reap([(w.proc, w.conn) for w in workers], REAP_GRACE_S)
-    merged = _merged(workers, barrier.t0_ns)
-    merged.run.outcome.stopped_by = stopped[0] if stopped else None
-    return merged
+    return _merged(workers, barrier.t0_ns, stopped[0] if stopped else None)
 
 
 def _take(w: _Worker, batch: list, sink, t0_ns: int, n: int) -> None:
@@ -90,8 +88,7 @@ def _take(w: _Worker, batch: list, sink, t0_ns: int, n: int) -> None:
     w.returned += len(batch)
 
 
-async def _supervise(workers: list[_Worker], barrier: Barrier, on_start, progress_total: int,
-                     stopped: list[int], take) -> None:
+async def _supervise(workers: list[_Worker], barrier: Barrier, hooks: Hooks, stopped: list[int], take) -> None:
     """Wait for every worker to be ready, release them at one instant, wait for them to end.
     Ctrl-C or SIGTERM here stops every worker; they return what they completed."""
     loop = asyncio.get_running_loop()
@@ -105,16 +102,8 @@ async def _supervise(workers: list[_Worker], barrier: Barrier, on_start, progres
     barrier.release(time.perf_counter_ns() + PROCESS_START_LEAD_NS)
     live = Live(arrays=[w.live for w in workers])
     await asyncio.sleep(max(0.0, (barrier.t0_ns - time.perf_counter_ns()) / 1e9))
-    bar = Progress(progress_total, live) if progress_total else None
-    if bar:
-        bar.start()
-    if on_start is not None:
-        on_start(live)
-    try:
-        await _until(workers, lambda w: w.exitcode is not None, take, live.refresh)
-    finally:
-        if bar:
-            bar.stop()
+    hooks.started(live)
+    await _until(workers, lambda w: w.exitcode is not None, take, live.refresh)
 
 
 def _cores(n: int) -> list[int | None]:
@@ -184,7 +173,7 @@ def _first_error(workers: list[_Worker]) -> str:
     return f"worker {w.shard.index} (pid {w.proc.pid}) exited with code {w.exitcode} before the start"
 
 
-def _merged(workers: list[_Worker], t0_ns: int) -> WorkersRun:
+def _merged(workers: list[_Worker], t0_ns: int, stopped_by: int | None) -> WorkersRun:
     runs = [w.run for w in workers if w.run is not None]
     failed = [w for w in workers if w.run is None]
     end = max((r.end_ns for r in runs), default=t0_ns)
@@ -193,8 +182,7 @@ def _merged(workers: list[_Worker], t0_ns: int) -> WorkersRun:
     # the busiest worker's CPU: each has its own core, and the busiest is the one that binds
     cpu = max((r.cpu_s for r in runs), default=0.0)
     wall = min((r.wall_start for r in runs), default=time.time())
-    models = next((r.server_models for r in runs if r.server_models), None)
-    run = BenchRun(outcome, wall, cpu, models)
+    run = BenchRun(outcome, wall, cpu, stopped_by=stopped_by)
     lines = [f"worker {w.shard.index} (pid {w.proc.pid}) died ({_how(w.exitcode)}) mid-run: "
              f"{len(w.shard.samples) - w.returned} of its {len(w.shard.samples)} requests are lost "
              f"({w.returned} returned before are kept)" for w in failed]
@@ -283,5 +271,6 @@ async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop, keep what completed, send it back
         loop.add_signal_handler(sig, stop.set)
-    return await run_bench(config, list(shard.samples), tokenizer, stop, counters, on_start=start,
-                           offsets_ns=shard.offsets_ns, sink=outbox, digest_age_s=RECORDS_EVERY_S)
+    return await run_bench(config, list(shard.samples), tokenizer, stop, counters, sink=outbox,
+                           hooks=Hooks(on_start=lambda _counters: start(), digest_age_s=RECORDS_EVERY_S),
+                           offsets_ns=shard.offsets_ns)

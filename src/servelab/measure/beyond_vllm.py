@@ -33,7 +33,7 @@ def beyond_vllm(spec: BenchSpec, tally: Tally, summary: Summary, replay, timelin
 
 
 def multi_turn_section(spec: BenchSpec, tally: Tally, replay, timeline) -> dict:
-    multi = spec.multi_turn
+    multi = replay.multi
     hit = prefix_hit_rate(timeline, timeline.during("engine")) if timeline is not None else None
     return {"conversations": len({t.conversation for t in replay.turns}), "turns_sent": len(replay.turns),
             "abandoned_turns": replay.abandoned, "prompt_tokens_from": dict(replay.prompt_tokens_from),

@@ -8,7 +8,7 @@ import math
 import sys
 
 from servelab.config import BenchSpec
-from servelab.loadgen.drive import BenchConfig
+from servelab.loadgen.values import BenchConfig
 from servelab.measure import simulated
 from servelab.metrics.console import console_block
 from servelab.metrics.summary import Summary
@@ -53,10 +53,11 @@ def block(summary: Summary, tally: Tally, config: BenchConfig, shown: list[str],
                         request_rate=config.load.request_rate, selected=shown, probes=probes))
 
 
-def multi_turn_units(spec: BenchSpec, summary: Summary) -> None:
-    """vLLM's block mixes two units in a multi-turn run: its configured rate and --num-prompts count
-    conversations, while requests, req/s and the token rows count turns. Say which is which."""
-    if not spec.multi_turn.enabled:
+def multi_turn_units(spec: BenchSpec, summary: Summary, replay) -> None:
+    """vLLM's block mixes two units in a multi-turn run (``replay``: its turns, None for any
+    other): its configured rate and --num-prompts count conversations, while requests, req/s
+    and the token rows count turns. Say which is which."""
+    if replay is None:
         return
     rate = spec.load.request_rate
     paced = "all at once" if math.isinf(rate) else f"{rate:g} conversations/s configured"

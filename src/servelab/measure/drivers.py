@@ -1,8 +1,8 @@
 """Where a bench's load runs — one seam, as httpx has one between policy and I/O.
 
 Every way of running the load takes the same ``Bench`` and the run's record sink and
-returns one ``DriverRun``; ``execute`` (measure/run.py) picks one by
-``BenchSpec.driver`` and knows nothing else about it:
+returns one ``DriverRun``; ``execute`` (measure/run.py) picks one by ``BenchSpec.driver``
+and reads what it needs to know of it from its ``DriverKind``, never from the spec:
 
     local          this process, one event loop (loadgen/drive.run_bench)
     workers        --workers N client processes on this machine (loadgen/workers.py)
@@ -11,6 +11,8 @@ returns one ``DriverRun``; ``execute`` (measure/run.py) picks one by
     conversations  --multi-turn: conversations replayed turn by turn (loadgen/conversations.py)
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
+This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
+workers, Ray): tests/measure/test_drivers.py holds the others to it.
 """
 
 from __future__ import annotations
@@ -20,20 +22,22 @@ import dataclasses
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from servelab.config import BenchSpec
+from servelab.datasets import prepare_requests, sample_conversations
 from servelab.datasets.sample import Sample
 from servelab.loadgen.conversations import Replay, run_conversations, turns
-from servelab.loadgen.drive import BenchConfig, BenchRun, run_bench
-from servelab.loadgen.pacer import Counters
-from servelab.loadgen.progress import Progress
+from servelab.loadgen.drive import run_bench
+from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
+from servelab.loadgen.pacer import Counters
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
 from servelab.measure import simulated
 from servelab.records import Conversation, RecordSink, SampleRequest
-from servelab.results.records_file import FLUSH_S
+from servelab.telemetry import machine
 from servelab.telemetry.timeline import Timeline
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each stops the run; what completed is kept
@@ -45,25 +49,19 @@ class Bench:
 
     spec: BenchSpec
     config: BenchConfig
-    work: Sample | list[Conversation]  # the requests, or a multi-turn run's conversations
+    work: Sample | list[Conversation]  # the requests, or a multi-turn run's conversations (DriverKind.work)
     tokenizer: object
-    models: dict | None  # the server's /v1/models answer, asked once per bench (measure/target.py)
-    on_start: Callable | None = None  # at t0, with the live counters; may return an absolute t0
-    # every TICK_S while the run goes on (the records file's flush): a reason to end it, or None
-    tick: Callable[[], str | None] | None = None
-    # the live panel's glance at each response in this process (loadgen/glance.py); client
-    # workers and Ray shards hand their records over every 0.5 s, a multi-turn run makes each as it ends
-    glance: object | None = None
+    hooks: Hooks = Hooks()  # t0, tick, glance, display: chosen once per bench (measure/run.py)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class DriverRun:
     """What every driver returns: the run, and what its way of running adds to the result."""
 
     run: BenchRun
     labels: dict = field(default_factory=dict)  # what produced the numbers (simulated, engine)
     sections: dict = field(default_factory=dict)  # the result's servelab sections (workers)
-    warnings: list[str] = field(default_factory=list)  # shards lost mid-run, one line each
+    warnings: tuple[str, ...] = ()  # shards lost mid-run, one line each
     replay: Replay | None = None  # a multi-turn run's turns
     timeline: Timeline | None = None  # the simulator's own; a served run's comes from its telemetry
 
@@ -72,38 +70,52 @@ class Driver(Protocol):
     def __call__(self, bench: Bench, sink: RecordSink) -> DriverRun: ...
 
 
-def indexed(work: Sample | list[Conversation]) -> Sequence[SampleRequest]:
-    """What a run's records are indexed by: its requests, or every conversation's turns."""
-    return work.requests if isinstance(work, Sample) else turns(work)
+@dataclass(frozen=True, slots=True)
+class DriverKind:
+    """A driver and what the rest of a bench needs to know of it."""
+
+    run: Driver
+    # a server answers: /v1/models, telemetry, the machine's share, a display, a records file an
+    # unsaved run keeps; False: the simulator's fast mode (its numbers are simulated)
+    served: bool = True
+    # what the run's records are indexed by: its requests, or every conversation's turns
+    work: Literal["requests", "conversations"] = "requests"
+    # its responses are parsed after the run in this process (loadgen/digest.py), so the live
+    # panel glances at each as it ends; the others hand the panel records as they make them
+    glanced: bool = False
+    # processes on this machine that make load the machine's share cannot attribute (Ray's actors)
+    unattributed: str | None = None
+
+    def prepare(self, spec: BenchSpec, tokenizer) -> Sample | list[Conversation]:
+        """The run's work from its dataset: its requests, or its conversations."""
+        if self.work == "conversations":
+            return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
+        return prepare_requests(spec.dataset, tokenizer)
+
+    def requests(self, work: Sample | list[Conversation]) -> Sequence[SampleRequest]:
+        """What the run's records are indexed by."""
+        return turns(work) if self.work == "conversations" else work.requests
 
 
 def local(bench: Bench, sink: RecordSink) -> DriverRun:
     """The run in this process."""
     sample = bench.work
 
-    async def go(stop, counters, started):
+    async def go(stop, counters):
         return await run_bench(bench.config, sample.requests, bench.tokenizer, stop, counters, sink=sink,
-                               on_start=started, arrival_state=sample.arrival_state,
-                               server_models=bench.models, digest_age_s=_digest_age(bench),
-                               glance=bench.glance), None
+                               hooks=bench.hooks, arrival_state=sample.arrival_state), None
 
-    run, _ = in_loop(go, len(sample.requests), bench)
+    run, _ = in_loop(go, bench.hooks)
     return DriverRun(run)
-
-
-def _digest_age(bench: Bench) -> float | None:
-    """How soon after its response each record must be made: the records file's flush (a kill
-    loses no more); None: as it comes (the live panel needs none: it takes a glance)."""
-    return FLUSH_S if bench.tick is not None else None
 
 
 def conversations(bench: Bench, sink: RecordSink) -> DriverRun:
     """A --multi-turn run in this process; its records are its turns."""
-    def go(stop, counters, started):
+    def go(stop, counters):
         return run_conversations(bench.config, bench.work, bench.spec.multi_turn, bench.tokenizer, stop, counters,
-                                 started, sink=sink, server_models=bench.models)
+                                 sink=sink, hooks=bench.hooks)
 
-    run, replay = in_loop(go, len(turns(bench.work)), bench)
+    run, replay = in_loop(go, bench.hooks)
     return DriverRun(run, replay=replay)
 
 
@@ -113,9 +125,8 @@ def workers(bench: Bench, sink: RecordSink) -> DriverRun:
     n = spec.load.workers
     print(f"servelab: {n} client workers, one schedule dealt round-robin; "
           f"max concurrency split {concurrency_shares(config.load.max_concurrency, n)}", flush=True)
-    return _sharded(run_workers(config, sample.requests, bench.tokenizer, n, bench.on_start,
-                                progress=spec.output.progress, sink=sink, arrival_state=sample.arrival_state),
-                    bench)
+    return _sharded(run_workers(config, sample.requests, bench.tokenizer, n, bench.hooks, sink=sink,
+                                arrival_state=sample.arrival_state))
 
 
 def ray(bench: Bench, sink: RecordSink) -> DriverRun:
@@ -124,38 +135,43 @@ def ray(bench: Bench, sink: RecordSink) -> DriverRun:
 
     address, sample = bench.spec.load.ray, bench.work
     print(f"servelab: load from the Ray cluster at {address}, one shard per node", flush=True)
-    return _sharded(run_ray(bench.config, sample.requests, bench.tokenizer, address, bench.on_start, sink=sink,
-                            arrival_state=sample.arrival_state), bench)
+    return _sharded(run_ray(bench.config, sample.requests, bench.tokenizer, address, bench.hooks, sink=sink,
+                            arrival_state=sample.arrival_state))
 
 
-def _sharded(got: WorkersRun, bench: Bench) -> DriverRun:
-    """A split run: the shards asked no /v1/models of their own, the bench's answer is the run's."""
-    run = dataclasses.replace(got.run, server_models=bench.models)
-    return DriverRun(run, sections={"workers": got.section}, warnings=list(got.failed))
+def _sharded(got: WorkersRun) -> DriverRun:
+    return DriverRun(got.run, sections={"workers": got.section}, warnings=tuple(got.failed))
 
 
 def simulate(bench: Bench, sink: RecordSink) -> DriverRun:
     """--simulate: the simulated engine runs the schedule, no server, no waiting."""
-    run, timeline, labels = simulated.run(bench.spec, bench.config, bench.work, sink)
+    limits, model = bench.spec.simulate
+    run, timeline, labels = simulated.run(limits, model, bench.spec.output, bench.config, bench.work, sink)
     return DriverRun(run, labels=labels, timeline=timeline)
 
 
-DRIVERS: dict[str, Driver] = {"local": local, "workers": workers, "ray": ray, "simulated": simulate,
-                              "conversations": conversations}
+DRIVERS: dict[str, DriverKind] = {
+    "local": DriverKind(local, glanced=True),
+    "workers": DriverKind(workers),
+    "ray": DriverKind(ray, unattributed=machine.RAY_ACTORS),
+    "simulated": DriverKind(simulate, served=False),
+    "conversations": DriverKind(conversations, work="conversations"),
+}
 
 
-def in_loop(go, total: int, bench: Bench):
-    """Run ``go(stop, counters, started)`` in this process's event loop, Ctrl-C and SIGTERM
-    stopping it (what completed is kept); returns what it returns, a (BenchRun, …) pair."""
+def in_loop(go, hooks: Hooks):
+    """Run ``go(stop, counters)`` in this process's event loop, Ctrl-C and SIGTERM stopping
+    it (what completed is kept), the hooks' tick able to end it; returns what it returns,
+    a (BenchRun, …) pair, the run saying which signal or tick ended it."""
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
-        return loop_run(_main(go, total, bench))
+        return loop_run(_main(go, hooks.tick))
     finally:  # asyncio resets them to the defaults; an engine guard may own them
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-async def _main(go, total: int, bench: Bench):
+async def _main(go, tick: Callable[[], str | None] | None):
     loop = asyncio.get_running_loop()
     stop, stopped = asyncio.Event(), []
 
@@ -165,20 +181,15 @@ async def _main(go, total: int, bench: Bench):
 
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
-    counters = Counters()
-    bar = Progress(total, counters) if bench.spec.output.progress else None
     ticked: list[str] = []
-    ticking = asyncio.ensure_future(_tick(bench.tick, stop, ticked)) if bench.tick else None
+    ticking = asyncio.ensure_future(_tick(tick, stop, ticked)) if tick else None
     try:
-        run, more = await go(stop, counters, _started(bench.on_start, counters, bar))
-        run.outcome.stopped_by = stopped[0] if stopped else None
-        run.outcome.stop_reason = run.outcome.stop_reason or (ticked[0] if ticked else None)
-        return run, more
+        run, more = await go(stop, Counters())
+        return dataclasses.replace(run, stopped_by=stopped[0] if stopped else None,
+                                   ticked=ticked[0] if ticked else None), more
     finally:
         if ticking is not None:
             ticking.cancel()
-        if bar:
-            bar.stop()
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
@@ -194,14 +205,3 @@ async def _tick(tick: Callable[[], str | None], stop: asyncio.Event, ticked: lis
             ticked.append(why)
             stop.set()
             return
-
-
-def _started(on_start, counters: Counters, bar: Progress | None):
-    """The run's t0 hook: the caller's (it may block for a shared start), then the progress bar."""
-    def started() -> int | None:
-        t0 = on_start(counters) if on_start else None
-        if bar:
-            bar.start()
-        return t0
-
-    return started

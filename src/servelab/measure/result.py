@@ -5,7 +5,6 @@ plots, and the exit code. The result is diagnosed from its own dict, the path
 
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,7 @@ from servelab.config import BenchSpec, LoadSpec, OutputSpec
 from servelab.diagnose.decide import diagnose
 from servelab.diagnose.evidence import evidence, facts_from_result
 from servelab.loadgen.arrivals import ramp_rates, rate_steps
-from servelab.loadgen.drive import BenchRun
+from servelab.loadgen.values import BenchRun
 from servelab.metrics.summary import Summary
 from servelab.metrics.tally import Tally
 from servelab.results import store
@@ -25,8 +24,10 @@ from servelab.telemetry.timeline import write as write_timeline
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
-    """A finished run, as its result is built: ``model`` names it (model_id, the file name)."""
+class Finished:
+    """A finished run, as its result is built: ``model`` names it (model_id, the file name);
+    ``card``: the server's /v1/models answer, asked once before the run (measure/target.py);
+    ``simulated``: no server ran it (the simulator's fast mode)."""
 
     spec: BenchSpec
     model: str
@@ -34,6 +35,8 @@ class Measured:
     tally: Tally
     summary: Summary
     timeline: Timeline | None
+    card: dict | None = None
+    simulated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,7 @@ class Paths:
     timeline: Path | None = None
 
 
-def build(m: Measured, shown: list[str], extra: dict, keys: dict, records_file=None):
+def build(m: Finished, shown: list[str], extra: dict, keys: dict, records_file=None):
     """The result JSON, diagnosed; written (records, timeline, plots) when asked to.
     ``keys``: vLLM's optional top-level keys (probe_*, rps_change_events).
     Returns (result, its path or None, the diagnosis)."""
@@ -65,7 +68,7 @@ def build(m: Measured, shown: list[str], extra: dict, keys: dict, records_file=N
     return result, paths.result, diagnosis
 
 
-def _paths(m: Measured) -> Paths:
+def _paths(m: Finished) -> Paths:
     out, load = m.spec.output, m.spec.load
     date = datetime.fromtimestamp(m.run.wall_start).strftime("%Y%m%d-%H%M%S")
     save = out.save_result or out.append_result
@@ -112,7 +115,7 @@ def _rate(load: LoadSpec) -> float | str:
     return load.request_rate if load.request_rate < float("inf") else "inf"
 
 
-def _write(m: Measured, result: dict, paths: Paths, records_file) -> None:
+def _write(m: Finished, result: dict, paths: Paths, records_file) -> None:
     append = m.spec.output.append_result
     store.write_result(result, paths.result, append)
     records_file.close(paths.records)  # written as the requests completed
@@ -178,14 +181,3 @@ def _diagnose(result: dict, timeline: Timeline | None, tl_path: Path | None):
     diagnosis = diagnose(evidence(facts_from_result(result), timeline))
     result["servelab"]["diagnosis"] = diagnosis.to_dict()
     return diagnosis
-
-
-def exit_code(outcome, completed: int) -> int:
-    """128 + the signal that stopped the run (Ctrl-C 130, SIGTERM 143); 1 when nothing
-    completed or a circuit breaker ended it (--stop-on-errors/-error-rate: the server was
-    failing); a run ended by --stop-when-saturated did what was asked (0)."""
-    if outcome.stop_reason in ("errors", "error rate"):
-        return 1
-    if outcome.interrupted and outcome.stop_reason is None:
-        return 128 + (outcome.stopped_by or signal.SIGINT)
-    return 1 if completed == 0 else 0

@@ -3,7 +3,6 @@ the rules each figure used, provenance), and the console lines that say it."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import platform
@@ -14,19 +13,20 @@ from servelab import __version__
 from servelab.client import openai
 from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
-from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.values import BenchConfig, BenchRun
+from servelab.measure.result import Finished
 from servelab.measure.energy_cost import energy_section
 from servelab.measure.energy_cost import lines as energy_lines
 from servelab.metrics import steady
-from servelab.metrics.summary import NS_PER_MS, Summary, stat
+from servelab.metrics.summary import NS_PER_MS, stat
 from servelab.metrics.tally import Tally
 from servelab.telemetry import machine
 
 
-def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally: Tally, summary: Summary,
-                     tokenizer, timeline=None) -> dict:
+def servelab_section(m: Finished, config: BenchConfig, tokenizer) -> dict:
     """What we add to vLLM's keys: client fidelity, the steady state, energy and cost, rules used,
-    provenance (``timeline``: the run's telemetry, None without it)."""
+    provenance (``m.timeline``: the run's telemetry, None without it)."""
+    spec, run, tally, summary = m.spec, m.run, m.tally, m.summary
     duration_s = summary.duration_s if summary.duration_s == summary.duration_s else 0.0
     lags_ms = tally.lag_ns() / NS_PER_MS
     lag = stat(lags_ms, (50, 99))
@@ -44,7 +44,7 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
         "schedule_lag_ms": {"mean": lag.mean, "p50": lag.percentiles[0][1], "p99": lag.percentiles[1][1],
                             "max": float(lags_ms.max()) if len(lags_ms) else 0.0},
         "steady_state": plateau,
-        "energy": energy_section(timeline, summary, plateau, spec.output.gpu_hour_cost, spec.simulate is not None),
+        "energy": energy_section(m.timeline, summary, plateau, spec.output.gpu_hour_cost, m.simulated),
         "client_cpu_s": run.client_cpu_s,
         "client_cpu_fraction": cpu_frac,
         "client_bound": client_bound(cpu_frac, lag.percentiles[1][1], config),
@@ -53,7 +53,7 @@ def servelab_section(spec: BenchSpec, config: BenchConfig, run: BenchRun, tally:
         "rules": {"token_event": openai.TOKEN_EVENT_RULES[config.kind], "itl": summary.itl_rule,
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
-        "provenance": provenance(spec, run, tokenizer),
+        "provenance": provenance(spec, m.card, tokenizer),
     }
 
 
@@ -71,15 +71,17 @@ def client_bound(cpu_frac: float, lag_p99_ms: float, config: BenchConfig) -> lis
     return [reason for _, reason in client_limits(cpu_frac, 0.0, lag)]
 
 
-def provenance(spec: BenchSpec, run: BenchRun, tokenizer) -> dict:
+def provenance(spec: BenchSpec, card: dict | None, tokenizer) -> dict:
+    """Where the numbers came from: servelab, the command, the tokenizer and dataset, the
+    server's /v1/models answer (``card``)."""
     path = spec.dataset.path
     return {
         "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
         "argv": redact_headers(spec.argv),
-        "flags": {k: _jsonable(v) for k, v in flat_flags(spec).items()},
+        "flags": {k: _jsonable(v) for k, v in spec.flags().items()},
         "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
         "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
-        "server_models": run.server_models,
+        "server_models": card,
     }
 
 
@@ -95,20 +97,6 @@ def redact_headers(argv) -> list[str]:
             continue
         out.append(arg.split("=", 1)[0] + "=***" if in_header else arg)
     return out
-
-
-def flat_flags(spec: BenchSpec) -> dict:
-    """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``…);
-    header values redacted (see ``redact_headers``)."""
-    dataset = {("dataset_" + k if k in ("name", "path") else k): v
-               for k, v in dataclasses.asdict(spec.dataset).items()}
-    groups = (spec.server, spec.load, spec.request, spec.output)
-    flags = {k: v for g in groups for k, v in dataclasses.asdict(g).items()}
-    flags["headers"] = [(name, "***") for name, _ in spec.server.headers]
-    multi = {f"multi_turn_{k}": v for k, v in dataclasses.asdict(spec.multi_turn).items()}
-    return {**flags, **dataset, **multi, "tokenizer": spec.tokenizer,
-            "trust_remote_code": spec.trust_remote_code,
-            "tokenizer_mode": spec.tokenizer_mode, "skip_tokenizer_init": spec.skip_tokenizer_init}
 
 
 def file_sha256(path) -> str | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from servelab.config import BenchSpec
+from servelab.config import OutputSpec
 from servelab.datasets.sample import Sample
-from servelab.loadgen.drive import BenchConfig, BenchRun
+from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.sim_drive import run_simulated
 from servelab.records import RecordSink
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
@@ -23,14 +23,18 @@ from servelab.telemetry.timeline import Timeline
 MODEL_NAME = "sim"  # the served name when --model is not given
 
 
-def run(spec: BenchSpec, config: BenchConfig, sample: Sample, sink: RecordSink) -> tuple[BenchRun, Timeline, dict]:
+def run(limits: EngineLimits, model: StepModel, out: OutputSpec, config: BenchConfig, sample: Sample,
+        sink: RecordSink) -> tuple[BenchRun, Timeline, dict]:
     """The run (its records into ``sink``), its timeline, and the result sections that label it."""
-    limits, model = spec.simulate
     bench_run, sim, records = run_simulated(config, sample.requests, limits, model, sink, sample.arrival_state)
-    timeline = None if not spec.output.telemetry else sim_timeline.build(
-        sim.steps, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns,
-        spec.output.telemetry_interval_s, limits)
+    timeline = None if not out.telemetry else sim_timeline.build(
+        sim.steps, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns, out.telemetry_interval_s, limits)
     return bench_run, timeline, sections(limits, model, sim, mode="fast")
+
+
+def card(name: str) -> dict:
+    """The fast mode's /v1/models answer, as its provenance gives it: no server was asked."""
+    return {"object": "list", "data": [{"id": name, "owned_by": "servelab-sim"}]}
 
 
 def sections(limits: EngineLimits, model: StepModel, sim: SimResult | None, mode: str) -> dict:

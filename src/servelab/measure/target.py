@@ -17,22 +17,23 @@ from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.datasets import notes
 from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.errors import ServerError, TokenizerError
-from servelab.loadgen.drive import BenchConfig, fetch_models, nothing_answered
+from servelab.loadgen.control import fetch_models, nothing_answered
+from servelab.loadgen.values import BenchConfig
 from servelab.loadgen.loop import loop_run
 from servelab.measure import simulated
 
 
 class ServerModels:
     """The server's ``/v1/models`` answer, asked the first time it is wanted and kept
-    (None: not JSON, or a simulated run: no server). Nothing answering is one line; with
-    ``--ready-check-timeout-sec`` it is asked again each second until that passes, as the
-    ready check waits for a starting server."""
+    (None: not JSON, or no server: ``served`` False, the simulator's fast mode). Nothing
+    answering is one line; with ``--ready-check-timeout-sec`` it is asked again each second
+    until that passes, as the ready check waits for a starting server."""
 
-    def __init__(self, spec: BenchSpec) -> None:
-        self.spec, self.asked, self.answer = spec, False, None
+    def __init__(self, spec: BenchSpec, served: bool = True) -> None:
+        self.spec, self.served, self.asked, self.answer = spec, served, False, None
 
     def get(self) -> dict | None:
-        if not self.asked and self.spec.simulate is None:
+        if not self.asked and self.served:
             self.answer = loop_run(_ask(self.spec.server, self.spec.load.ready_check_timeout_s))
         self.asked = True
         return self.answer
@@ -64,7 +65,7 @@ def model_names(spec: BenchSpec, models: ServerModels) -> tuple[str, str | None]
     path it serves). A card without ``root`` (not vLLM) uses ``id`` for both."""
     if spec.server.model:
         return spec.server.model, None
-    if spec.simulate is not None:
+    if not models.served:
         return simulated.MODEL_NAME, None
     card = _first_card(models.get(), spec.server.base_url)
     print(f"First model name: {card['id']}, first model id: {card.get('root') or card['id']}")
@@ -97,9 +98,10 @@ def bench_config(spec: BenchSpec, model: str, sent: str | None = None) -> BenchC
         profile=server.profile)
 
 
-def bench_tokenizer(spec: BenchSpec, model: str):
+def bench_tokenizer(spec: BenchSpec, model: str, served: bool = True):
     """--tokenizer when given (it must load); else the model's own when it is found locally;
-    else the bundled Qwen3 tokenizer, with a note saying why. None with --skip-tokenizer-init."""
+    else the bundled Qwen3 tokenizer, with a note saying why (``served`` False: the simulator's
+    fast mode, which has none). None with --skip-tokenizer-init."""
     if spec.skip_tokenizer_init:
         return None
     if spec.tokenizer:
@@ -110,13 +112,13 @@ def bench_tokenizer(spec: BenchSpec, model: str):
         bundled = bundled_qwen3_tokenizer_path()
         if bundled is None:
             raise
-        notes.say(_no_tokenizer(spec, model, exc))  # once per process: a tune runs many benches
+        notes.say(_no_tokenizer(spec, model, exc, served))  # once per process: a tune runs many benches
         return load_tokenizer(TokenizerSpec(str(bundled)))
 
 
-def _no_tokenizer(spec: BenchSpec, model: str, exc: TokenizerError) -> str:
+def _no_tokenizer(spec: BenchSpec, model: str, exc: TokenizerError, served: bool) -> str:
     """Why the bundled Qwen3 tokenizer counts the prompts, in the words of what the user typed."""
-    if spec.simulate is not None and not spec.server.model:  # "sim" is our name, not theirs
+    if not served and not spec.server.model:  # "sim" is our name, not theirs
         return ("servelab: note: the simulated engine has no tokenizer of its own; prompts are counted with the "
                 "bundled Qwen3 tokenizer (pass --tokenizer for another)")
     return (f"servelab: note: no tokenizer for model {model!r} here ({exc}); using the bundled Qwen3 "

@@ -28,7 +28,7 @@ from servelab.results import store
 from servelab.results.records_file import PART_PREFIX, PART_SUFFIX, sidecar_of, write_atomic
 
 RECOVERED = "killed (recovered)"
-UNSAVED_DIR = ".servelab"  # under a results folder: unsaved runs' records (measure/early_end.py)
+UNSAVED_DIR = ".servelab"  # under a results folder: unsaved runs' records (measure/sink.py)
 
 
 def orphans(folder: str | Path) -> list[Path]:

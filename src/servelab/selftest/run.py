@@ -9,8 +9,9 @@ import os
 from servelab.config import LoadSpec
 from servelab.loadgen import live
 from servelab.loadgen.glance import Glance
-from servelab.loadgen.drive import BenchConfig, run_bench
-from servelab.loadgen.pacer import Counters
+from servelab.loadgen.drive import run_bench
+from servelab.loadgen.hooks import Hooks
+from servelab.loadgen.values import BenchConfig
 from servelab.loadgen.loop import loop_run
 from servelab.metrics.tally import Tally
 from servelab.results.store import RecordSink
@@ -36,12 +37,12 @@ def _bench(url: str, samples, concurrency: int):
     otherwise never, even on a terminal: the selftest measures the client as CI runs it."""
     config = BenchConfig(base_url=url, endpoint="/v1/completions", kind="completions", model="mock",
                          load=LoadSpec(max_concurrency=concurrency), ignore_eos=True)
-    sink, counters = RecordSink(Tally(samples)), Counters()
+    sink = RecordSink(Tally(samples))
     glance = Glance(len(samples)) if live.forced_to() else None
     panel = live.Panel(len(samples), "selftest", sink.tally, glance=glance) if glance is not None else None
     try:
-        run = loop_run(run_bench(config, samples, None, asyncio.Event(), counters, sink=sink,
-                                 on_start=(lambda: panel.start(counters)) if panel else None, glance=glance))
+        run = loop_run(run_bench(config, samples, None, asyncio.Event(), sink=sink,
+                                 hooks=Hooks(glance=glance, display=panel)))
     finally:
         if panel:
             panel.stop()

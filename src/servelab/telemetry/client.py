@@ -9,15 +9,11 @@ into timeline samples only after the run.
 from __future__ import annotations
 
 import asyncio
-import resource
 import time
 
+from servelab.clock import cpu_s
+
 _now = time.perf_counter_ns
-
-
-def cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 class ClientSampler:

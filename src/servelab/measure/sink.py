@@ -1,4 +1,4 @@
-"""A run's records file from its first request to its last, and how the run ended.
+"""A run's sink — its tally and its records file — from its first request to its last.
 
 Every run that measures a server streams its records to a file (results/records_file.py),
 not only one saved with --save-result (an unsaved --simulate run has nothing a kill could
@@ -7,23 +7,19 @@ cost: it writes none): killed hard, it can be recovered
 unsaved run's to ``.servelab/`` under --result-dir (default: the current folder), where
 the last one is kept as ``last.records.jsonl``. Before the run the folder is checked
 (writable, room for the records expected), and a run killed there before is offered
-for recovery in one line. After it, the run's ``ending`` is accounted by the one rule
-in records.RunEnding, whatever ended it.
+for recovery in one line. How the run ended is measure/ending.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
 from pathlib import Path
 
 from servelab.config import BenchSpec
 from servelab.errors import ServelabError
-from servelab.loadgen.drive import BenchRun
-from servelab.measure.drivers import indexed
+from servelab.measure.drivers import DriverKind
 from servelab.measure.result import planned
-from servelab.metrics.tally import FAILED, OK, Tally
-from servelab.records import RunEnding
+from servelab.metrics.tally import Tally
 from servelab.results import records_file
 from servelab.results.recover import UNSAVED_DIR, orphans_under
 LAST_RECORDS = "last.records.jsonl"
@@ -39,13 +35,13 @@ def records_dir(spec: BenchSpec) -> Path:
     return base if saved(spec) else base / UNSAVED_DIR
 
 
-def sink(spec: BenchSpec, work, model: str) -> records_file.RecordSink:
+def sink(spec: BenchSpec, kind: DriverKind, work, model: str) -> records_file.RecordSink:
     """The run's tally and its records file, once the folder is checked. A multi-turn run's
     tally keeps every turn's text: the run holds them anyway (its histories)."""
     out = spec.output
-    requests = indexed(work)
-    tally = Tally(requests, detailed=out.save_detailed or spec.multi_turn.enabled)
-    if spec.simulate is not None and not saved(spec):  # no server, no waiting: nothing a kill could cost
+    requests = kind.requests(work)
+    tally = Tally(requests, detailed=out.save_detailed or kind.work == "conversations")
+    if not kind.served and not saved(spec):  # no server, no waiting: nothing a kill could cost
         return records_file.RecordSink(tally)
     folder = records_dir(spec)
     offer_recovery(Path(spec.output.result_dir or "."))
@@ -74,14 +70,12 @@ def discard_on_error(sink: records_file.RecordSink):
         raise
 
 
-def check_written(sink: records_file.RecordSink, run: BenchRun) -> None:
+def check_written(sink: records_file.RecordSink) -> None:
     """A records file that could not be written ends the run with one line; what was
     written is kept, valid to its last whole line, for ``results recover``."""
     file = sink.file
     if file is None or file.failure is None:
         return
-    if run.outcome.stop_reason is None:
-        run.outcome.stop_reason = "disk full"
     part = file.keep()
     raise ServelabError(f"{file.failure}: the run stopped; records up to the last whole line are in {part} "
                         f"(`servelab results recover {part.parent}` once there is room)")
@@ -94,39 +88,3 @@ def finish_unsaved(spec: BenchSpec, sink: records_file.RecordSink) -> Path | Non
     path = records_dir(spec) / LAST_RECORDS
     sink.file.close(path)
     return path
-
-
-def ending(tally: Tally, run: BenchRun, abandoned: int = 0) -> RunEnding:
-    """The run's accounting by records.RunEnding's one rule; ``abandoned``: a multi-turn
-    run's turns never sent because an earlier turn of their conversation failed."""
-    status = tally.col["status"]
-    return RunEnding(reason(run), len(tally.requests), int((status == OK).sum()), int((status == FAILED).sum()),
-                     run.outcome.not_sent + abandoned)
-
-
-def reason(run: BenchRun) -> str:
-    out = run.outcome
-    if out.stop_reason is not None:
-        return out.stop_reason
-    if out.stopped_by is not None:
-        return signal.Signals(out.stopped_by).name
-    return "interrupted" if out.interrupted else "completed"
-
-
-def line(ending: dict) -> str | None:
-    """The console's one line for a run that ended early, by the shared accounting."""
-    if not ending["early"]:
-        return None
-    sent = "" if ending["never_sent"] is None else f", {ending['never_sent']} never sent"
-    return (f"servelab: ended early ({ending['reason']}): of {ending['meant']} requests {ending['completed']} "
-            f"completed, {ending['failed']} failed, {ending['cut']} cut before an answer{sent}")
-
-
-def section(tally: Tally, run: BenchRun, replay=None) -> dict:
-    """The result's ``ending`` (and ``stop_rules`` when any were asked for); ``replay``: a
-    multi-turn run's (loadgen/conversations.Replay)."""
-    out = {"ending": ending(tally, run, replay.abandoned if replay is not None else 0).to_dict()}
-    if run.stop_rules is not None:
-        out["stop_rules"] = run.stop_rules
-    return out
-
