@@ -24,8 +24,8 @@ import statistics
 
 import numpy as np
 
-from servelab.planner.corpus import Source, SpeedRow, Workload, load_corpus
-from servelab.planner.corpus_replay import speed_engine
+from servelab.planner.corpus.rows import Source, SpeedRow, Workload, load_corpus
+from servelab.planner.corpus.replay import speed_engine
 from servelab.planner.gpus import find_gpu
 from servelab.planner.speed_model import concurrency1, fitted_speed, step_costs
 

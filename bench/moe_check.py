@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from servelab.planner import corpus_replay
-from servelab.planner.corpus import Source, SpeedRow, Workload
+from servelab.planner.corpus import replay as corpus_replay
+from servelab.planner.corpus.rows import Source, SpeedRow, Workload
 from servelab.planner.gpus import find_gpu
 from servelab.planner.speed_model import MOE_KERNEL_SERIES, fitted_speed, moe_kernel, step_costs
 

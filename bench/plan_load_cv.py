@@ -1,4 +1,4 @@
-"""Do the costs fitted under load (``fitting.fit_load``) carry to a (model, GPU) group the fit never saw?
+"""Do the costs fitted under load (``corpus.fit.fit_load``) carry to a (model, GPU) group the fit never saw?
 
 Leave-one-group-out over the corpus's fit rows under load, held-out rows untouched: for each group,
 ``fit_load`` runs on the other groups (the group is added to the held-out set, so ``fit_rows`` refuses
@@ -9,7 +9,7 @@ held-out rows are not asked for. Slow: one fit_load (its whole grid) per group, 
 
 ``--overlap P`` runs the same with the weight read and the compute overlapped at exponent P
 (``sim.model.overlapped``; 1, the default, adds them as the committed fit does); ``--ceiling
-hopper=0.69`` caps a family's compute efficiency (``fitting.MEASURED_CEILING``; none by default).
+hopper=0.69`` caps a family's compute efficiency (``corpus.fit.MEASURED_CEILING``; none by default).
 
 Usage: .venv/bin/python bench/plan_load_cv.py [--overlap 2.5] [--ceiling hopper=0.69]
 """
@@ -22,9 +22,9 @@ import statistics
 import sys
 from dataclasses import replace
 
-from servelab.planner.corpus import load_corpus
-from servelab.planner.corpus_replay import replay_speed
-from servelab.planner.fitting import ceiling_arg, fit_load, fit_speed, load_rows
+from servelab.planner.corpus.rows import load_corpus
+from servelab.planner.corpus.replay import replay_speed
+from servelab.planner.corpus.fit import ceiling_arg, fit_load, fit_speed, load_rows
 
 
 def errors(rows, constants) -> list[float]:

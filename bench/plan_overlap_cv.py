@@ -8,7 +8,7 @@ refuses it) with the load costs fixed at the committed fit's (per-sequence cost,
 then the group's rows replayed. Prints each group's median |log(predicted / measured)| over TTFT, TPOT
 and output tok/s, then over all left-out figures, at concurrency 1 and under load apart.
 
-``--ceiling hopper=0.69`` caps a family's compute efficiency in every fit (``fitting.MEASURED_CEILING``).
+``--ceiling hopper=0.69`` caps a family's compute efficiency in every fit (``corpus.fit.MEASURED_CEILING``).
 
 Usage: .venv/bin/python bench/plan_overlap_cv.py [--exponents 1,2.5] [--per-seq-us 150 --weight-only 1.5]
        [--ceiling hopper=0.69]
@@ -22,9 +22,9 @@ import statistics
 import sys
 from dataclasses import replace
 
-from servelab.planner.corpus import fit_rows, load_corpus
-from servelab.planner.corpus_replay import replay_speed
-from servelab.planner.fitting import ceiling_arg, fit_speed, outside_scope
+from servelab.planner.corpus.rows import fit_rows, load_corpus
+from servelab.planner.corpus.replay import replay_speed
+from servelab.planner.corpus.fit import ceiling_arg, fit_speed, outside_scope
 from servelab.planner.speed_model import fitted_speed
 
 

@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from servelab.planner import find_gpu, find_model
-from servelab.planner.corpus import load_corpus
-from servelab.planner.fitting import fit_speed, outside_scope
+from servelab.planner.corpus.rows import load_corpus
+from servelab.planner.corpus.fit import fit_speed, outside_scope
 from servelab.planner.speed_model import (MOE_KERNEL_SERIES, Efficiency, Engine, SpeedConstants, concurrency1,
                                           expert_bytes, moe_kernel, sim_step_model, step_costs, tpot_s)
 from servelab.sim.model import EngineLimits, SimRequest, StepModel, distinct_experts, experts_s, overlapped
@@ -79,7 +79,7 @@ def test_a_row_beyond_the_calibrated_tensor_parallel_is_shown_but_never_fitted()
 
 
 def _row(concurrency: int, prompts: int, rate: float | None = None):
-    from servelab.planner.corpus import Source, SpeedRow, Workload
+    from servelab.planner.corpus.rows import Source, SpeedRow, Workload
 
     return SpeedRow("t", Source("https://example.org", "2026-01-01", "0.11"), "Qwen/Qwen3-14B", "A100",
                     Workload("random", 512, 64, prompts, concurrency, rate), {"mean_tpot_ms": 1.0})
@@ -88,7 +88,7 @@ def _row(concurrency: int, prompts: int, rate: float | None = None):
 def test_a_concurrent_benchmark_is_replayed_through_the_simulated_engine():
     """Concurrency 1 through the simulator is the closed form; at concurrency 8 each decode step
     carries 8 requests, so TPOT grows by the added tokens' cost and throughput by nearly 8x."""
-    from servelab.planner.corpus_replay import simulated, speed_engine
+    from servelab.planner.corpus.replay import simulated, speed_engine
 
     one = _row(1, 6)
     e = speed_engine(one)
@@ -136,9 +136,9 @@ def test_each_running_request_adds_the_per_sequence_cost_to_every_step():
 def test_the_costs_under_load_are_found_where_they_are_known():
     """Rows under load whose figures are the model's own at a known per-sequence cost and weight-only
     factor: fit_load finds that pair on its grid (the concurrency-1 constants refitted with it)."""
-    from servelab.planner.corpus import Corpus
-    from servelab.planner.corpus_replay import replay_speed
-    from servelab.planner.fitting import fit_load
+    from servelab.planner.corpus.rows import Corpus
+    from servelab.planner.corpus.replay import replay_speed
+    from servelab.planner.corpus.fit import fit_load
 
     corpus = load_corpus()
     load_ids = ("gpustack-q3-14b-h100-128-4-cinf", "gpustackq-q3-8b-bf16-a100-sharegpt-cinf",
@@ -157,7 +157,7 @@ def test_the_costs_under_load_are_found_where_they_are_known():
 
 def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request():
     from servelab.planner import PlanSpec, make_plan
-    from servelab.planner.corpus_replay import OLD_DEFAULT_UTILIZATION, replay_kv_tokens, speed_engine
+    from servelab.planner.corpus.replay import OLD_DEFAULT_UTILIZATION, replay_kv_tokens, speed_engine
 
     row = next(r for r in load_corpus().speed if r.id == "gpustack-q3-32b-a100-32000-100-cinf")
     e = speed_engine(row)
@@ -169,7 +169,7 @@ def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request
 
 
 def test_a_ceiling_caps_a_familys_fitted_compute_and_leaves_the_others_fitted():
-    from servelab.planner.fitting import MEASURED_CEILING, ceiling_arg
+    from servelab.planner.corpus.fit import MEASURED_CEILING, ceiling_arg
 
     corpus = load_corpus()
     free, capped = fit_speed(corpus), fit_speed(corpus, ceiling=MEASURED_CEILING)

@@ -1,4 +1,4 @@
-"""Fit the planner's constants on the corpus's fit rows — and only those (``corpus.fit_rows``).
+"""Fit the planner's constants on the corpus's fit rows — and only those (``rows.fit_rows``).
 
 Least squares with non-negative coefficients, solved by trying every subset of the columns (the
 models here have two or three unknowns, so that is a handful of tiny solves): a negative bytes-per-
@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from servelab.planner.corpus import Corpus, fit_rows
+from servelab.planner.corpus.replay import replay_speed, row_model, speed_engine, why_excluded
+from servelab.planner.corpus.rows import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
-from servelab.planner.corpus_replay import _excluded, replay_speed, row_model, speed_engine
 from servelab.planner.speed_model import (FAMILIES, FITTED_OVERLAP, MAX_CALIBRATED_TP, Efficiency, SpeedConstants,
                                           step_costs, ttft_s, weight_only)
 
@@ -83,7 +83,7 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
     """Decode first: mean TPOT = overhead + per-sequence cost + bytes read / bandwidth x (1 + d_family),
     one overhead for all GPUs, d >= 0 per family (so no family reads faster than its datasheet). Then
     prefill: what TTFT leaves after the weight and KV reads = request cost + FLOPs / peak x (1 +
-    c_family), on the rows whose TTFT is a real prefill (``replay._excluded``). Both on the fit rows
+    c_family), on the rows whose TTFT is a real prefill (``replay.why_excluded``). Both on the fit rows
     at concurrency 1; the costs that show only under load come in fixed (``fit_load`` finds them).
     ``overlap``: how the weight read and the compute combine (``sim.model.overlapped``); at 1 (added)
     the prefill fit is linear and solved as the decode one, above 1 it is searched (``_fit_prefill``).
@@ -102,7 +102,7 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
     decode = SpeedConstants(float(overhead), 0.0, {n: Efficiency(bw_eff=1 / (1 + d)) for n, d in zip(names, slow)},
                             per_seq_s=per_seq_s, weight_only_compute=weight_only_compute, overlap=overlap)
     prefilled = [(r, e) for r, e in zip(rows, engines) if "mean_ttft_ms" in r.measured
-                 and not _excluded(r, e, "mean_ttft_ms")]
+                 and not why_excluded(r, e, "mean_ttft_ms")]
     if overlap == 1:
         floors = [1 / ceiling[n] - 1 if n in ceiling else 0.0 for n in names]
         request, *busy = _solve(prefilled, names, _prefill_column, "mean_ttft_ms",
@@ -123,7 +123,7 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
 # The most of its datasheet peak a family's bf16 matmuls reached where it was measured: one H200,
 # prefill-sized GEMM stacks at 663-685 of 989 TFLOP/s (bench/measured/h200-roofline-2026-12-04.json).
 # The committed fit does not cap compute_eff at it (tried: docs/planner.md, "Grounded on one H200");
-# ``bench/plan_accuracy.py --fit --ceiling hopper=0.69`` fits with the cap.
+# ``tools/plan_accuracy.py --fit --ceiling hopper=0.69`` fits with the cap.
 MEASURED_CEILING = {"hopper": 0.69}
 
 def ceiling_arg(text: str) -> dict[str, float]:
@@ -187,7 +187,7 @@ def load_rows(corpus: Corpus) -> list:
 def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_ONLY_GRID,
              overlap: float = FITTED_OVERLAP, ceiling: dict[str, float] | None = None) -> SpeedConstants:
     """The costs that show only under load, by replaying every fit row under load through the simulated
-    engine (``corpus_replay.simulated``) for each pair on the grid: the pair with the smallest median
+    engine (``replay.simulated``) for each pair on the grid: the pair with the smallest median
     |log(predicted / measured)| over those rows' TTFT, TPOT and output tok/s, taken separately over the
     rows with and without a weight-only kernel and added (so the factor, which only the quantized rows
     feel, is not outvoted by the rest; medians, so the few rows the planner's KV cache gets wrong cannot
