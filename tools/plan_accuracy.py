@@ -12,7 +12,7 @@ factors too (kept at the first fit's since a refit on later rows was tried and m
 docs/planner.md). --check regenerates in memory and fails if the committed files differ (the table in
 docs/ is reproducible from the corpus): a CI step, a few seconds.
 
-Usage: .venv/bin/python tools/plan_accuracy.py [--fit [--overlap P] [--ceiling FAMILY=EFF]] [--fit-memory] [--check]
+Usage: .venv/bin/python tools/plan_accuracy.py [--fit] [--fit-memory] [--check]
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.planner import bands, nonkv, speed_model
-from servelab.planner.corpus import fit as fitting
 from servelab.planner.corpus.rows import Corpus, load_corpus
 from servelab.planner.corpus.fit import outside_scope
 from servelab.planner.corpus.replay import Compared, replay_memory, replay_speed, row_model
@@ -321,13 +320,13 @@ def document(corpus: Corpus, compared: list[tuple[Compared, bool]]) -> str:
     return "\n".join(parts)
 
 
-def write_fit(corpus: Corpus, memory: bool, overlap: float, ceiling: dict[str, float]) -> None:
+def write_fit(corpus: Corpus, memory: bool) -> None:
     from servelab.planner.corpus.fit import fit_load, fit_nonkv
 
     kept = json.loads(nonkv.FITTED.read_text(encoding="utf-8"))["nonkv"]
     data = {"split": "planner/corpus/rows.py held_out_ids, committed before this fit",
             "nonkv": fit_nonkv(corpus).to_dict() if memory else kept,
-            "speed": fit_load(corpus, overlap=overlap, ceiling=ceiling).to_dict()}
+            "speed": fit_load(corpus).to_dict()}
     nonkv.FITTED.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {nonkv.FITTED.relative_to(ROOT)}")
 
@@ -337,25 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true", help="refit the speed constants on the fit rows first")
     parser.add_argument("--fit-memory", action="store_true", help="with --fit, refit the non-KV memory factors too")
     parser.add_argument("--check", action="store_true", help="fail if the committed doc or bands differ")
-    parser.add_argument("--overlap", type=float, default=speed_model.FITTED_OVERLAP,
-                        help="with --fit, the exponent of the weight read / compute overlap to fit at (default "
-                             "%(default)s: added; 2.5 is the H200's, tried: docs/planner.md)")
-    parser.add_argument("--ceiling", type=fitting.ceiling_arg, default={},
-                        help="with --fit, FAMILY=EFF[,...]: the most a family's compute_eff may be (default none; "
-                             "hopper=0.69 is what one H200's GEMMs reached, tried: docs/planner.md)")
     args = parser.parse_args(argv)
     if args.fit_memory and not args.fit:
         parser.error("--fit-memory refits with --fit: pass both")
-    if args.overlap != speed_model.FITTED_OVERLAP and not args.fit:
-        parser.error("--overlap refits with --fit: pass both")
-    if args.ceiling and not args.fit:
-        parser.error("--ceiling refits with --fit: pass both")
     corpus = load_corpus()
     unknown = set(REASONS) - {r.id for r in corpus.memory + corpus.speed}
     if unknown:
         raise SystemExit(f"plan_accuracy: REASONS names rows the corpus lacks: {', '.join(sorted(unknown))}")
     if args.fit:
-        write_fit(corpus, args.fit_memory, args.overlap, args.ceiling)
+        write_fit(corpus, args.fit_memory)
         nonkv.fitted_constants.cache_clear()
         speed_model.fitted_speed.cache_clear()
     compared = compare_all(corpus)

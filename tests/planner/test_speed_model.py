@@ -1,6 +1,5 @@
 """The speed model real engines reach: roofline where uncalibrated, and the simulator runs the same model."""
 
-import argparse
 import dataclasses
 
 import pytest
@@ -166,33 +165,6 @@ def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request
     assert replay_kv_tokens(row, e) == planned == 40_272  # room for one 32,077-token request at a time
     huge = dataclasses.replace(row, workload=dataclasses.replace(row.workload, input_len=60_000))
     assert replay_kv_tokens(huge, e) == 60_080  # the engine served it, so it had room for one: 3,755 blocks
-
-
-def test_a_ceiling_caps_a_familys_fitted_compute_and_leaves_the_others_fitted():
-    from servelab.planner.corpus.fit import MEASURED_CEILING, ceiling_arg
-
-    corpus = load_corpus()
-    free, capped = fit_speed(corpus), fit_speed(corpus, ceiling=MEASURED_CEILING)
-    assert free.families["hopper"].compute_eff > MEASURED_CEILING["hopper"]  # what the committed fit finds
-    assert capped.families["hopper"].compute_eff == pytest.approx(MEASURED_CEILING["hopper"])
-    assert capped.families["hopper"].bw_eff == free.families["hopper"].bw_eff  # decode is fitted apart
-    assert capped.request_s != free.request_s  # the shared request cost takes up what hopper's compute cannot
-    # a ceiling above what the fit finds changes nothing
-    assert fit_speed(corpus, ceiling={"hopper": 0.99}).families == free.families
-    assert ceiling_arg("hopper=0.69,ada=0.8") == {"hopper": 0.69, "ada": 0.8}
-    for bad in ("hopper=1.5", "hopper=0.1", "volta=0.5", "hopper"):
-        with pytest.raises(argparse.ArgumentTypeError, match="FAMILY=EFF"):
-            ceiling_arg(bad)
-
-
-def test_a_ceiling_caps_the_searched_prefill_fit_too():
-    """Above overlap 1 the prefill fit searches each family's compute_eff on a grid: the ceiling
-    bounds that search as it bounds the linear solve."""
-    corpus = load_corpus()
-    free = fit_speed(corpus, overlap=2.5)
-    capped = fit_speed(corpus, overlap=2.5, ceiling={"hopper": 0.5})
-    assert free.families["hopper"].compute_eff > 0.5
-    assert capped.families["hopper"].compute_eff == 0.5
 
 
 def moe_engine(model: str, gpu: str) -> Engine:
