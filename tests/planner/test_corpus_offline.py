@@ -66,4 +66,5 @@ def test_no_command_reaches_the_offline_pipeline():
 
 def test_the_walk_follows_the_pipelines_own_imports():
     reached = reachable("servelab.planner.corpus.fit")
-    assert {"servelab.planner.corpus", "servelab.planner.corpus.rows", "servelab.planner.corpus.replay"} <= reached
+    assert {"servelab.planner.corpus", "servelab.planner.corpus.rows", "servelab.planner.corpus.replay",
+            "servelab.planner.calibrate"} <= reached

@@ -81,28 +81,33 @@ def fit(data: list[Interval], weight_read_s: float) -> StepModel:
                          "pass runs recorded with telemetry (the default) under load")
     x = np.array([[i.steps, i.generated, i.prompt] for i in data])
     y = np.array([i.dt_s for i in data])
-    per_step, per_generated, per_prompt = _nonnegative_least_squares(x, y)
+    per_step, per_generated, per_prompt = nonnegative_least_squares(x, y)
     return StepModel(overhead_s=float(per_step) - weight_read_s, per_seq_s=float(per_generated - per_prompt),
                      per_token_s=float(per_prompt), weight_read_s=weight_read_s)
 
 
-def _nonnegative_least_squares(x, y) -> list[float]:
-    """Least squares with every cost ≥ 0: a time cannot be negative, and noisy runs on a shared
-    machine would otherwise trade a negative cost for a larger one. Three unknowns: try every
-    subset of them and keep the best fit whose costs are all ≥ 0."""
+def nonnegative_least_squares(columns, target, weights=None):
+    """x >= 0 minimising ||W (A x - b)|| (A: rows x k columns, k small; W: ``weights``, 1 by default).
+    A cost or an efficiency cannot be negative, and noisy runs on a shared machine would otherwise
+    trade a negative term for a larger one; clipping an unconstrained fit would not give the best
+    non-negative one. With two or three unknowns every subset of the columns is a tiny solve: try
+    each and keep the best fit whose terms are all >= 0 (the offline fit, ``corpus.fit``, uses it too)."""
     import itertools
 
     import numpy as np
 
-    best, best_residual = [0.0] * x.shape[1], float(np.sum(y ** 2))
-    for size in range(1, x.shape[1] + 1):
-        for cols in itertools.combinations(range(x.shape[1]), size):
-            coef, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
-            residual = float(np.sum((x[:, cols] @ coef - y) ** 2))
-            if (coef >= 0).all() and residual < best_residual:
-                best, best_residual = [0.0] * x.shape[1], residual
-                for col, value in zip(cols, coef):
-                    best[col] = float(value)
+    w = np.ones(len(target)) if weights is None else weights
+    a, b = columns * w[:, None], target * w
+    best, best_cost = np.zeros(columns.shape[1]), float(np.sum(b * b))
+    for size in range(1, columns.shape[1] + 1):
+        for subset in itertools.combinations(range(columns.shape[1]), size):
+            x_sub = np.linalg.lstsq(a[:, subset], b, rcond=None)[0]
+            if np.all(x_sub >= 0):
+                x = np.zeros(columns.shape[1])
+                x[list(subset)] = x_sub
+                cost = float(np.sum((a @ x - b) ** 2))
+                if cost < best_cost:
+                    best, best_cost = x, cost
     return best
 
 

@@ -1,41 +1,23 @@
 """Fit the planner's constants on the corpus's fit rows — and only those (``rows.fit_rows``).
 
-Least squares with non-negative coefficients, solved by trying every subset of the columns (the
-models here have two or three unknowns, so that is a handful of tiny solves): a negative bytes-per-
-token or a negative efficiency has no physical meaning, and clipping an unconstrained fit would
-not be the best non-negative one.
+Least squares with non-negative coefficients (``calibrate.nonnegative_least_squares``): a negative
+bytes-per-token or a negative efficiency has no physical meaning, and clipping an unconstrained fit
+would not be the best non-negative one.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 
 import numpy as np
 
+from servelab.planner.calibrate import nonnegative_least_squares
 from servelab.planner.corpus.replay import replay_speed, row_model, speed_engine, why_excluded
 from servelab.planner.corpus.rows import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
 from servelab.planner.speed_model import (FAMILIES, FITTED_OVERLAP, MAX_CALIBRATED_TP, Efficiency, SpeedConstants,
                                           step_costs, ttft_s, weight_only)
-
-
-def nnls(columns: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """min ||W (A x - b)|| with x >= 0 (A: rows x k, k small)."""
-    w = np.ones(len(target)) if weights is None else weights
-    a, b = columns * w[:, None], target * w
-    best, best_cost = np.zeros(columns.shape[1]), float(np.sum(b * b))
-    for size in range(1, columns.shape[1] + 1):
-        for subset in itertools.combinations(range(columns.shape[1]), size):
-            x_sub = np.linalg.lstsq(a[:, subset], b, rcond=None)[0]
-            if np.all(x_sub >= 0):
-                x = np.zeros(columns.shape[1])
-                x[list(subset)] = x_sub
-                cost = float(np.sum((a @ x - b) ** 2))
-                if cost < best_cost:
-                    best, best_cost = x, cost
-    return best
 
 
 def fit_nonkv(corpus: Corpus) -> NonKvConstants:
@@ -54,7 +36,7 @@ def fit_nonkv(corpus: Corpus) -> NonKvConstants:
                         min(seqs, tokens) * model.vocab * 4])
         target.append(row.measured["activation_gib"] * GIB)
     target_arr = np.array(target)
-    ffn, hidden, sampler = nnls(np.array(columns), target_arr, 1 / target_arr)
+    ffn, hidden, sampler = nonnegative_least_squares(np.array(columns), target_arr, 1 / target_arr)
     tp1 = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel == 1]
     tpn = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel > 1]
     prior = NonKvConstants()
@@ -154,7 +136,7 @@ def _solve(pairs, names, column, metric: str, known) -> list[float]:
         value = row.measured[metric] / 1e3
         b.append(value - known(row, engine))
         measured.append(value)
-    x = nnls(np.array(a), np.array(b), 1 / np.array(measured))
+    x = nonnegative_least_squares(np.array(a), np.array(b), 1 / np.array(measured))
     return [float(v) for v in x]
 
 
