@@ -124,7 +124,7 @@ def error(model: StepModel, data: list[Interval]) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
+class CalibrationRun:
     """One run's loaded intervals, and the context length its engine served (None: unknown)."""
 
     timeline: Path
@@ -132,7 +132,7 @@ class Measured:
     max_model_len: int | None
 
 
-def load_runs(paths: list[Path], required: bool = True) -> list[Measured]:
+def load_runs(paths: list[Path], required: bool = True) -> list[CalibrationRun]:
     """Every ``*.timeline.jsonl`` given or under the folders given, in order ([] when none
     and not ``required``: a calibration by replay needs no telemetry)."""
     found = [p for path in paths for p in _timelines(path)]
@@ -140,7 +140,7 @@ def load_runs(paths: list[Path], required: bool = True) -> list[Measured]:
         return []
     if not found:
         raise InputError(f"no telemetry (*{TIMELINE}) under {' '.join(map(str, paths))}")
-    return [Measured(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
+    return [CalibrationRun(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
 
 
 def _timelines(path: Path) -> list[Path]:
@@ -163,7 +163,7 @@ def _served_length(timeline: Path) -> int | None:
     return int(said or flag) if (said or flag) else None
 
 
-def runs_max_model_len(runs: list[Measured]) -> int | None:
+def runs_max_model_len(runs: list[CalibrationRun]) -> int | None:
     """The longest context the runs served (they usually agree); None when no run says."""
     known = [r.max_model_len for r in runs if r.max_model_len]
     return max(known) if known else None
@@ -203,7 +203,7 @@ class Calibration:
                 "running), extrapolated from the nearest along the fitted model")
 
 
-def calibrate(runs: list[Measured], weight_read_s: float) -> Calibration:
+def calibrate(runs: list[CalibrationRun], weight_read_s: float) -> Calibration:
     """The step model fitted to all runs, its error on them, and on the last run held out."""
     every = [i for run in runs for i in run.intervals]
     model = fit(every, weight_read_s)
