@@ -26,7 +26,7 @@ Issue 21: ground the speed model where a GPU is lent; the corpus of published vL
 It writes one JSON (``--out``) with the GPU's name, clocks, driver and torch version.
 
 ``report FILE`` (anywhere) prints the figures beside the planner's datasheet peak and its fitted
-efficiency for the GPU's family (``corpus/fitted.json``), and the planner's predicted decode step
+efficiency for the GPU's family (``planner/data/fitted.json``), and the planner's predicted decode step
 without its fixed costs (weights and FLOPs only) beside the measured kernels.
 
 Usage:
@@ -50,15 +50,6 @@ PREFILL_TOKENS = [2048, 8192]
 DENSE = ["Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B"]
 MOE = "Qwen/Qwen3-30B-A3B"
 SECTIONS = ("memory", "attention", "fp8", "decode", "moe", "energy")
-
-
-def linear_shapes(model) -> list[tuple[int, int]]:
-    """(out, in) of each linear layer one decode step runs, in order: per layer QKV, O, gate+up
-    (merged, as vLLM's MergedColumnParallelLinear), down; then the LM head."""
-    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
-    layer = [(q + 2 * kv, model.hidden), (model.hidden, q), (2 * model.intermediate, model.hidden),
-             (model.hidden, model.intermediate)]
-    return layer * model.layers + [(model.vocab, model.hidden)]
 
 
 class Timer:
@@ -98,6 +89,8 @@ def memory_bandwidth(torch, timer, device: str, gib: float) -> dict:
 
 
 def stack(torch, model, device: str, dtype) -> list:
+    from servelab.planner.corpus.roofline import linear_shapes
+
     return [torch.randn(o, i, dtype=dtype, device=device) * 0.02 for o, i in linear_shapes(model)]
 
 
@@ -461,6 +454,7 @@ def measure(args) -> int:
 
 
 def report(args) -> int:
+    from servelab.planner.corpus.roofline import planner_kernels_s
     from servelab.planner.gpus import find_gpu
     from servelab.planner.models import find_model
     from servelab.planner.speed_model import fitted_speed
@@ -527,16 +521,6 @@ def report(args) -> int:
               f"{e['max_power_w']:.0f} W): counter {e['counter_j']:.0f} J, power integrated "
               f"{e['integrated_j']:.0f} J ({e['integrated_j'] / e['counter_j'] - 1:+.1%})")
     return 0
-
-
-def planner_kernels_s(model, gpu, eff, tokens: int) -> float:
-    """The planner's step for ``tokens`` tokens on the GEMM bytes and FLOPs alone: weights / (bandwidth x
-    bw_eff) + 2 x weights x tokens / (peak x compute_eff) — its step model without the fixed, per-request
-    and per-sequence costs and without the input embedding, which no GEMM reads."""
-    params = sum(o * i for o, i in linear_shapes(model))
-    bw_eff = eff.bw_eff if eff else 1.0
-    compute_eff = eff.compute_eff if eff else 1.0
-    return 2 * params / (gpu.bandwidth_gbs * 1e9 * bw_eff) + 2 * params * tokens / (gpu.bf16_tflops * 1e12 * compute_eff)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ before that day).
 That run, vLLM PR #23151 (2025-08-19: Qwen3-30B-A3B bf16 on one H100, random 2,048 -> 1,024
 tokens, 10 at a time, 100 prompts, untuned fused-MoE configs), is not a corpus row: its date sorts
 among committed groups, and adding it would move held-out rows across the split
-(planner/corpus/__init__.py).
+(planner/corpus/rows.py).
 
 Usage: .venv/bin/python bench/moe_check.py
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from servelab.planner import corpus_replay
-from servelab.planner.corpus import Source, SpeedRow, Workload
+from servelab.planner.corpus import replay as corpus_replay
+from servelab.planner.corpus.rows import Source, SpeedRow, Workload
 from servelab.planner.gpus import find_gpu
 from servelab.planner.speed_model import MOE_KERNEL_SERIES, fitted_speed, moe_kernel, step_costs
 

@@ -1,4 +1,4 @@
-"""Do the costs fitted under load (``fitting.fit_load``) carry to a (model, GPU) group the fit never saw?
+"""Do the costs fitted under load (``corpus.fit.fit_load``) carry to a (model, GPU) group the fit never saw?
 
 Leave-one-group-out over the corpus's fit rows under load, held-out rows untouched: for each group,
 ``fit_load`` runs on the other groups (the group is added to the held-out set, so ``fit_rows`` refuses
@@ -7,11 +7,7 @@ alone: no per-sequence cost, weight-only factor 1). Prints each group's median |
 measured)| both ways, then over all left-out rows: the evidence for keeping the load terms that the
 held-out rows are not asked for. Slow: one fit_load (its whole grid) per group, about 1.5 min each.
 
-``--overlap P`` runs the same with the weight read and the compute overlapped at exponent P
-(``sim.model.overlapped``; 1, the default, adds them as the committed fit does); ``--ceiling
-hopper=0.69`` caps a family's compute efficiency (``fitting.MEASURED_CEILING``; none by default).
-
-Usage: .venv/bin/python bench/plan_load_cv.py [--overlap 2.5] [--ceiling hopper=0.69]
+Usage: .venv/bin/python bench/plan_load_cv.py
 """
 
 from __future__ import annotations
@@ -22,9 +18,9 @@ import statistics
 import sys
 from dataclasses import replace
 
-from servelab.planner.corpus import load_corpus
-from servelab.planner.corpus_replay import replay_speed
-from servelab.planner.fitting import ceiling_arg, fit_load, fit_speed, load_rows
+from servelab.planner.corpus.rows import load_corpus
+from servelab.planner.corpus.replay import replay_speed
+from servelab.planner.corpus.fit import fit_load, fit_speed, load_rows
 
 
 def errors(rows, constants) -> list[float]:
@@ -33,18 +29,15 @@ def errors(rows, constants) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--overlap", type=float, default=1.0, help="exponent of the weight read / compute overlap")
-    parser.add_argument("--ceiling", type=ceiling_arg, default={}, help="FAMILY=EFF: the most compute_eff may be")
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     corpus = load_corpus()
     rows = load_rows(corpus)
     pooled: dict[str, list[float]] = {"without": [], "with": []}
     for group in sorted({(r.model, r.gpu) for r in rows}):
         left_out = [r for r in rows if (r.model, r.gpu) == group]
         others = replace(corpus, held_out_ids=corpus.held_out_ids | {r.id for r in left_out})
-        fitted = fit_load(others, overlap=args.overlap, ceiling=args.ceiling)
-        bare = fit_speed(others, overlap=args.overlap, ceiling=args.ceiling)
+        fitted = fit_load(others)
+        bare = fit_speed(others)
         for name, constants in (("without", bare), ("with", fitted)):
             e = errors(left_out, constants)
             pooled[name] += e

@@ -1,13 +1,7 @@
-"""The error bands the planner prints, and the accuracy script that makes them from the corpus."""
-
-import os
-import subprocess
-import sys
-from pathlib import Path
+"""The error bands the planner prints. That they are what the corpus gives is a CI step of its own
+(``tools/plan_accuracy.py --check``), not a test."""
 
 from servelab.planner.bands import Band, band_note, load_bands
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_band_says_what_it_rests_on():
@@ -20,13 +14,6 @@ def test_a_band_says_what_it_rests_on():
 def test_every_printed_metric_has_a_band():
     assert {"kv_gib", "weights_gib", "other_gib", "mean_tpot_ms", "mean_ttft_ms", "output_tok_s"} <= set(load_bands())
     assert band_note("no such metric") == ""
-
-
-def test_the_committed_table_and_bands_are_what_the_corpus_gives():
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_accuracy.py"), "--check"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_plan_prints_the_fitted_speed_with_bands_only_where_runs_calibrate_the_family():

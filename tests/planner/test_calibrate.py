@@ -86,3 +86,18 @@ def test_the_runs_served_context_comes_from_the_result_beside_the_timeline(tmp_p
             (tmp_path / f"{name}.json").write_text(json.dumps({"servelab": {"engine": engine}}))
     runs = load_runs([tmp_path])
     assert [r.max_model_len for r in runs] == [2048, 4096, None] and runs_max_model_len(runs) == 4096
+
+
+def test_the_least_squares_keeps_every_term_non_negative_and_honours_the_weights():
+    """The one non-negative least squares (calibrate's fit and the offline corpus fit both use it):
+    unconstrained, x = (1, -1); the best with x >= 0 drops the second term, x1 = 1/2; weighting the
+    third row 10x pulls x1 to 1/101."""
+    import numpy as np
+
+    from servelab.planner.calibrate import nonnegative_least_squares
+
+    a, b = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([1.0, -1.0, 0.0])
+    assert np.linalg.lstsq(a, b, rcond=None)[0] == pytest.approx([1.0, -1.0])
+    assert nonnegative_least_squares(a, b).tolist() == pytest.approx([0.5, 0.0])
+    assert nonnegative_least_squares(a, b, np.array([1.0, 1.0, 10.0])).tolist() == pytest.approx([1 / 101, 0.0])
+    assert nonnegative_least_squares(a, -np.abs(b) - 1).tolist() == [0.0, 0.0]  # nothing >= 0 beats zero

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import InputError
-from servelab.planner.corpus import HERE, fit_rows, load_corpus
+from servelab.planner.corpus.rows import HERE, fit_rows, load_corpus
 
-# The split as committed before any fit (planner/corpus/__init__.py): changing the rule or the
+# The split as committed before any fit (planner/corpus/rows.py): changing the rule or the
 # grouping moves rows between fit and held-out, which this pins.
 HELD_OUT = {
     "vllm10511-llama3-8b-h100-tp1", "vllm10511-llama3-8b-h100-tp2",

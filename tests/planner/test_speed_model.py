@@ -1,13 +1,12 @@
 """The speed model real engines reach: roofline where uncalibrated, and the simulator runs the same model."""
 
-import argparse
 import dataclasses
 
 import pytest
 
 from servelab.planner import find_gpu, find_model
-from servelab.planner.corpus import load_corpus
-from servelab.planner.fitting import fit_speed, outside_scope
+from servelab.planner.corpus.rows import load_corpus
+from servelab.planner.corpus.fit import fit_speed, outside_scope
 from servelab.planner.speed_model import (MOE_KERNEL_SERIES, Efficiency, Engine, SpeedConstants, concurrency1,
                                           expert_bytes, moe_kernel, sim_step_model, step_costs, tpot_s)
 from servelab.sim.model import EngineLimits, SimRequest, StepModel, distinct_experts, experts_s, overlapped
@@ -79,7 +78,7 @@ def test_a_row_beyond_the_calibrated_tensor_parallel_is_shown_but_never_fitted()
 
 
 def _row(concurrency: int, prompts: int, rate: float | None = None):
-    from servelab.planner.corpus import Source, SpeedRow, Workload
+    from servelab.planner.corpus.rows import Source, SpeedRow, Workload
 
     return SpeedRow("t", Source("https://example.org", "2026-01-01", "0.11"), "Qwen/Qwen3-14B", "A100",
                     Workload("random", 512, 64, prompts, concurrency, rate), {"mean_tpot_ms": 1.0})
@@ -88,7 +87,7 @@ def _row(concurrency: int, prompts: int, rate: float | None = None):
 def test_a_concurrent_benchmark_is_replayed_through_the_simulated_engine():
     """Concurrency 1 through the simulator is the closed form; at concurrency 8 each decode step
     carries 8 requests, so TPOT grows by the added tokens' cost and throughput by nearly 8x."""
-    from servelab.planner.corpus_replay import simulated, speed_engine
+    from servelab.planner.corpus.replay import simulated, speed_engine
 
     one = _row(1, 6)
     e = speed_engine(one)
@@ -136,9 +135,9 @@ def test_each_running_request_adds_the_per_sequence_cost_to_every_step():
 def test_the_costs_under_load_are_found_where_they_are_known():
     """Rows under load whose figures are the model's own at a known per-sequence cost and weight-only
     factor: fit_load finds that pair on its grid (the concurrency-1 constants refitted with it)."""
-    from servelab.planner.corpus import Corpus
-    from servelab.planner.corpus_replay import replay_speed
-    from servelab.planner.fitting import fit_load
+    from servelab.planner.corpus.rows import Corpus
+    from servelab.planner.corpus.replay import replay_speed
+    from servelab.planner.corpus.fit import fit_load
 
     corpus = load_corpus()
     load_ids = ("gpustack-q3-14b-h100-128-4-cinf", "gpustackq-q3-8b-bf16-a100-sharegpt-cinf",
@@ -157,7 +156,7 @@ def test_the_costs_under_load_are_found_where_they_are_known():
 
 def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request():
     from servelab.planner import PlanSpec, make_plan
-    from servelab.planner.corpus_replay import OLD_DEFAULT_UTILIZATION, replay_kv_tokens, speed_engine
+    from servelab.planner.corpus.replay import OLD_DEFAULT_UTILIZATION, replay_kv_tokens, speed_engine
 
     row = next(r for r in load_corpus().speed if r.id == "gpustack-q3-32b-a100-32000-100-cinf")
     e = speed_engine(row)
@@ -166,33 +165,6 @@ def test_a_replay_runs_against_the_planners_kv_cache_and_never_below_one_request
     assert replay_kv_tokens(row, e) == planned == 40_272  # room for one 32,077-token request at a time
     huge = dataclasses.replace(row, workload=dataclasses.replace(row.workload, input_len=60_000))
     assert replay_kv_tokens(huge, e) == 60_080  # the engine served it, so it had room for one: 3,755 blocks
-
-
-def test_a_ceiling_caps_a_familys_fitted_compute_and_leaves_the_others_fitted():
-    from servelab.planner.fitting import MEASURED_CEILING, ceiling_arg
-
-    corpus = load_corpus()
-    free, capped = fit_speed(corpus), fit_speed(corpus, ceiling=MEASURED_CEILING)
-    assert free.families["hopper"].compute_eff > MEASURED_CEILING["hopper"]  # what the committed fit finds
-    assert capped.families["hopper"].compute_eff == pytest.approx(MEASURED_CEILING["hopper"])
-    assert capped.families["hopper"].bw_eff == free.families["hopper"].bw_eff  # decode is fitted apart
-    assert capped.request_s != free.request_s  # the shared request cost takes up what hopper's compute cannot
-    # a ceiling above what the fit finds changes nothing
-    assert fit_speed(corpus, ceiling={"hopper": 0.99}).families == free.families
-    assert ceiling_arg("hopper=0.69,ada=0.8") == {"hopper": 0.69, "ada": 0.8}
-    for bad in ("hopper=1.5", "hopper=0.1", "volta=0.5", "hopper"):
-        with pytest.raises(argparse.ArgumentTypeError, match="FAMILY=EFF"):
-            ceiling_arg(bad)
-
-
-def test_a_ceiling_caps_the_searched_prefill_fit_too():
-    """Above overlap 1 the prefill fit searches each family's compute_eff on a grid: the ceiling
-    bounds that search as it bounds the linear solve."""
-    corpus = load_corpus()
-    free = fit_speed(corpus, overlap=2.5)
-    capped = fit_speed(corpus, overlap=2.5, ceiling={"hopper": 0.5})
-    assert free.families["hopper"].compute_eff > 0.5
-    assert capped.families["hopper"].compute_eff == 0.5
 
 
 def moe_engine(model: str, gpu: str) -> Engine:

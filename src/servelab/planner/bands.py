@@ -1,6 +1,6 @@
-"""The expected error of each predicted number, as the corpus measured it (corpus/bands.json).
+"""The expected error of each predicted number, as the corpus measured it (data/bands.json).
 
-bench/plan_accuracy.py replays every corpus row through the planner and writes, per metric, the
+tools/plan_accuracy.py replays every corpus row through the planner and writes, per metric, the
 median / p90 / worst absolute error — on the held-out rows where there are at least three, else on
 all rows (and then it says so). ``servelab plan`` and the simulated engine print that band beside
 the number, so a user reads "24.8 GiB (±3.6 %)" and knows what ±3.6 % rests on. A setup no fit
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-BANDS = Path(__file__).parent / "corpus" / "bands.json"
+BANDS = Path(__file__).parent / "data" / "bands.json"
 MIN_HELD_OUT = 3
 # A speed metric's band over the published runs at concurrency 1 alone, and over those under load
 # (a key is the metric's name and one of these, e.g. "mean_tpot_ms@concurrency-1").

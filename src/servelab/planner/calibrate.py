@@ -81,28 +81,33 @@ def fit(data: list[Interval], weight_read_s: float) -> StepModel:
                          "pass runs recorded with telemetry (the default) under load")
     x = np.array([[i.steps, i.generated, i.prompt] for i in data])
     y = np.array([i.dt_s for i in data])
-    per_step, per_generated, per_prompt = _nonnegative_least_squares(x, y)
+    per_step, per_generated, per_prompt = nonnegative_least_squares(x, y)
     return StepModel(overhead_s=float(per_step) - weight_read_s, per_seq_s=float(per_generated - per_prompt),
                      per_token_s=float(per_prompt), weight_read_s=weight_read_s)
 
 
-def _nonnegative_least_squares(x, y) -> list[float]:
-    """Least squares with every cost ≥ 0: a time cannot be negative, and noisy runs on a shared
-    machine would otherwise trade a negative cost for a larger one. Three unknowns: try every
-    subset of them and keep the best fit whose costs are all ≥ 0."""
+def nonnegative_least_squares(columns, target, weights=None):
+    """x >= 0 minimising ||W (A x - b)|| (A: rows x k columns, k small; W: ``weights``, 1 by default).
+    A cost or an efficiency cannot be negative, and noisy runs on a shared machine would otherwise
+    trade a negative term for a larger one; clipping an unconstrained fit would not give the best
+    non-negative one. With two or three unknowns every subset of the columns is a tiny solve: try
+    each and keep the best fit whose terms are all >= 0 (the offline fit, ``corpus.fit``, uses it too)."""
     import itertools
 
     import numpy as np
 
-    best, best_residual = [0.0] * x.shape[1], float(np.sum(y ** 2))
-    for size in range(1, x.shape[1] + 1):
-        for cols in itertools.combinations(range(x.shape[1]), size):
-            coef, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
-            residual = float(np.sum((x[:, cols] @ coef - y) ** 2))
-            if (coef >= 0).all() and residual < best_residual:
-                best, best_residual = [0.0] * x.shape[1], residual
-                for col, value in zip(cols, coef):
-                    best[col] = float(value)
+    w = np.ones(len(target)) if weights is None else weights
+    a, b = columns * w[:, None], target * w
+    best, best_cost = np.zeros(columns.shape[1]), float(np.sum(b * b))
+    for size in range(1, columns.shape[1] + 1):
+        for subset in itertools.combinations(range(columns.shape[1]), size):
+            x_sub = np.linalg.lstsq(a[:, subset], b, rcond=None)[0]
+            if np.all(x_sub >= 0):
+                x = np.zeros(columns.shape[1])
+                x[list(subset)] = x_sub
+                cost = float(np.sum((a @ x - b) ** 2))
+                if cost < best_cost:
+                    best, best_cost = x, cost
     return best
 
 
@@ -119,7 +124,7 @@ def error(model: StepModel, data: list[Interval]) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
+class CalibrationRun:
     """One run's loaded intervals, and the context length its engine served (None: unknown)."""
 
     timeline: Path
@@ -127,7 +132,7 @@ class Measured:
     max_model_len: int | None
 
 
-def load_runs(paths: list[Path], required: bool = True) -> list[Measured]:
+def load_runs(paths: list[Path], required: bool = True) -> list[CalibrationRun]:
     """Every ``*.timeline.jsonl`` given or under the folders given, in order ([] when none
     and not ``required``: a calibration by replay needs no telemetry)."""
     found = [p for path in paths for p in _timelines(path)]
@@ -135,7 +140,7 @@ def load_runs(paths: list[Path], required: bool = True) -> list[Measured]:
         return []
     if not found:
         raise InputError(f"no telemetry (*{TIMELINE}) under {' '.join(map(str, paths))}")
-    return [Measured(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
+    return [CalibrationRun(p, intervals(read(p).during("engine")), _served_length(p)) for p in found]
 
 
 def _timelines(path: Path) -> list[Path]:
@@ -158,7 +163,7 @@ def _served_length(timeline: Path) -> int | None:
     return int(said or flag) if (said or flag) else None
 
 
-def runs_max_model_len(runs: list[Measured]) -> int | None:
+def runs_max_model_len(runs: list[CalibrationRun]) -> int | None:
     """The longest context the runs served (they usually agree); None when no run says."""
     known = [r.max_model_len for r in runs if r.max_model_len]
     return max(known) if known else None
@@ -198,7 +203,7 @@ class Calibration:
                 "running), extrapolated from the nearest along the fitted model")
 
 
-def calibrate(runs: list[Measured], weight_read_s: float) -> Calibration:
+def calibrate(runs: list[CalibrationRun], weight_read_s: float) -> Calibration:
     """The step model fitted to all runs, its error on them, and on the last run held out."""
     every = [i for run in runs for i in run.intervals]
     model = fit(every, weight_read_s)

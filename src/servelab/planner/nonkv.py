@@ -22,8 +22,8 @@ The model here, per GPU with tensor parallel TP:
     sampler   = requests x vocabulary x 4 bytes x sampler_copies
     activation = forward + sampler
     non-torch = non_torch_gib (TP 1) or non_torch_tp_gib (TP > 1)
-The factors are fitted on the corpus's fit rows (bench/plan_accuracy.py --fit, never held-out
-rows) and read from corpus/fitted.json; until a fit exists the defaults below are the estimates
+The factors are fitted on the corpus's fit rows (tools/plan_accuracy.py --fit, never held-out
+rows) and read from data/fitted.json; until a fit exists the defaults below are the estimates
 this planner used before (hidden states x 4 + FFN x 2, three fp32 logit copies).
 """
 
@@ -37,7 +37,8 @@ from pathlib import Path
 from servelab.planner.models import ModelShape
 
 GIB = 2**30
-FITTED = Path(__file__).parent / "corpus" / "fitted.json"
+# written by tools/plan_accuracy.py --fit from the corpus (planner/corpus/), read here at run time
+FITTED = Path(__file__).parent / "data" / "fitted.json"
 # V0 turned chunked prefill on for long contexts and then profiled 2,048 tokens (seen in the rows:
 # 131,072-token Llama-3.1-8B profiles took 0.22 GiB, a 20,000-token one 2.07 GiB).
 V0_CHUNKED_ABOVE, V0_CHUNKED_TOKENS, V0_MAX_NUM_SEQS = 32768, 2048, 256
@@ -61,7 +62,7 @@ class NonKvConstants:
 
 @lru_cache(maxsize=1)
 def fitted_constants() -> NonKvConstants:
-    """The fitted constants the planner uses (corpus/fitted.json), else the prior estimate."""
+    """The fitted constants the planner uses (data/fitted.json), else the prior estimate."""
     try:
         data = json.loads(FITTED.read_text(encoding="utf-8")).get("nonkv", {})
     except (OSError, ValueError):

@@ -35,7 +35,7 @@ One engine step, on each GPU of a tensor-parallel group:
 - Weight-only quantized kernels (AWQ, GPTQ, FP8 on a GPU without FP8 tensor cores: W8A16)
   read fewer bytes but dequantize inside the matmul: their compute time is the bf16 one times
   ``weight_only_compute`` (>= 1), which shows when a batch is large enough to be compute-bound.
-The last two are fitted on the corpus's runs under load (``fitting.fit_load``).
+The last two are fitted on the corpus's runs under load (``corpus.fit.fit_load``).
 A GPU family with no fitted efficiency uses the peak (bw_eff = compute_eff = 1): that is the
 roofline, a lower bound of latency and an upper bound of throughput, and it is labelled so.
 """
@@ -47,13 +47,12 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 from servelab.planner.gpus import Gpu, find_gpu
 from servelab.planner.models import ModelShape
+from servelab.planner.nonkv import FITTED
 from servelab.sim.model import MOE_FIELDS, OVERLAP, distinct_experts, experts_s, fields_of, overlapped
 
-FITTED = Path(__file__).parent / "corpus" / "fitted.json"
 # The overlap exponent of the fitted model: 1, the weight read and the compute added. The H200's
 # measured 2.5 (``sim.model.OVERLAP``) improved leave-one-group-out on the fit rows but made the
 # held-out rows worse (docs/planner.md, "Grounded on one H200"), so the fitted model keeps adding
@@ -196,7 +195,7 @@ class SpeedConstants:
 
 @lru_cache(maxsize=1)
 def fitted_speed() -> SpeedConstants:
-    """The constants fitted on the corpus (corpus/fitted.json), else the roofline."""
+    """The constants fitted on the corpus (data/fitted.json), else the roofline."""
     try:
         data = json.loads(FITTED.read_text(encoding="utf-8")).get("speed")
     except (OSError, ValueError):

@@ -1,43 +1,23 @@
-"""Fit the planner's constants on the corpus's fit rows — and only those (``corpus.fit_rows``).
+"""Fit the planner's constants on the corpus's fit rows — and only those (``rows.fit_rows``).
 
-Least squares with non-negative coefficients, solved by trying every subset of the columns (the
-models here have two or three unknowns, so that is a handful of tiny solves): a negative bytes-per-
-token or a negative efficiency has no physical meaning, and clipping an unconstrained fit would
-not be the best non-negative one.
+Least squares with non-negative coefficients (``calibrate.nonnegative_least_squares``): a negative
+bytes-per-token or a negative efficiency has no physical meaning, and clipping an unconstrained fit
+would not be the best non-negative one.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import math
 import statistics
-from dataclasses import replace
 
 import numpy as np
 
-from servelab.planner.corpus import Corpus, fit_rows
+from servelab.planner.calibrate import nonnegative_least_squares
+from servelab.planner.corpus.replay import replay_speed, row_model, speed_engine, why_excluded
+from servelab.planner.corpus.rows import Corpus, fit_rows
 from servelab.planner.nonkv import GIB, NonKvConstants, ffn_width, v0_profile_batch
-from servelab.planner.corpus_replay import _excluded, replay_speed, row_model, speed_engine
 from servelab.planner.speed_model import (FAMILIES, FITTED_OVERLAP, MAX_CALIBRATED_TP, Efficiency, SpeedConstants,
                                           step_costs, ttft_s, weight_only)
-
-
-def nnls(columns: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """min ||W (A x - b)|| with x >= 0 (A: rows x k, k small)."""
-    w = np.ones(len(target)) if weights is None else weights
-    a, b = columns * w[:, None], target * w
-    best, best_cost = np.zeros(columns.shape[1]), float(np.sum(b * b))
-    for size in range(1, columns.shape[1] + 1):
-        for subset in itertools.combinations(range(columns.shape[1]), size):
-            x_sub = np.linalg.lstsq(a[:, subset], b, rcond=None)[0]
-            if np.all(x_sub >= 0):
-                x = np.zeros(columns.shape[1])
-                x[list(subset)] = x_sub
-                cost = float(np.sum((a @ x - b) ** 2))
-                if cost < best_cost:
-                    best, best_cost = x, cost
-    return best
 
 
 def fit_nonkv(corpus: Corpus) -> NonKvConstants:
@@ -56,7 +36,7 @@ def fit_nonkv(corpus: Corpus) -> NonKvConstants:
                         min(seqs, tokens) * model.vocab * 4])
         target.append(row.measured["activation_gib"] * GIB)
     target_arr = np.array(target)
-    ffn, hidden, sampler = nnls(np.array(columns), target_arr, 1 / target_arr)
+    ffn, hidden, sampler = nonnegative_least_squares(np.array(columns), target_arr, 1 / target_arr)
     tp1 = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel == 1]
     tpn = [r.measured["non_torch_gib"] for r in rows if "non_torch_gib" in r.measured and r.tensor_parallel > 1]
     prior = NonKvConstants()
@@ -78,17 +58,14 @@ def outside_scope(row) -> str:
     return ""
 
 
-def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float = 1.0,
-              overlap: float = FITTED_OVERLAP, ceiling: dict[str, float] | None = None) -> SpeedConstants:
+def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float = 1.0) -> SpeedConstants:
     """Decode first: mean TPOT = overhead + per-sequence cost + bytes read / bandwidth x (1 + d_family),
     one overhead for all GPUs, d >= 0 per family (so no family reads faster than its datasheet). Then
     prefill: what TTFT leaves after the weight and KV reads = request cost + FLOPs / peak x (1 +
-    c_family), on the rows whose TTFT is a real prefill (``replay._excluded``). Both on the fit rows
+    c_family), on the rows whose TTFT is a real prefill (``replay.why_excluded``). Both on the fit rows
     at concurrency 1; the costs that show only under load come in fixed (``fit_load`` finds them).
-    ``overlap``: how the weight read and the compute combine (``sim.model.overlapped``); at 1 (added)
-    the prefill fit is linear and solved as the decode one, above 1 it is searched (``_fit_prefill``).
-    ``ceiling``: family -> the most compute_eff may be (none by default; ``MEASURED_CEILING``)."""
-    ceiling = ceiling or {}
+    The weight read and the compute are added (``speed_model.FITTED_OVERLAP``), so the prefill fit is
+    linear and solved as the decode one (an overlapped fit, searched, was tried: docs/planner.md)."""
     rows = fit_rows(corpus, [r for r in corpus.speed if not corpus.held_out(r)])
     rows = [r for r in rows if not r.workload.under_load and "mean_tpot_ms" in r.measured
             and not outside_scope(r)]
@@ -100,77 +77,19 @@ def fit_speed(corpus: Corpus, per_seq_s: float = 0.0, weight_only_compute: float
     overhead, *slow = _solve(list(zip(rows, engines)), names, _decode_column, "mean_tpot_ms",
                              lambda r, e: _decode_column(r, e) + per_seq_s)
     decode = SpeedConstants(float(overhead), 0.0, {n: Efficiency(bw_eff=1 / (1 + d)) for n, d in zip(names, slow)},
-                            per_seq_s=per_seq_s, weight_only_compute=weight_only_compute, overlap=overlap)
+                            per_seq_s=per_seq_s, weight_only_compute=weight_only_compute, overlap=FITTED_OVERLAP)
     prefilled = [(r, e) for r, e in zip(rows, engines) if "mean_ttft_ms" in r.measured
-                 and not _excluded(r, e, "mean_ttft_ms")]
-    if overlap == 1:
-        floors = [1 / ceiling[n] - 1 if n in ceiling else 0.0 for n in names]
-        request, *busy = _solve(prefilled, names, _prefill_column, "mean_ttft_ms",
-                                lambda r, e: ttft_s(step_costs(e, decode), e, r.workload.input_len), floors)
-        compute = {n: round(1 / (1 + c), 4) for n, c in zip(names, busy)}
-    else:
-        request, compute = _fit_prefill(prefilled, decode, ceiling)
-    families = {n: Efficiency(bw_eff=round(1 / (1 + d), 4), compute_eff=compute.get(n, 1.0))
-                for n, d in zip(names, slow)}
+                 and not why_excluded(r, e, "mean_ttft_ms")]
+    request, *busy = _solve(prefilled, names, _prefill_column, "mean_ttft_ms",
+                            lambda r, e: ttft_s(step_costs(e, decode), e, r.workload.input_len))
+    families = {n: Efficiency(bw_eff=round(1 / (1 + d), 4), compute_eff=round(1 / (1 + c), 4))
+                for n, d, c in zip(names, slow, busy)}
     loaded = len(load_rows(corpus))
     return SpeedConstants(round(float(overhead), 6), round(float(request), 6), families,
                           f"fitted on {len(rows)} benchmark rows of the corpus at concurrency 1 (fit rows only; "
                           f"TTFT on the {len(prefilled)} that are real prefills); per-sequence cost and "
                           f"weight-only kernels on the {loaded} fit rows under load",
-                          round(per_seq_s, 7), round(weight_only_compute, 3), overlap)
-
-
-# The most of its datasheet peak a family's bf16 matmuls reached where it was measured: one H200,
-# prefill-sized GEMM stacks at 663-685 of 989 TFLOP/s (bench/measured/h200-roofline-2026-12-04.json).
-# The committed fit does not cap compute_eff at it (tried: docs/planner.md, "Grounded on one H200");
-# ``bench/plan_accuracy.py --fit --ceiling hopper=0.69`` fits with the cap.
-MEASURED_CEILING = {"hopper": 0.69}
-
-def ceiling_arg(text: str) -> dict[str, float]:
-    """``FAMILY=EFF[,FAMILY=EFF]``, a bench script's ``--ceiling``: each a family of
-    ``speed_model.FAMILIES`` and EFF within ``COMPUTE_GRID`` (0.2 to 1)."""
-    out = {}
-    for part in filter(None, text.split(",")):
-        name, _, value = part.partition("=")
-        try:
-            eff = float(value)
-        except ValueError:
-            eff = -1.0
-        if name not in set(FAMILIES.values()) or not COMPUTE_GRID[0] <= eff <= 1:
-            raise argparse.ArgumentTypeError(f"expected FAMILY=EFF with a family of speed_model.FAMILIES and "
-                                             f"{COMPUTE_GRID[0]} <= EFF <= 1, got {part!r}")
-        out[name] = eff
-    return out
-
-
-# compute_eff values the prefill fit tries (a family's matmuls reach at most its datasheet peak)
-COMPUTE_GRID = tuple(round(0.2 + 0.01 * i, 2) for i in range(81))
-
-
-def _fit_prefill(pairs, decode: SpeedConstants, ceiling: dict[str, float],
-                 passes: int = 3) -> tuple[float, dict[str, float]]:
-    """Mean TTFT = request cost + the prompt's steps (``ttft_s``), whose compute overlaps the weight
-    read (``sim.model.overlapped``), so it is not linear in 1 / compute_eff: each family's
-    compute_eff is searched on ``COMPUTE_GRID`` in turn (a few passes), the shared request cost
-    solved in closed form for each candidate (weighted least squares, >= 0), relative error."""
-    names = sorted({FAMILIES[e.gpu.name] for _, e in pairs if e.gpu.name in FAMILIES})
-    measured = np.array([r.measured["mean_ttft_ms"] / 1e3 for r, _ in pairs])
-    w2 = 1 / measured ** 2
-    compute = {n: 1.0 for n in names}
-
-    def evaluate(trial: dict[str, float]) -> tuple[float, float]:
-        constants = replace(decode, families={n: replace(decode.families.get(n, Efficiency()),
-                                                         compute_eff=trial.get(n, 1.0)) for n in decode.families})
-        bare = replace(constants, request_s=0.0)
-        predicted = np.array([ttft_s(step_costs(e, bare), e, r.workload.input_len) for r, e in pairs])
-        request = max(0.0, float(np.sum(w2 * (measured - predicted)) / np.sum(w2)))
-        return float(np.sum(w2 * (measured - predicted - request) ** 2)), request
-
-    for _ in range(passes):
-        for name in names:
-            best = min((evaluate({**compute, name: c})[0], c) for c in COMPUTE_GRID if c <= ceiling.get(name, 1.0))
-            compute[name] = best[1]
-    return evaluate(compute)[1], compute
+                          round(per_seq_s, 7), round(weight_only_compute, 3), FITTED_OVERLAP)
 
 
 # The grid fit_load searches: per-sequence cost per step (seconds) and the weight-only compute factor.
@@ -184,10 +103,9 @@ def load_rows(corpus: Corpus) -> list:
     return [r for r in rows if r.workload.under_load and not outside_scope(r)]
 
 
-def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_ONLY_GRID,
-             overlap: float = FITTED_OVERLAP, ceiling: dict[str, float] | None = None) -> SpeedConstants:
+def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_ONLY_GRID) -> SpeedConstants:
     """The costs that show only under load, by replaying every fit row under load through the simulated
-    engine (``corpus_replay.simulated``) for each pair on the grid: the pair with the smallest median
+    engine (``replay.simulated``) for each pair on the grid: the pair with the smallest median
     |log(predicted / measured)| over those rows' TTFT, TPOT and output tok/s, taken separately over the
     rows with and without a weight-only kernel and added (so the factor, which only the quantized rows
     feel, is not outvoted by the rest; medians, so the few rows the planner's KV cache gets wrong cannot
@@ -197,7 +115,7 @@ def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_
     best = None
     for per_seq in per_seq_grid:
         for factor in weight_only_grid:
-            constants = fit_speed(corpus, per_seq, factor, overlap, ceiling)
+            constants = fit_speed(corpus, per_seq, factor)
             errors: dict[bool, list[float]] = {True: [], False: []}
             for row in rows:
                 errors[row.id in quantized] += [abs(math.log(c.predicted / c.measured))
@@ -208,20 +126,18 @@ def fit_load(corpus: Corpus, per_seq_grid=PER_SEQ_GRID, weight_only_grid=WEIGHT_
     return best[1]
 
 
-def _solve(pairs, names, column, metric: str, known, floors: list[float] | None = None) -> list[float]:
+def _solve(pairs, names, column, metric: str, known) -> list[float]:
     """Columns: a constant and the row's own family's term; target: the metric less what is already
-    known (the datasheet-peak time and earlier fits); weighted by 1/measured (relative error). A
-    family's coefficient is at least its ``floors`` entry (0 where none is given)."""
-    low = floors or [0.0] * len(names)
+    known (the datasheet-peak time and earlier fits); weighted by 1/measured (relative error)."""
     a, b, measured = [], [], []
     for row, engine in pairs:
         term = column(row, engine)
         a.append([1.0] + [term if FAMILIES.get(engine.gpu.name) == n else 0.0 for n in names])
         value = row.measured[metric] / 1e3
-        b.append(value - known(row, engine) - sum(f * x for f, x in zip(low, a[-1][1:])))
+        b.append(value - known(row, engine))
         measured.append(value)
-    x = nnls(np.array(a), np.array(b), 1 / np.array(measured))
-    return [float(x[0])] + [float(v) + f for v, f in zip(x[1:], low)]
+    x = nonnegative_least_squares(np.array(a), np.array(b), 1 / np.array(measured))
+    return [float(v) for v in x]
 
 
 def _decode_column(row, engine) -> float:

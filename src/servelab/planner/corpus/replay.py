@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 from servelab.planner import budget
-from servelab.planner.corpus import MemoryRow, SpeedRow
+from servelab.planner.corpus.rows import MemoryRow, SpeedRow
 from servelab.planner.dtypes import kv_element_bytes, weight_bits
 from servelab.planner.gpus import GPUS, find_gpu
 from servelab.planner.kv import kv_bytes_per_token, kv_pool
@@ -173,7 +173,7 @@ def replay_speed(row: SpeedRow, constants: SpeedConstants) -> list[Compared]:
         predicted = simulated(row, engine, costs)
     measured = {"mean_ttft_ms": row.measured.get("mean_ttft_ms"), "mean_tpot_ms": row.measured.get("mean_tpot_ms"),
                 "output_tok_s": row.output_tok_s}
-    return [Compared(row.id, name, predicted[name], value, _excluded(row, engine, name))
+    return [Compared(row.id, name, predicted[name], value, why_excluded(row, engine, name))
             for name, value in measured.items() if value]
 
 
@@ -216,7 +216,7 @@ def replay_kv_tokens(row: SpeedRow, engine: Engine) -> int:
     return max(make_plan(spec).kv_tokens, block * math.ceil(one / block))
 
 
-def _excluded(row: SpeedRow, engine: Engine, metric: str) -> str:
+def why_excluded(row: SpeedRow, engine: Engine, metric: str) -> str:
     """A TTFT below the roofline's (the prompt's FLOPs at the datasheet peak) cannot be a full prefill:
     the prompt was served from the prefix cache (repeated prompts), so it says nothing about prefill."""
     if metric != "mean_ttft_ms":
