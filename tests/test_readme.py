@@ -52,3 +52,10 @@ def test_every_file_the_readme_names_is_in_the_repository():
     named |= set(re.findall(r"(?<![\w/])([A-Z]+\.md)\b", README)) - {"README.md"}
     missing = sorted(n for n in named if not (ROOT / n).exists())
     assert not missing, f"the README points to files that are not here: {missing}"
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run installs and tests exactly as the README tells a reader to (its "Two commands")."""
+    shown = [x for x in README.splitlines() if x.startswith("bash scripts/setup.sh && ") and "demo" not in x]
+    ci = [x for x in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if x.startswith("bash ")]
+    assert len(shown) == 1 and ci == shown, (shown, ci)

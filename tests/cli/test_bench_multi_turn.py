@@ -70,6 +70,7 @@ def test_each_turn_carries_the_history_with_the_replies_the_server_sent(mock_ser
         [("0", 0), ("0", 1), ("0", 2), ("1", 0), ("1", 1), ("2", 0)]
 
 
+@pytest.mark.timing  # each next turn under 0.3 s of wall time after a 0.2 s think time
 def test_think_time_separates_a_reply_from_the_next_turn(mock_server, qwen3_path, tmp_path):
     mock = mock_server(ttft_ms=5, itl_ms=1)
     result = run(mock, qwen3_path, tmp_path, "--multi-turn-think-time", "0.2")

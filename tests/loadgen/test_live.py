@@ -128,6 +128,7 @@ def _pane(session: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh installs it)")
+@pytest.mark.timing  # a frame of a 3 s run must be caught mid-run by a 0.25 s poll
 def test_a_bench_in_a_real_terminal_draws_the_panel(mock_server, qwen3_path, tmp_path):
     mock = mock_server(ttft_ms=20, itl_ms=10)
     done = tmp_path / "done"

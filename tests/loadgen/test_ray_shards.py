@@ -55,6 +55,7 @@ def run_with_a_kill(cluster, mock_server, kill, rate: float, n: int) -> tuple:
     return got, [w for w in got.section["per_worker"] if w["failed"]], sink.tally.records()
 
 
+@pytest.mark.timing  # the refusal within 60 s of wall time
 def test_a_head_that_cannot_be_reached_is_one_line_within_the_deadline_not_a_hang(mock_server, qwen3_path):
     """Ray alone retries such a connect for ever ("Failed to connect to GCS … within 5 seconds")."""
     import subprocess

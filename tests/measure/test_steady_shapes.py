@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from servelab.cli.main import main
 
 SLOTS, TOKENS, ITL_MS = 4, 32, 4.0
@@ -27,6 +29,9 @@ def engine(mock_server):
     return mock_server(ttft_ms=ITL_MS, itl_ms=ITL_MS, output_len=TOKENS, max_open=SLOTS)
 
 
+# the mock's real-time pace within 3 % and 30 %, slots busy 99 % (failed once in ~6 runs beside other
+# suites: bfb73a6)
+@pytest.mark.timing
 def test_a_linear_ramp_through_the_engines_rate_finds_its_level(mock_server, qwen3_path, tmp_path, capsys):
     mock = engine(mock_server)
     result = bench(mock.url, qwen3_path, tmp_path, "--num-prompts", "360", "--ramp-up-strategy", "linear",
@@ -71,6 +76,7 @@ def busy(truth, start: int, end: int) -> float:
     return (held + min(open_, SLOTS) * (end - at)) / (SLOTS * (end - start))
 
 
+@pytest.mark.timing  # slots busy 99 % of a real-time plateau, its rate within 2 % of the whole run's
 def test_a_closed_loop_plateau_is_the_cap_at_work(mock_server, qwen3_path, tmp_path):
     mock = engine(mock_server)
     result = bench(mock.url, qwen3_path, tmp_path, "--num-prompts", "64", "--max-concurrency", "8")

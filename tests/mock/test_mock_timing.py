@@ -32,6 +32,7 @@ def alarm(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.timing  # TTFT and last event under wall-clock bounds (200-250 ms for a late wake-up)
 def test_truth_follows_the_schedule(mock_server, alarm):
     mock = mock_server(ttft_ms=300, itl_ms=150)
     t_send = time.perf_counter_ns()
@@ -112,6 +113,7 @@ def test_linux_alarm_is_a_timerfd():
         loop.close()
 
 
+@pytest.mark.timing  # the answer under a wall-clock bound (150 ms for a late wake-up)
 def test_non_streamed_response_comes_when_the_last_token_would(mock_server):
     mock = mock_server(ttft_ms=40, itl_ms=150)
     request(mock.port, "POST", "/v1/completions", {"prompt": "a", "max_tokens": 5})
@@ -148,6 +150,7 @@ def _wait_for(port, want, timeout=5.0):
         time.sleep(0.01)
 
 
+@pytest.mark.timing  # three streams must be seen open at once, in a 300 ms real-time window
 def test_running_gauge_counts_open_streams(mock_server):
     mock = mock_server(ttft_ms=300, itl_ms=10)
     threads = _background_streams(mock.port, 3, 2)
@@ -157,6 +160,7 @@ def test_running_gauge_counts_open_streams(mock_server):
     assert _gauges(mock.port) == (0, 0)
 
 
+@pytest.mark.timing  # (1 running, 2 waiting) must be seen in a 200 ms real-time window
 def test_max_open_makes_requests_wait(mock_server):
     mock = mock_server(ttft_ms=200, itl_ms=10, max_open=1)
     threads = _background_streams(mock.port, 3, 2)
@@ -175,6 +179,7 @@ def test_max_open_makes_requests_wait(mock_server):
     assert third.ttft_ns >= third.admit_ns - third.arrived_ns + 200 * MS
 
 
+@pytest.mark.timing  # four threads must all be admitted within the first one's 200 ms
 def test_open_edges_give_mean_concurrency(mock_server):
     mock = mock_server(ttft_ms=200)
     threads = _background_streams(mock.port, 4, 1)

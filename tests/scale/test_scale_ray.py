@@ -18,6 +18,11 @@ from servelab.cli.main import main
 
 ray = pytest.importorskip("ray")
 
+# The known-rate test is wall-clock sensitive (rates within 1 %, the stagger within 0.2 s: bad16e6).
+# Every test on the two-node cluster (module scope) runs in its tier, so the cluster starts once,
+# as before the tiers were split; the tests without a cluster stay in the default tier.
+on_the_cluster = pytest.mark.timing
+
 
 # Ray's own net (a worker's children killed when it exits) is off, so these tests see
 # servelab's: an engine must not rely on it (it misses a raylet that dies with its worker).
@@ -44,6 +49,7 @@ def gone(pids, within_s: float = 10.0) -> bool:
     return True
 
 
+@on_the_cluster
 def test_each_replica_on_its_own_node_and_the_sum_in_the_window_is_the_known_rate(two_nodes, tmp_path, capsys):
     assert main(_with_ray(scale(tmp_path, 2, 1, "--len-step", "10"), two_nodes.address)) == 0
     r = result(tmp_path)
@@ -74,6 +80,7 @@ def _with_ray(argv: list[str], address: str) -> list[str]:
     return [*argv[:cut], "--ray", address, *argv[cut:]]
 
 
+@on_the_cluster
 def test_more_replicas_than_nodes_go_round_robin(two_nodes, tmp_path, capsys):
     assert main(_with_ray(scale(tmp_path, 3, 1), two_nodes.address)) == 0
     r = result(tmp_path)
@@ -84,6 +91,7 @@ def test_more_replicas_than_nodes_go_round_robin(two_nodes, tmp_path, capsys):
     assert "replicas placed round-robin: 3 replicas on 2 nodes" in capsys.readouterr().out
 
 
+@on_the_cluster
 def test_a_replica_that_fails_to_start_on_its_node_stops_the_others(two_nodes, tmp_path, capsys):
     code = main(_with_ray(scale(tmp_path, 2, 1, "--fail-replica", "1"), two_nodes.address))
     pids = replica_1_failed(code, tmp_path, capsys)
@@ -91,6 +99,7 @@ def test_a_replica_that_fails_to_start_on_its_node_stops_the_others(two_nodes, t
     assert gone(pids.values())
 
 
+@on_the_cluster
 def test_an_actor_killed_takes_its_engine_with_it(two_nodes, tmp_path):
     """The driver's death: Ray kills its actors' processes; the engine's watchdog ends the engine."""
     from net_helpers import free_ports
@@ -130,6 +139,7 @@ def test_a_nodes_records_come_onto_the_drivers_clock():
     assert (run.records[1].first_reasoning_ns, run.records[1].first_answer_ns) == (0, 0)  # none seen stays none
 
 
+@on_the_cluster
 def test_a_replica_whose_actor_dies_mid_run_ends_the_run_and_leaves_nothing(two_nodes, tmp_path, capsys):
     import os
     import signal

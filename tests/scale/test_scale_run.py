@@ -48,30 +48,13 @@ def ramp_end_from_records(folder: str, first_folder: str) -> float:
     return (run.servelab["t0_perf_ns"] - t0) / 1e9 + ramp_ms / 1e3
 
 
-# The known rates hold only if each client sent on schedule. On a shared 2-core machine the whole
-# box has stalled for ~270 ms (all three clients at once, before the window): requests bunched
-# after it moved replica 1's tokens into the window (+3.4 % there). Such a run is measured again,
-# once; a client that stalls twice is left to the assertions.
-MAX_LAG_MS = 50.0
-
-
-def max_schedule_lag_ms(r: dict) -> float:
-    from servelab.results.layout import RESULT_FILE
-    from servelab.results.runs import load_runs
-
-    runs = [load_runs([Path(x["result"]) / RESULT_FILE])[0] for x in r["together"]["replicas"]]
-    return max(rec["schedule_lag_ms"] for run in runs for rec in run.records())
-
-
+# The known rates hold only if each client sent on schedule: a whole-box stall of ~270 ms on a
+# shared 2-core machine bunched requests and moved replica 1's tokens into the window (+3.4 %
+# there). A wall-clock test, in the timing tier; it is not measured again.
+@pytest.mark.timing
 def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(tmp_path, capsys):
     assert main(scale(tmp_path, 3, 1, "--len-step", "10")) == 0
     r = result(tmp_path)
-    if max_schedule_lag_ms(r) > MAX_LAG_MS:
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        capsys.readouterr()
-        assert main(scale(tmp_path, 3, 1, "--len-step", "10")) == 0
-        r = result(tmp_path)
     truth = [RATE * (OUTPUT_LEN + 10 * i) for i in range(3)]  # 500, 750, 1000 tok/s
     replicas = r["together"]["replicas"]
     for replica, rate in zip(replicas, truth):
@@ -99,6 +82,7 @@ def test_summed_rate_in_the_window_matches_known_rates_despite_staggered_ramps(t
     assert "replica 2" in page.read_text()
 
 
+@pytest.mark.timing  # real-time replicas: the rates within 1 % and the efficiency within 2 points
 def test_efficiency_is_100_percent_for_identical_replicas_ramping_at_different_times(tmp_path, capsys):
     assert main(scale(tmp_path, 2, 2)) == 0
     r = result(tmp_path)

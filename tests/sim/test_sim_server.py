@@ -65,6 +65,7 @@ def engine_side(truth: dict) -> dict:
             "first_recv_ns": first_recv, "last_write_ns": last_write}
 
 
+@pytest.mark.timing  # the real-time server's stamps within 10 % of the fast mode's
 def test_fast_mode_matches_the_real_time_server(sim_engine, qwen3_path):
     engine = sim_engine(8)
     outcome = run(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
@@ -136,6 +137,7 @@ def test_a_request_larger_than_the_kv_cache_is_an_error_and_the_server_goes_on(s
     assert small["usage"]["completion_tokens"] == 2
 
 
+@pytest.mark.timing  # the real-time server's stamps within 10 % of the fast mode's
 def test_the_api_servers_per_request_cost_holds_requests_back_as_in_the_fast_mode(sim_engine, qwen3_path):
     engine = sim_engine(8, "--step-request-ms", "30")
     outcome = run(qwen3_path, "--base-url", engine.base_url, "--model", "sim")
@@ -150,6 +152,7 @@ def test_the_api_servers_per_request_cost_holds_requests_back_as_in_the_fast_mod
         assert on_engine[key] == pytest.approx(fast[key], rel=TOLERANCE), key
 
 
+@pytest.mark.timing  # the client must leave within the server's 300 ms hold (a 0.1 s sleep)
 def test_a_client_that_leaves_while_the_api_server_holds_its_request_never_reaches_the_engine(sim_engine):
     import socket
     import time
