@@ -10,4 +10,4 @@ cd "$(dirname "$0")/.."
 
 .venv/bin/python -m pytest -q -m "not timing"
 .venv/bin/python -m pytest -q -m timing
-.venv/bin/python bench/plan_accuracy.py --check
+.venv/bin/python tools/plan_accuracy.py --check
