@@ -25,25 +25,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from golden_io import (check, dump, fail_if_regenerated, files_under, json_keys_by_name, key_paths, mask_ids,
+from golden_io import (check, dump, files_under, json_keys_by_name, key_paths, mask_ids,
                        mask_json, replace_all, run, run_process, structure, transcript)
 from net_helpers import free_port, free_ports
 
 OLD_STUDY = Path(__file__).parent / "old_study"
-
-
-@pytest.fixture(autouse=True)
-def regenerated():
-    """With SERVELAB_REGEN_GOLDEN=1 a test writes all its goldens, then fails."""
-    yield
-    fail_if_regenerated()
-
-
-@pytest.fixture
-def where(tmp_path, qwen3_path, monkeypatch):
-    """Run in an empty folder; mask it and the tokenizer's path in what is compared."""
-    monkeypatch.chdir(tmp_path)
-    return {"tmp": tmp_path, "tok": qwen3_path, "literals": {str(tmp_path): "<TMP>", qwen3_path: "<TOKENIZER>"}}
 
 
 def masked_argv(argv: list[str], where) -> list[str]:

@@ -10,22 +10,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from golden_io import (check, dump, fail_if_regenerated, files_under, key_paths, mask_ids, replace_all, run,
+from golden_io import (check, dump, files_under, key_paths, mask_ids, replace_all, run,
                        structure, transcript)
 from test_goldens import BLOCK_START, EXACT_FIELDS, PRUNE, mask_bench_console
-
-
-@pytest.fixture(autouse=True)
-def regenerated():
-    yield
-    fail_if_regenerated()
-
-
-@pytest.fixture
-def where(tmp_path, qwen3_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return {"tmp": tmp_path, "tok": qwen3_path, "literals": {str(tmp_path): "<TMP>", qwen3_path: "<TOKENIZER>"}}
 
 
 CONVERSATIONS = [
