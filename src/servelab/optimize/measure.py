@@ -11,7 +11,6 @@ study run (``results/NAME/<engine config>/<client config>/<repeat>/``, marker la
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -28,7 +27,7 @@ from servelab.engines.kinds import kind_of
 from servelab.optimize.config import Config, served_args
 from servelab.results import layout as files
 from servelab.results.runs import run_result
-from servelab.sim.options import add_engine_arguments, from_args
+from servelab.sim.options import engine_from_flags
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.file import EngineEntry, Workload
@@ -178,8 +177,8 @@ class SimMeasurer:
         out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
                                   result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
                                   progress=False, telemetry=True)
-        spec = dataclasses.replace(workload.spec, simulate=sim_engine(self.spec.argv, served_args(config, "sim")),
-                                   output=out)
+        engine = engine_from_flags(self.spec.sim_flags, served_args(config, "sim"))
+        spec = dataclasses.replace(workload.spec, simulate=engine, output=out)
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \
@@ -191,14 +190,3 @@ class SimMeasurer:
     def close(self) -> None:
         pass
 
-
-def sim_engine(argv: tuple[str, ...], engine_args: tuple[str, ...]):
-    """The simulated engine: the workload's own ``--sim-*`` flags, then the engine's vLLM-named ones."""
-    given, _ = _parser("sim-").parse_known_args(list(argv))
-    return from_args(_parser("").parse_args(list(engine_args), namespace=given))
-
-
-def _parser(prefix: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    add_engine_arguments(parser, prefix=prefix)
-    return parser
