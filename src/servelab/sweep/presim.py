@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from servelab.errors import InputError
 from servelab.sim.options import SIMULABLE, engine_from_flags
 from servelab.measure.run import execute
 from servelab.results.layout import PRESIM_FILE, PRESIM_REPORT_FILE
+from servelab.results.store import finite
 from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
@@ -110,16 +110,6 @@ def save(plan, ranked: list[Ranked], shown: str) -> Path:
             "ranked": [{"config": r.name, "best": asdict(r.best) if r.best else None,
                         "points": [asdict(p) for p in r.points]} for r in ranked]}
     path = folder / PRESIM_FILE
-    path.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
 
-
-def _finite(value):
-    """NaN (a statistic with no samples) and ±inf as null: JSON has neither."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
