@@ -6,7 +6,7 @@ while only the client's side changes. ``SimMeasurer`` runs the simulated engine'
 in this process (``bench --simulate``): no server, no waiting, deterministic — the tests'
 engine of known truth, and ``--simulate-first``'s pre-ranker. Both write every run as a
 study run (``results/NAME/<engine config>/<client config>/<repeat>/``, marker last), so
-``compare`` and ``diagnose`` read them, and both hand back the same ``Measured``.
+``compare`` and ``diagnose`` read them, and both hand back the same ``Repeats``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ SHOWN = {"output_tok_s": "output_throughput", "mean_ttft_ms": "mean_ttft_ms", "m
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
+class Repeats:
+    """One configuration's repeats: each one's result and folder, and what measuring them spent."""
+
     results: tuple[dict, ...]  # one result JSON per repeat
     runs: tuple[str, ...]  # their folders, relative to results/NAME
     engine_started: bool  # an engine start was spent on it
@@ -62,7 +64,7 @@ class Measurer(Protocol):
     simulated: bool
     engine_starts: int
 
-    def measure(self, config: Config, repeats: int) -> Measured: ...
+    def measure(self, config: Config, repeats: int) -> Repeats: ...
 
     def close(self) -> None: ...
 
@@ -116,7 +118,7 @@ class EngineMeasurer:
         self.tag: str | None = None
         self.engine_starts = 0
 
-    def measure(self, config: Config, repeats: int) -> Measured:
+    def measure(self, config: Config, repeats: int) -> Repeats:
         session = self._session(config)
         workload = client_workload(self.spec, config, self.slo, self._base_model() if config.model else "")
         was_up = session.engine is not None
@@ -124,7 +126,7 @@ class EngineMeasurer:
         started = session.engine is not None and not was_up
         self.engine_starts += started
         root = self.results / self.name
-        return Measured(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
+        return Repeats(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
                         started, sum(not r.kept for r in out))
 
     def _base_model(self) -> str:
@@ -156,7 +158,7 @@ class SimMeasurer:
         self.name, self.results, self.base, self.spec, self.slo = name, results, base, spec, slo
         self.engine_starts = 0
 
-    def measure(self, config: Config, repeats: int) -> Measured:
+    def measure(self, config: Config, repeats: int) -> Repeats:
         runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
         workload = client_workload(self.spec, config, self.slo)
         results, folders, fresh = [], [], 0
@@ -167,7 +169,7 @@ class SimMeasurer:
                 fresh += 1
             results.append(run_result(folder) or {})
             folders.append(str(folder.relative_to(self.results / self.name)))
-        return Measured(tuple(results), tuple(folders), False, fresh)
+        return Repeats(tuple(results), tuple(folders), False, fresh)
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
         from servelab.measure.run import execute

@@ -15,7 +15,7 @@ import math
 from servelab.optimize.steps import Seen
 from servelab.search.knee import find_knee, geometric_ladder, rule_text
 from servelab.search.points import Point, point_from_result
-from servelab.search.slo import meets
+from servelab.search.slo import meets, text as slo_text
 
 LATENCY_KEY = "median_e2el"
 
@@ -60,7 +60,8 @@ def _chosen(plan, points: list[Point], rows: list[dict]) -> dict | None:
         fine = [i for i, p in enumerate(points) if meets(p, plan.slo)]
         if not fine:
             return _point(rows, None, "no load on the ladder meets the SLO")
-        return _point(rows, fine[-1], f"the most load on the ladder that meets every SLO ({_slo(plan.slo)})")
+        why = f"the most load on the ladder that meets every SLO ({slo_text(plan.slo, 'words')})"
+        return _point(rows, fine[-1], why)
     knee = find_knee(points, latency_key=LATENCY_KEY)
     if knee.operating_index is None:
         return _point(rows, None, knee.reason)
@@ -73,6 +74,3 @@ def _point(rows: list[dict], i: int | None, why: str) -> dict:
     return {"over": "concurrency", "load": at["load"], "output_tok_s": at["output_tok_s"],
             "mean_ttft_ms": at["mean_ttft_ms"], "mean_tpot_ms": at["mean_tpot_ms"], "why": why, "points": rows}
 
-
-def _slo(slo: dict) -> str:
-    return ", ".join(f"{k.replace('_', ' ')} ≤ {v:g} ms" for k, v in slo.items())

@@ -24,7 +24,7 @@ from servelab.results.store import finite
 from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
-from servelab.search.slo import meets
+from servelab.search.slo import meets, text as slo_text
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
@@ -77,9 +77,9 @@ def score(p: Point | None, objective: str) -> float:
 def text(plan, ranked: list[Ranked]) -> str:
     unit = "out tok/s" if plan.objective == "throughput" else "goodput req/s"
     slo = plan.slo or {}
+    said = [f"SLO: {slo_text(slo, 'metric')}; a load counts only when it meets every limit, without errors", ""]
     lines = ["SIMULATED pre-ranking (servelab's vLLM V1 scheduler model; no engine ran)", "",
-             *([f"SLO: {slo_text(slo)}; a load counts only when it meets every limit, without errors", ""]
-               if slo else []),
+             *(said if slo else []),
              f"| rank | config | best {LOADS[plan.over][1]} | {unit} | p99 TTFT ms | p99 E2EL ms |"
              + (" SLO met |" if slo else ""),
              "|:--|:--|--:|--:|--:|--:|" + ("--:|" if slo else "")]
@@ -94,11 +94,6 @@ def text(plan, ranked: list[Ranked]) -> str:
     lines += ["", "next: tune the leading configurations on the real engine (the same command without "
               "--simulate, fewer --knob values); these numbers are a model's, not a measurement"]
     return "\n".join(lines)
-
-
-def slo_text(slo: dict[str, float]) -> str:
-    """{"p99_ttft": 500} -> "p99 TTFT ≤ 500 ms"."""
-    return ", ".join(f"{k.split('_', 1)[0]} {k.split('_', 1)[1].upper()} ≤ {v:g} ms" for k, v in slo.items())
 
 
 def save(plan, ranked: list[Ranked], shown: str) -> Path:
