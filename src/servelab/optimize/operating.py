@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from servelab.optimize.steps import Seen
-from servelab.search.knee import find_knee, geometric_ladder, rule_text
+from servelab.search.knee import climb, find_knee, geometric_ladder, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import meets, text as slo_text
 
@@ -28,24 +28,40 @@ def operating_point(state, best: Seen) -> dict | None:
         return None
     top = plan.spec.dataset.num_prompts
     start = 1 if best.config.max_concurrency is None else max(1, best.config.max_concurrency // 4)
-    points, rows = [], []
-    for load in geometric_ladder(start, top):
-        if plan.budget_runs is not None and state.record["budget"]["runs_used"] + 1 > plan.budget_runs:
-            state.record["limits"].append(f"the operating point's ladder stopped at the run budget "
-                                          f"({len(points)} loads measured)")
-            break
-        m = state.measurer.measure(dataclasses.replace(best.config, max_concurrency=int(load)), 1)
-        state.record["budget"]["runs_used"] += m.fresh  # a load measured before (the best's own) is read back
+    ladder = _Ladder(state, best)
+    try:
+        climb(ladder, geometric_ladder(start, top), latency_key=LATENCY_KEY, limits=plan.slo)
+    except _BudgetSpent:
+        state.record["limits"].append(f"the operating point's ladder stopped at the run budget "
+                                      f"({len(ladder.points)} loads measured)")
+    return _chosen(plan, ladder.points, ladder.rows)
+
+
+class _BudgetSpent(Exception):
+    """The next load's run would pass --budget-runs: the ladder ends here."""
+
+
+class _Ladder:
+    """load -> Point: one run of the best configuration at that client concurrency, counted in
+    the budget (a load measured before, the best's own, is read back free); keeps each row."""
+
+    def __init__(self, state, best: Seen) -> None:
+        self.state, self.best = state, best
+        self.points: list[Point] = []
+        self.rows: list[dict] = []
+
+    def __call__(self, load: float) -> Point:
+        state, budget = self.state, self.state.record["budget"]
+        if state.plan.budget_runs is not None and budget["runs_used"] + 1 > state.plan.budget_runs:
+            raise _BudgetSpent
+        m = state.measurer.measure(dataclasses.replace(self.best.config, max_concurrency=int(load)), 1)
+        budget["runs_used"] += m.fresh
         point = point_from_result(load, m.results[0])
-        points.append(point)
-        rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
-                     **_means(m.results[0])})
+        self.points.append(point)
+        self.rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
+                          **_means(m.results[0])})
         state.say(f"operating point: concurrency {load:g}: {point.throughput:.1f} out tok/s")
-        if not plan.slo and find_knee(points, latency_key=LATENCY_KEY).saturated:
-            break
-        if plan.slo and not meets(point, plan.slo):
-            break
-    return _chosen(plan, points, rows)
+        return point
 
 
 def _means(result: dict) -> dict:
