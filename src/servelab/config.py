@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from servelab.errors import InputError
 
@@ -191,6 +192,11 @@ class BenchSpec:
     # --simulate: (sim.model.EngineLimits, sim.model.StepModel) — the run happens in the
     # simulator, no server; None: a real server is measured. (Typed loosely: sim/ is layer 1.)
     simulate: tuple | None = None
+    # The --sim-* values given other than their defaults, as (dest, value) pairs
+    # (sim.options.given): parsed with or without --simulate, because a tuner simulates this
+    # workload later (tune --simulate, optimize --simulate-first) with
+    # sim.options.engine_from_flags, and so a run's identity holds them. () : the defaults.
+    sim_flags: tuple[tuple[str, Any], ...] = ()
     argv: tuple[str, ...] = ()
 
     @property

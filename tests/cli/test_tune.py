@@ -17,7 +17,8 @@ from servelab.engines import EngineSpec
 from servelab.engines.vllm import cpu_dtype, vllm_build
 from servelab.study import session
 from servelab.study.file import EngineEntry
-from servelab.sweep.tune import config_entry, serve_command, settings_of
+from servelab.engines.kinds import serve_command
+from servelab.sweep.tune import config_entry, settings_of
 
 
 def mock_command(port: int) -> list[str]:

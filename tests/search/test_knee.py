@@ -127,3 +127,9 @@ def test_a_failed_load_saturates_and_nothing_above_it_counts():
     pts = curve([(1, 50, 100), (2, 95, 110), (4, 180, 120), (8, 400, 90)], errors={4: 3})
     k = find_knee(pts)
     assert (k.operating_index, k.saturated_index) == (1, 2) and k.reason == "3 failed requests at load 4"
+
+
+def test_with_an_slo_the_climb_stops_at_the_first_load_that_misses_it_not_at_the_knee():
+    measured = climb(lambda load: Point(load, 10 * load, {"p99_ttft": 100 * load}), [1, 2, 4, 8],
+                     limits={"p99_ttft": 250})
+    assert [p.load for p in measured] == [1, 2, 4]

@@ -4,7 +4,7 @@ import pytest
 
 from servelab.errors import InputError
 from servelab.search.points import Point
-from servelab.search.slo import binding, meets, parse_slo, search
+from servelab.search.slo import binding, meets, parse_slo, search, text
 
 
 def latency_curve(f):
@@ -88,3 +88,11 @@ def test_binding_names_the_limit_closest_to_or_furthest_past_its_bound():
     assert binding(Point(1, 1, {"p99_ttft": 100, "p99_tpot": 45}), limits) == "p99_tpot"  # 90 % of its limit
     assert binding(Point(1, 1, {"p99_ttft": 900, "p99_tpot": 60}), limits) == "p99_ttft"  # 180 % vs 120 %
     assert binding(Point(1, 1, {"p99_ttft": 100}), limits) == "p99_ttft"  # a missing statistic cannot bind
+
+
+def test_one_slo_text_in_the_three_spellings_the_outputs_print():
+    limits = {"p99_ttft": 500.0, "p99_e2el": 2500.0}
+    assert text(limits) == "p99_ttft ≤ 500 ms, p99_e2el ≤ 2500 ms"
+    assert text(limits, "words") == "p99 ttft ≤ 500 ms, p99 e2el ≤ 2500 ms"
+    assert text(limits, "metric") == "p99 TTFT ≤ 500 ms, p99 E2EL ≤ 2500 ms"
+    assert text({}) == ""

@@ -7,7 +7,7 @@ import pytest
 
 from servelab.errors import InputError
 from servelab.sim.model import EngineLimits, StepModel
-from servelab.sim.options import add_engine_arguments, from_args, to_argv
+from servelab.sim.options import add_engine_arguments, engine_from_flags, from_args, given, simulable, to_argv
 
 
 def parse(argv, prefix=""):
@@ -69,3 +69,26 @@ def test_an_moe_step_model_round_trips_through_the_flags_and_a_dense_one_carries
             StepModel(expert_read_s=0.001, experts=experts, active_experts=active)
     with pytest.raises(InputError, match="whole numbers"):
         StepModel(experts=8, active_experts=2.5)
+
+
+def test_a_spec_s_given_values_then_an_engine_s_flags_build_the_engine():
+    p = argparse.ArgumentParser()
+    add_engine_arguments(p, "sim-")
+    args = p.parse_args(["--sim-step-overhead-ms", "20", "--sim-max-num-seqs", "4", "--sim-kv-cache-tokens", "1000"])
+    values = given(args)
+    assert values == (("sim_max_num_seqs", 4), ("sim_kv_cache_tokens", 1000), ("sim_step_overhead_ms", 20.0))
+    assert engine_from_flags(values) == from_args(args)
+    limits, model = engine_from_flags(values, ["--max-num-seqs", "8", "--block-size", "128"])
+    assert (limits.max_num_seqs, limits.kv_tokens, model.overhead_s) == (8, 896, 0.02)  # 1000 in 128-token blocks
+    assert engine_from_flags() == parse([])
+    assert engine_from_flags(flags=["--port", "1", "--max-num-seqs", "3"], known_only=True)[0].max_num_seqs == 3
+    with pytest.raises(InputError, match="--port 1 is not a flag it takes"):
+        engine_from_flags(flags=["--port", "1"])
+    with pytest.raises(InputError, match="invalid int value"):
+        engine_from_flags(flags=["--max-num-seqs", "many"])
+
+
+def test_the_knobs_it_models_in_vllm_s_spelling():
+    assert simulable("--max-num-seqs") and simulable("--no-enable-prefix-caching")
+    assert not simulable("--gpu-memory-utilization") and not simulable("--no-max-num-seqs")
+    assert not simulable("max-num-seqs")

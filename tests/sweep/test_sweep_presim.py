@@ -6,7 +6,7 @@ import pytest
 
 from servelab.cli.main import main
 from servelab.errors import InputError
-from servelab.sweep.presim import sim_flags
+from servelab.sweep.presim import simulated_flags
 
 
 def test_the_simulated_ranking_follows_the_scheduler_cap(qwen3_path, capsys, tmp_path):
@@ -20,11 +20,11 @@ def test_the_simulated_ranking_follows_the_scheduler_cap(qwen3_path, capsys, tmp
     assert "nan" not in out
 
 
-def test_knobs_map_to_the_sim_flags_and_others_are_refused():
-    assert sim_flags({"max-num-seqs": "8", "enable-prefix-caching": "off"}) == [
-        "--sim-max-num-seqs", "8", "--sim-no-enable-prefix-caching"]
+def test_knobs_map_to_the_simulated_engine_s_flags_and_others_are_refused():
+    assert simulated_flags({"max-num-seqs": "8", "enable-prefix-caching": "off"}) == [
+        "--max-num-seqs", "8", "--no-enable-prefix-caching"]
     with pytest.raises(InputError, match="gpu-memory-utilization cannot be simulated"):
-        sim_flags({"gpu-memory-utilization": "0.8"})
+        simulated_flags({"gpu-memory-utilization": "0.8"})
 
 
 def test_an_slo_is_shown_with_how_many_loads_met_it_and_the_ranking_is_saved(qwen3_path, capsys, tmp_path):

@@ -61,15 +61,15 @@ def for_bench(args: argparse.Namespace, simulate: tuple):
 
     from servelab.errors import InputError
     from servelab.sim.model import blocks_for_tokens
-    from servelab.sim.options import LIMIT_FLAGS, STEP_FLAGS, _dest
+    from servelab.sim.options import LIMIT_FLAGS, STEP_FLAGS, dest
 
     if not args.simulate:
         raise InputError("--gpu/--quantization plan a simulated engine: add --simulate")
     if not args.model:
         raise InputError("--simulate --gpu needs --model: the model to plan, named as for servelab plan")
-    given = {f"--{name}": getattr(args, _dest(name)) for name, _, default, _ in LIMIT_FLAGS
-             if getattr(args, _dest(name)) != default}
-    if args.sim_step_model is None and any(getattr(args, _dest(n)) != d for n, d, _ in STEP_FLAGS):
+    given = {f"--{name}": getattr(args, dest(name)) for name, _, default, _ in LIMIT_FLAGS
+             if getattr(args, dest(name)) != default}
+    if args.sim_step_model is None and any(getattr(args, dest(n)) != d for n, d, _ in STEP_FLAGS):
         raise InputError("--sim-step-* with --gpu: the plan gives the step model; "
                          "pass --sim-step-model FILE to replace it")
     engine = planned(args.model, args.gpu, args.quantization,

@@ -7,6 +7,7 @@ ready. Everything else — process group, log, watchdog, stop — is shared
 
 from __future__ import annotations
 
+import shlex
 from typing import Protocol
 
 from servelab.engines.embedded import as_vllm
@@ -16,6 +17,12 @@ from servelab.engines.sim import SimEngine
 from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import VllmEngine
 from servelab.errors import InputError
+
+
+# vLLM's /reset_prefix_cache answers only with it: a study sets it to empty the prefix cache
+# between runs, so it is part of the measurement, not of what to serve.
+DEV_MODE = "VLLM_SERVER_DEV_MODE"
+MEASUREMENT_ENV = (DEV_MODE,)
 
 
 class EngineKind(Protocol):
@@ -110,3 +117,37 @@ def kind_of(spec: EngineSpec) -> EngineKind:
         return ENGINES[spec.kind]
     except KeyError:
         raise InputError(f"unknown engine kind {spec.kind!r} (choose from {', '.join(ENGINES)})") from None
+
+
+def serve_command(spec: EngineSpec) -> str:
+    """How to serve a tuner's winner: ``vllm serve MODEL <flags as measured>`` (without our host
+    and port), with the environment it ran under, less what only the measurement needed."""
+    argv = kind_of(spec).command(spec) or []
+    env = {k: v for k, v in {**kind_of(spec).environment(spec), **spec.env}.items() if k not in MEASUREMENT_ENV}
+    if spec.kind == "vllm":
+        argv = ["vllm", "serve", spec.model, *_without_where(argv[_after_model(argv):])]
+    if spec.kind == "sim":  # simulated: nothing to deploy, but the knobs to try on a real engine
+        return "servelab serve --engine sim -- " + shlex.join(_without_where(argv[_after_model(argv):])) \
+            + "   # SIMULATED: try these knobs on the real engine"
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+    return prefix + shlex.join(argv)
+
+
+def _after_model(argv: list[str]) -> int:
+    """Where the flags start: after ``--model M`` (CPU build) or ``serve M`` (``vllm serve``)."""
+    for marker in ("--model", "serve"):
+        if marker in argv:
+            return argv.index(marker) + 2
+    return len(argv)
+
+
+def _without_where(flags: list[str]) -> list[str]:
+    out, skip = [], False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif flag in ("--host", "--port"):
+            skip = True
+        else:
+            out.append(flag)
+    return out

@@ -255,7 +255,8 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
                      dataset=DatasetSpec(name=args.dataset_name, path=args.dataset_path),  # as given
                      multi_turn=multi_turn_spec(args), tokenizer=args.tokenizer,
                      trust_remote_code=args.trust_remote_code, tokenizer_mode=args.tokenizer_mode,
-                     skip_tokenizer_init=args.skip_tokenizer_init, simulate=_simulate(args), argv=tuple(argv))
+                     skip_tokenizer_init=args.skip_tokenizer_init, simulate=_simulate(args),
+                     sim_flags=_sim_flags(args), argv=tuple(argv))
     check_backend(spec.server.backend)
     check_dataset(spec.dataset.name)
     check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
@@ -266,9 +267,15 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
 def _simulate(args: argparse.Namespace) -> tuple | None:
     if not args.simulate:
         return None
-    from servelab.sim.options import from_args
+    from servelab.sim.options import engine_from_flags
 
-    return from_args(args)
+    return engine_from_flags(_sim_flags(args))
+
+
+def _sim_flags(args: argparse.Namespace) -> tuple:
+    from servelab.sim.options import given
+
+    return given(args)
 
 
 def _server(args: argparse.Namespace) -> ServerSpec:

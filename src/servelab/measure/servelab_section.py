@@ -20,6 +20,7 @@ from servelab.measure.energy_cost import lines as energy_lines
 from servelab.metrics import steady
 from servelab.metrics.summary import NS_PER_MS, stat
 from servelab.metrics.tally import Tally
+from servelab.results.store import finite
 from servelab.telemetry import machine
 
 
@@ -78,7 +79,7 @@ def provenance(spec: BenchSpec, card: dict | None, tokenizer) -> dict:
     return {
         "servelab_version": __version__, "python": platform.python_version(), "host": platform.node(),
         "argv": redact_headers(spec.argv),
-        "flags": {k: _jsonable(v) for k, v in spec.flags().items()},
+        "flags": {k: finite(v, as_text=True) for k, v in spec.flags().items()},
         "tokenizer": getattr(tokenizer, "name", str(tokenizer)),
         "dataset_path": path, "dataset_sha256": file_sha256(path), "seed": spec.seed,
         "server_models": card,
@@ -107,16 +108,6 @@ def file_sha256(path) -> str | None:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _jsonable(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    if isinstance(v, (str, int, float, bool, type(None), dict)):
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return str(v)
 
 
 def footer(extra: dict) -> None:

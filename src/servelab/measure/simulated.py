@@ -7,15 +7,13 @@ its KV size), so nothing downstream can take it for a measurement.
 
 from __future__ import annotations
 
-import argparse
-
 from servelab.config import OutputSpec
 from servelab.datasets.sample import Sample
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.sim_drive import run_simulated
 from servelab.records import RecordSink
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
-from servelab.sim.options import add_engine_arguments, from_args, to_argv
+from servelab.sim.options import engine_from_flags, to_argv
 from servelab.sim.simulate import SimResult
 from servelab.telemetry import sim_timeline
 from servelab.telemetry.timeline import Timeline
@@ -61,10 +59,8 @@ def detected(server_models: dict | None, engine: dict | None = None) -> dict:
     section = {"mode": "real-time", "engine": "vLLM V1 scheduler model (servelab.sim)",
                "detected_from": "the server's /v1/models owned_by"}
     if (engine or {}).get("kind") == "sim":
-        parser = argparse.ArgumentParser(add_help=False)
-        add_engine_arguments(parser)
-        known, _ = parser.parse_known_args([str(a) for a in engine.get("args") or []])
-        section = {**sections(*from_args(known), None, "real-time")["simulated"], **section}
+        limits, model = engine_from_flags(flags=engine.get("args") or [], known_only=True)
+        section = {**sections(limits, model, None, "real-time")["simulated"], **section}
     return {"simulated": section}
 
 

@@ -6,12 +6,11 @@ while only the client's side changes. ``SimMeasurer`` runs the simulated engine'
 in this process (``bench --simulate``): no server, no waiting, deterministic — the tests'
 engine of known truth, and ``--simulate-first``'s pre-ranker. Both write every run as a
 study run (``results/NAME/<engine config>/<client config>/<repeat>/``, marker last), so
-``compare`` and ``diagnose`` read them, and both hand back the same ``Measured``.
+``compare`` and ``diagnose`` read them, and both hand back the same ``Repeats``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -28,7 +27,7 @@ from servelab.engines.kinds import kind_of
 from servelab.optimize.config import Config, served_args
 from servelab.results import layout as files
 from servelab.results.runs import run_result
-from servelab.sim.options import add_engine_arguments, from_args
+from servelab.sim.options import engine_from_flags
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.file import EngineEntry, Workload
@@ -40,7 +39,9 @@ SHOWN = {"output_tok_s": "output_throughput", "mean_ttft_ms": "mean_ttft_ms", "m
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
+class Repeats:
+    """One configuration's repeats: each one's result and folder, and what measuring them spent."""
+
     results: tuple[dict, ...]  # one result JSON per repeat
     runs: tuple[str, ...]  # their folders, relative to results/NAME
     engine_started: bool  # an engine start was spent on it
@@ -63,7 +64,7 @@ class Measurer(Protocol):
     simulated: bool
     engine_starts: int
 
-    def measure(self, config: Config, repeats: int) -> Measured: ...
+    def measure(self, config: Config, repeats: int) -> Repeats: ...
 
     def close(self) -> None: ...
 
@@ -117,7 +118,7 @@ class EngineMeasurer:
         self.tag: str | None = None
         self.engine_starts = 0
 
-    def measure(self, config: Config, repeats: int) -> Measured:
+    def measure(self, config: Config, repeats: int) -> Repeats:
         session = self._session(config)
         workload = client_workload(self.spec, config, self.slo, self._base_model() if config.model else "")
         was_up = session.engine is not None
@@ -125,7 +126,7 @@ class EngineMeasurer:
         started = session.engine is not None and not was_up
         self.engine_starts += started
         root = self.results / self.name
-        return Measured(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
+        return Repeats(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
                         started, sum(not r.kept for r in out))
 
     def _base_model(self) -> str:
@@ -157,7 +158,7 @@ class SimMeasurer:
         self.name, self.results, self.base, self.spec, self.slo = name, results, base, spec, slo
         self.engine_starts = 0
 
-    def measure(self, config: Config, repeats: int) -> Measured:
+    def measure(self, config: Config, repeats: int) -> Repeats:
         runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
         workload = client_workload(self.spec, config, self.slo)
         results, folders, fresh = [], [], 0
@@ -168,7 +169,7 @@ class SimMeasurer:
                 fresh += 1
             results.append(run_result(folder) or {})
             folders.append(str(folder.relative_to(self.results / self.name)))
-        return Measured(tuple(results), tuple(folders), False, fresh)
+        return Repeats(tuple(results), tuple(folders), False, fresh)
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
         from servelab.measure.run import execute
@@ -178,8 +179,8 @@ class SimMeasurer:
         out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
                                   result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
                                   progress=False, telemetry=True)
-        spec = dataclasses.replace(workload.spec, simulate=sim_engine(self.spec.argv, served_args(config, "sim")),
-                                   output=out)
+        engine = engine_from_flags(self.spec.sim_flags, served_args(config, "sim"))
+        spec = dataclasses.replace(workload.spec, simulate=engine, output=out)
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \
@@ -191,14 +192,3 @@ class SimMeasurer:
     def close(self) -> None:
         pass
 
-
-def sim_engine(argv: tuple[str, ...], engine_args: tuple[str, ...]):
-    """The simulated engine: the workload's own ``--sim-*`` flags, then the engine's vLLM-named ones."""
-    given, _ = _parser("sim-").parse_known_args(list(argv))
-    return from_args(_parser("").parse_args(list(engine_args), namespace=given))
-
-
-def _parser(prefix: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    add_engine_arguments(parser, prefix=prefix)
-    return parser

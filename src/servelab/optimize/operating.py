@@ -13,9 +13,9 @@ import dataclasses
 import math
 
 from servelab.optimize.steps import Seen
-from servelab.search.knee import find_knee, geometric_ladder, rule_text
+from servelab.search.knee import climb, find_knee, geometric_ladder, rule_text
 from servelab.search.points import Point, point_from_result
-from servelab.search.slo import meets
+from servelab.search.slo import meets, text as slo_text
 
 LATENCY_KEY = "median_e2el"
 
@@ -28,24 +28,40 @@ def operating_point(state, best: Seen) -> dict | None:
         return None
     top = plan.spec.dataset.num_prompts
     start = 1 if best.config.max_concurrency is None else max(1, best.config.max_concurrency // 4)
-    points, rows = [], []
-    for load in geometric_ladder(start, top):
-        if plan.budget_runs is not None and state.record["budget"]["runs_used"] + 1 > plan.budget_runs:
-            state.record["limits"].append(f"the operating point's ladder stopped at the run budget "
-                                          f"({len(points)} loads measured)")
-            break
-        m = state.measurer.measure(dataclasses.replace(best.config, max_concurrency=int(load)), 1)
-        state.record["budget"]["runs_used"] += m.fresh  # a load measured before (the best's own) is read back
+    ladder = _Ladder(state, best)
+    try:
+        climb(ladder, geometric_ladder(start, top), latency_key=LATENCY_KEY, limits=plan.slo)
+    except _BudgetSpent:
+        state.record["limits"].append(f"the operating point's ladder stopped at the run budget "
+                                      f"({len(ladder.points)} loads measured)")
+    return _chosen(plan, ladder.points, ladder.rows)
+
+
+class _BudgetSpent(Exception):
+    """The next load's run would pass --budget-runs: the ladder ends here."""
+
+
+class _Ladder:
+    """load -> Point: one run of the best configuration at that client concurrency, counted in
+    the budget (a load measured before, the best's own, is read back free); keeps each row."""
+
+    def __init__(self, state, best: Seen) -> None:
+        self.state, self.best = state, best
+        self.points: list[Point] = []
+        self.rows: list[dict] = []
+
+    def __call__(self, load: float) -> Point:
+        state, budget = self.state, self.state.record["budget"]
+        if state.plan.budget_runs is not None and budget["runs_used"] + 1 > state.plan.budget_runs:
+            raise _BudgetSpent
+        m = state.measurer.measure(dataclasses.replace(self.best.config, max_concurrency=int(load)), 1)
+        budget["runs_used"] += m.fresh
         point = point_from_result(load, m.results[0])
-        points.append(point)
-        rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
-                     **_means(m.results[0])})
+        self.points.append(point)
+        self.rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
+                          **_means(m.results[0])})
         state.say(f"operating point: concurrency {load:g}: {point.throughput:.1f} out tok/s")
-        if not plan.slo and find_knee(points, latency_key=LATENCY_KEY).saturated:
-            break
-        if plan.slo and not meets(point, plan.slo):
-            break
-    return _chosen(plan, points, rows)
+        return point
 
 
 def _means(result: dict) -> dict:
@@ -60,7 +76,8 @@ def _chosen(plan, points: list[Point], rows: list[dict]) -> dict | None:
         fine = [i for i, p in enumerate(points) if meets(p, plan.slo)]
         if not fine:
             return _point(rows, None, "no load on the ladder meets the SLO")
-        return _point(rows, fine[-1], f"the most load on the ladder that meets every SLO ({_slo(plan.slo)})")
+        why = f"the most load on the ladder that meets every SLO ({slo_text(plan.slo, 'words')})"
+        return _point(rows, fine[-1], why)
     knee = find_knee(points, latency_key=LATENCY_KEY)
     if knee.operating_index is None:
         return _point(rows, None, knee.reason)
@@ -73,6 +90,3 @@ def _point(rows: list[dict], i: int | None, why: str) -> dict:
     return {"over": "concurrency", "load": at["load"], "output_tok_s": at["output_tok_s"],
             "mean_ttft_ms": at["mean_ttft_ms"], "mean_tpot_ms": at["mean_tpot_ms"], "why": why, "points": rows}
 
-
-def _slo(slo: dict) -> str:
-    return ", ".join(f"{k.replace('_', ' ')} ≤ {v:g} ms" for k, v in slo.items())

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from servelab import __version__
 from servelab.config import BenchSpec
-from servelab.engines.kinds import kind_of
+from servelab.engines.kinds import kind_of, serve_command
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.optimize import record as rec
@@ -181,15 +181,12 @@ def final_section(plan: OptimizePlan, best: dict) -> dict:
 
 
 def serve_line(plan: OptimizePlan, config: Config) -> str:
-    from servelab.sweep.tune import serve_command
-
     if plan.kind == "external":
         return "(an external server: not restarted; only the client's settings changed)"
     args = served_args(config, plan.engine.spec.kind)
     spec = dataclasses.replace(plan.engine.spec, args=args, env=config.env)
-    if plan.fast or spec.kind == "sim":
-        return ("servelab serve --engine sim -- " + shlex.join(args)
-                + "   # SIMULATED: try these knobs on the real engine")
+    if plan.fast or spec.kind == "sim":  # the knobs to try on a real engine
+        return serve_command(dataclasses.replace(spec, kind="sim"))
     if spec.kind == "embedded":
         spec = kind_of(spec).resolve(spec)
     if config.model is not None:

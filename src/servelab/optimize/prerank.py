@@ -22,9 +22,8 @@ from servelab.metrics.noise import NOISE_FLOOR
 from servelab.optimize.config import Config, Move, apply, next_value
 from servelab.optimize.measure import SimMeasurer
 from servelab.optimize.steps import OBJECTIVES, Seen, seen, step_dict
+from servelab.sim import options as sim_options
 
-SIMULABLE = ("--max-num-seqs", "--max-num-batched-tokens", "--block-size", "--kv-cache-tokens",
-             "--enable-prefix-caching", "--no-enable-prefix-caching")
 LADDER = 4  # values of a doubling tried in the model: ×2 … ×16
 
 
@@ -112,7 +111,7 @@ def _limit(state, move: Move) -> float:
 
 def simulable(move: Move) -> bool:
     c = move.change
-    return (c.kind == CLIENT and c.name == "max_concurrency") or (c.kind == FLAG and c.name in SIMULABLE)
+    return (c.kind == CLIENT and c.name == "max_concurrency") or (c.kind == FLAG and sim_options.simulable(c.name))
 
 
 def _as_is(config: Config, evidence: dict) -> Config:
@@ -125,10 +124,8 @@ def to_sim(config: Config, evidence: dict) -> Config:
     values from the evidence where not given), the KV size the engine reported."""
     args, it = [], iter(config.engine_args)
     for a in it:
-        if a in SIMULABLE[-2:]:
-            args.append(a)
-        elif a in SIMULABLE:
-            args += [a, next(it, "")]
+        if sim_options.simulable(a):
+            args += [a] if sim_options.knob(a) in sim_options.SWITCHES else [a, next(it, "")]
     for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens")):
         if flag not in args and evidence.get(key):
             args += [flag, str(evidence[key])]

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from servelab.metrics.noise import NOISE_FLOOR, TAIL_FACTOR
 from servelab.results.layout import OPTIMIZE_FILE, write_json_atomic
-# NaN and ±inf as null (JSON has neither): tune's pre-ranking's walker, not a third copy
-from servelab.sweep.presim import _finite as finite
+from servelab.results.store import finite  # NaN and ±inf as null: JSON has neither
 
 SCHEMA = "servelab.optimize/1"
 FILE = OPTIMIZE_FILE  # the name is results/layout.py's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servelab.search.slo import text as slo_text
 from servelab.search.table import markdown as md_table
 from servelab.search.table import num
 
@@ -311,7 +312,7 @@ def fixed_text(fixed: dict) -> str:
 def method(doc: dict) -> list[tuple[str, str]]:
     """What was fixed, what was free, how a gain was judged, what it cost, why it stopped."""
     obj, eng, noise = doc["objective"], doc["engine"], doc["noise"]
-    slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in (obj.get("slo") or {}).items())
+    slo = slo_text(obj.get("slo") or {})
     fixed = fixed_text(doc["workload"].get("fixed") or {})
     free = "; ".join(doc["workload"].get("free") or ["the client's concurrency and workers"])
     plan = doc.get("plan_check")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from servelab.metrics.noise import BETTER, NOISE_FLOOR, TAIL_FACTOR, Spread, verdict
 from servelab.optimize.config import Config, Move
-from servelab.optimize.measure import Measured
+from servelab.optimize.measure import Repeats
 
 # objective -> (the result's key it reads, higher is better, what it is called)
 OBJECTIVES = {"throughput": ("output_throughput", True, "output tok/s"),
@@ -33,7 +33,7 @@ class Seen:
         return Spread(self.values.get(key) or (0.0,))
 
 
-def seen(config: Config, m: Measured) -> Seen:
+def seen(config: Config, m: Repeats) -> Seen:
     d = m.diagnosis
     top = (d.get("verdicts") or [{}])[0]
     lines = (top.get("summary", ""), *(d.get("checked") or ()))
@@ -60,7 +60,7 @@ def compare(best: Seen, cand: Seen, objective: str) -> tuple[str, float | None]:
     return verdict(a, b, higher, floor), gain
 
 
-def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Measured | None,
+def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats | None,
               judged: tuple[str, float | None] | None,
               why: str, simulated: bool = False) -> dict:
     """The contract's STEP: the verdict acted on and its evidence, the change, what it gave, kept or not."""

@@ -161,12 +161,17 @@ def json_chunks(result: dict):
     yield "}"
 
 
-def finite(obj):
-    """JSON has no NaN/inf: write them as null (vLLM writes invalid JSON here)."""
+def finite(obj, as_text: bool = False):
+    """The one NaN filter: JSON has no NaN or ±inf, so they become null (a statistic with no
+    samples; vLLM writes invalid JSON here). ``as_text``: provenance, a flag's value as given
+    (``--request-rate inf``): they become their text ("inf"), and an object JSON has no
+    form for its ``str``. Tuples become lists, as json.dumps writes them."""
     if isinstance(obj, float) and not math.isfinite(obj):
-        return None
+        return str(obj) if as_text else None
     if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [finite(v) for v in obj]
+        return {k: finite(v, as_text) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v, as_text) for v in obj]
+    if as_text and not isinstance(obj, (str, int, float, bool, type(None))):
+        return str(obj)
     return obj

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servelab.search.points import Point
+from servelab.search.slo import meets
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +94,18 @@ def _no_knee(pts: list[Point], near: list[int], min_gain: float, key: str) -> Kn
 
 
 def climb(measure: Callable[[float], Point], ladder: list[float], min_gain: float = 0.05,
-          max_latency_growth: float = 0.20, latency_key: str = "median_e2el") -> list[Point]:
+          max_latency_growth: float = 0.20, latency_key: str = "median_e2el",
+          limits: dict[str, float] | None = None) -> list[Point]:
     """Measure the ladder bottom up; stop at the first point that saturates (more load
-    past a knee only buys latency, and a run there is the slowest of the sweep)."""
+    past a knee only buys latency, and a run there is the slowest of the sweep) — or, with
+    ``limits`` (an SLO), at the first that misses them. A ``measure`` that knows a budget
+    ends the climb early by raising."""
     points: list[Point] = []
     for load in ladder:
         points.append(measure(load))
-        if find_knee(points, min_gain, max_latency_growth, latency_key).saturated:
+        over = not meets(points[-1], limits) if limits else \
+            find_knee(points, min_gain, max_latency_growth, latency_key).saturated
+        if over:
             break
     return points
 

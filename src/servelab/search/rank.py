@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass
 
 from servelab.search.points import Point
-from servelab.search.slo import meets
+from servelab.search.slo import meets, text as slo_text
 
 OBJECTIVES = ("throughput", "goodput")
 # Why a config has no runs; the tune report shows each with its reason.
@@ -86,7 +86,7 @@ class Ranked:
 
 
 def rule_text(objective: str, limits: dict[str, float]) -> str:
-    slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items()) or "no latency limit"
+    slo = slo_text(limits) or "no latency limit"
     what = "output tok/s" if objective == "throughput" else "goodput (req/s meeting the SLO)"
     return (f"score = median − spread of {what} over repeats (spread = half the range; one run pays the "
             f"largest spread a repeated config showed), at the best load where every repeat meets: "

@@ -19,6 +19,19 @@ from dataclasses import dataclass
 from servelab.search.points import Point
 
 
+# How a limit's name is spelled (each kept as it was printed before one home held them): as
+# its key (``p99_ttft``: the rules, optimize's report), as words (``p99 ttft``: optimize's
+# operating point), as the metric (``p99 TTFT``: tune --simulate's table).
+SPELLINGS = {"key": lambda k: k, "words": lambda k: k.replace("_", " "),
+             "metric": lambda k: f"{k.split('_', 1)[0]} {k.split('_', 1)[1].upper()}"}
+
+
+def text(limits: dict[str, float], spelling: str = "key") -> str:
+    """The one SLO text: {"p99_ttft": 500} -> "p99_ttft ≤ 500 ms", limits joined by ", "."""
+    name = SPELLINGS[spelling]
+    return ", ".join(f"{name(k)} ≤ {v:g} ms" for k, v in limits.items())
+
+
 @dataclass(frozen=True, slots=True)
 class SLOResult:
     status: str  # "met" | "none-meets" | "all-meet"
@@ -70,7 +83,7 @@ def interpolate(lo: Point, hi: Point, limits: dict[str, float]) -> float:
 
 def search(measure: Callable[[float], Point], ladder: list[float], limits: dict[str, float],
            integer: bool = True, rel_tol: float = 0.1, max_bisect: int = 4) -> SLOResult:
-    rule = "meets = no failures and " + ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items())
+    rule = "meets = no failures and " + text(limits)
     seen: list[Point] = []
     lo = hi = None
     for load in ladder:

@@ -1,9 +1,13 @@
-"""The simulated engine's flags, one definition for two places.
+"""The simulated engine's flags, one definition for two places, and the one way from flags
+to the engine.
 
 ``servelab bench --simulate`` takes them prefixed (``--sim-max-num-seqs``), beside the
 client's flags; the ``sim`` engine's server takes them under vLLM's own names
 (``--max-num-seqs``), so a sweep or a tuning run varies a sim engine's knobs exactly as
-it varies a real vLLM's.
+it varies a real vLLM's. A bench spec keeps the ``--sim-*`` values given (``given``, in
+``BenchSpec.sim_flags``) whether or not it simulates, so they are part of a run's identity;
+a tuner builds each configuration's engine from them and its vLLM-named knobs with
+``engine_from_flags`` — nothing parses a spec's argv again.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ MOE_FLAGS = (
 def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     g = parser.add_argument_group("simulated engine" + (f" (--{prefix}*)" if prefix else ""))
     for name, typ, default, text in LIMIT_FLAGS:
-        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=typ, default=default,
+        g.add_argument(f"--{prefix}{name}", dest=dest(name), type=typ, default=default,
                        help=f"{text} (default %(default)s)")
     # One dest, two flags (vLLM's pair); the default is set on both, or store_false's True would win.
     g.add_argument(f"--{prefix}enable-prefix-caching", dest="sim_no_prefix_caching", action="store_false",
@@ -59,18 +63,65 @@ def add_engine_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> N
     g.add_argument(f"--{prefix}no-enable-prefix-caching", dest="sim_no_prefix_caching", action="store_true",
                    default=False, help="prefix cache off")
     for name, default, text in STEP_FLAGS:
-        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=float, default=default,
+        g.add_argument(f"--{prefix}{name}", dest=dest(name), type=float, default=default,
                        help=f"{text} (default %(default)s)")
     for name, typ, default, text in MOE_FLAGS:
-        g.add_argument(f"--{prefix}{name}", dest=_dest(name), type=typ, default=default,
+        g.add_argument(f"--{prefix}{name}", dest=dest(name), type=typ, default=default,
                        help=f"{text} (default %(default)s)")
     g.add_argument(f"--{prefix}step-model", dest="sim_step_model", default=None, metavar="JSON",
                    help="a step model file (a calibration's output: StepModel fields in seconds); "
                         "replaces the --step-* values")
 
 
-def _dest(name: str) -> str:
+def dest(name: str) -> str:
+    """Where a parsed flag lands: ``max-num-seqs`` -> ``sim_max_num_seqs`` (either prefix)."""
     return "sim_" + name.replace("-", "_")
+
+
+# Knobs the simulator models, in vLLM's names (a tuner's --knob, an optimizer's change); the
+# rest (memory fraction, model length, a quantized model) change nothing it can see.
+SIMULABLE = ("max-num-seqs", "max-num-batched-tokens", "block-size", "enable-prefix-caching", "kv-cache-tokens")
+SWITCHES = ("enable-prefix-caching",)  # on and off as --NAME / --no-NAME, with no value
+
+
+def knob(flag: str) -> str:
+    """A vLLM flag's knob name: ``--no-enable-prefix-caching`` -> ``enable-prefix-caching``."""
+    return flag.removeprefix("--").removeprefix("no-")
+
+
+def simulable(flag: str) -> bool:
+    """Whether the simulator models this vLLM flag (``--max-num-seqs``, ``--no-enable-prefix-caching``)."""
+    name = knob(flag)
+    return flag.startswith("--") and name in SIMULABLE and (name in SWITCHES or not flag.startswith("--no-"))
+
+
+def given(args: argparse.Namespace) -> tuple[tuple[str, object], ...]:
+    """The simulated engine's values given other than their defaults, as (dest, value) pairs
+    in the flags' order (``--sim-*`` or vLLM-named: the dests are the same)."""
+    defaults = vars(_parser().parse_args([]))
+    return tuple((d, getattr(args, d)) for d, default in defaults.items() if getattr(args, d) != default)
+
+
+def engine_from_flags(values: tuple[tuple[str, object], ...] = (), flags=(),
+                      known_only: bool = False) -> tuple[EngineLimits, StepModel]:
+    """The simulated engine: the defaults, then ``values`` (``given``'s pairs: a spec's
+    ``sim_flags``), then ``flags`` in vLLM's names (an engine's args, a tuner's knobs; the last
+    of a repeated flag wins). ``known_only``: flags it does not take are left out (a sim
+    server's args say where it listens too); otherwise they, and a bad value, are an InputError."""
+    parser, namespace = _parser(), argparse.Namespace(**dict(values))
+    try:
+        args, unknown = parser.parse_known_args([str(f) for f in flags], namespace=namespace)
+    except argparse.ArgumentError as exc:
+        raise InputError(f"simulated engine: {exc}") from None
+    if unknown and not known_only:
+        raise InputError(f"simulated engine: {' '.join(unknown)} is not a flag it takes")
+    return from_args(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    add_engine_arguments(parser)
+    return parser
 
 
 def from_args(args: argparse.Namespace) -> tuple[EngineLimits, StepModel]:

@@ -56,12 +56,21 @@ NOT_IDENTITY = frozenset({
 })
 
 
+# Fields added to the spec after markers hashed it, left out of the identity while empty (their
+# default), so a folder written before keeps its finished runs; by name, at any depth.
+WHEN_SET = frozenset({
+    "sim_flags",  # BenchSpec: the --sim-* values given (issue 33); before, argv alone carried them
+})
+
+
 def canonical(value, skip: frozenset[str] = frozenset(), at: str = ""):
-    """``value`` as plain JSON: dataclasses as {field: …} (``skip``: dotted paths left out),
-    tuples as lists, floats as their repr ("inf", "0.1": JSON has no inf, and one float
-    has one spelling). Anything else is a TypeError, never a silent ``repr`` of an object."""
+    """``value`` as plain JSON: dataclasses as {field: …} (``skip``: dotted paths left out;
+    a ``WHEN_SET`` field while empty), tuples as lists, floats as their repr ("inf", "0.1":
+    JSON has no inf, and one float has one spelling). Anything else is a TypeError, never a
+    silent ``repr`` of an object."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        named = ((f.name, f"{at}{f.name}") for f in dataclasses.fields(value))
+        named = ((f.name, f"{at}{f.name}") for f in dataclasses.fields(value)
+                 if not (f.name in WHEN_SET and not getattr(value, f.name)))
         return {name: canonical(getattr(value, name), skip, path + ".") for name, path in named if path not in skip}
     if isinstance(value, dict):
         return {str(k): canonical(v, skip, f"{at}{k}.") for k, v in value.items()}

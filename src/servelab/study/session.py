@@ -31,7 +31,7 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
 from servelab.engines.engine import ENGINE_LOG
-from servelab.engines.kinds import kind_of
+from servelab.engines.kinds import DEV_MODE, kind_of
 from servelab.engines.vllm import reset_prefix_cache
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
@@ -139,8 +139,8 @@ def resolve_spec(entry: EngineEntry, port: int) -> EngineSpec:
     the vLLM spec it runs); vLLM gets dev mode so the study can empty its prefix cache between runs."""
     spec = dataclasses.replace(entry.spec, port=port) if entry.port is None else entry.spec
     spec = kind_of(spec).resolve(spec)
-    if spec.kind == "vllm" and entry.reset_prefix_cache and "VLLM_SERVER_DEV_MODE" not in spec.env:
-        spec = dataclasses.replace(spec, env={**spec.env, "VLLM_SERVER_DEV_MODE": "1"})
+    if spec.kind == "vllm" and entry.reset_prefix_cache and DEV_MODE not in spec.env:
+        spec = dataclasses.replace(spec, env={**spec.env, DEV_MODE: "1"})
     return spec
 
 

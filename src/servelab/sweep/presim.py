@@ -8,29 +8,23 @@ are saved as ``presim.md`` / ``presim.json`` in the tune's results folder.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from servelab.config import check_spec
 from servelab.errors import InputError
-from servelab.sim.options import add_engine_arguments, from_args
+from servelab.sim.options import SIMULABLE, engine_from_flags
 from servelab.measure.run import execute
 from servelab.results.layout import PRESIM_FILE, PRESIM_REPORT_FILE
+from servelab.results.store import finite
 from servelab.sweep.ladder import LOADS, load_workload
 from servelab.search.knobs import config_name, configs, knob_flags
 from servelab.search.points import Point, point_from_result
-from servelab.search.slo import meets
-
-# Knobs the simulator models (under --sim-NAME); the rest (memory fraction, model
-# length, a quantized model) change nothing it can see.
-SIMULABLE = ("max-num-seqs", "max-num-batched-tokens", "block-size", "enable-prefix-caching", "kv-cache-tokens")
-
+from servelab.search.slo import meets, text as slo_text
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
@@ -39,12 +33,13 @@ class Ranked:
     points: tuple[Point, ...]
 
 
-def sim_flags(choice: dict[str, str]) -> list[str]:
+def simulated_flags(choice: dict[str, str]) -> list[str]:
+    """A combination's knobs as the simulated engine's (vLLM-named) flags; one it does not model is refused."""
     bad = [name for name in choice if name not in SIMULABLE]
     if bad:
         raise InputError(f"--knob {bad[0]} cannot be simulated (the simulator models {', '.join(SIMULABLE)}); "
                          "drop it, or tune without --simulate")
-    return ["--sim-" + f[2:] if f.startswith("--") else f for f in knob_flags(choice)]
+    return knob_flags(choice)
 
 
 def rank(plan) -> list[Ranked]:
@@ -61,19 +56,16 @@ def rank(plan) -> list[Ranked]:
 def measure(plan, choice: dict[str, str], load: float) -> Point:
     spec = load_workload(plan.spec, plan.over, load, None).spec  # p50/p99 of E2EL too, at this load
     quiet = dataclasses.replace(spec.output, progress=False, telemetry=False)
-    spec = dataclasses.replace(spec, simulate=engine_for(plan.argv, choice), output=quiet)
+    spec = dataclasses.replace(spec, simulate=engine_for(spec, choice), output=quiet)
     check_spec(spec)  # as bench checks a parsed one (e.g. --simulate with --workers is refused)
     with contextlib.redirect_stdout(io.StringIO()):
         result = execute(spec).result
     return point_from_result(load, result)
 
 
-def engine_for(argv: tuple[str, ...], choice: dict[str, str]):
-    """The simulated engine of one combination: the workload's own --sim-* flags, then the knobs'."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_engine_arguments(parser, prefix="sim-")
-    given, _ = parser.parse_known_args(list(argv))
-    return from_args(parser.parse_args(sim_flags(choice), namespace=given))
+def engine_for(spec, choice: dict[str, str]):
+    """The simulated engine of one combination: the workload's own --sim-* values, then the knobs'."""
+    return engine_from_flags(spec.sim_flags, simulated_flags(choice))
 
 
 def score(p: Point | None, objective: str) -> float:
@@ -85,9 +77,9 @@ def score(p: Point | None, objective: str) -> float:
 def text(plan, ranked: list[Ranked]) -> str:
     unit = "out tok/s" if plan.objective == "throughput" else "goodput req/s"
     slo = plan.slo or {}
+    said = [f"SLO: {slo_text(slo, 'metric')}; a load counts only when it meets every limit, without errors", ""]
     lines = ["SIMULATED pre-ranking (servelab's vLLM V1 scheduler model; no engine ran)", "",
-             *([f"SLO: {slo_text(slo)}; a load counts only when it meets every limit, without errors", ""]
-               if slo else []),
+             *(said if slo else []),
              f"| rank | config | best {LOADS[plan.over][1]} | {unit} | p99 TTFT ms | p99 E2EL ms |"
              + (" SLO met |" if slo else ""),
              "|:--|:--|--:|--:|--:|--:|" + ("--:|" if slo else "")]
@@ -104,11 +96,6 @@ def text(plan, ranked: list[Ranked]) -> str:
     return "\n".join(lines)
 
 
-def slo_text(slo: dict[str, float]) -> str:
-    """{"p99_ttft": 500} -> "p99 TTFT ≤ 500 ms"."""
-    return ", ".join(f"{k.split('_', 1)[0]} {k.split('_', 1)[1].upper()} ≤ {v:g} ms" for k, v in slo.items())
-
-
 def save(plan, ranked: list[Ranked], shown: str) -> Path:
     """``presim.md`` (the table as printed) and ``presim.json`` (every point) in the tune's folder."""
     folder = Path(plan.folder)
@@ -118,16 +105,6 @@ def save(plan, ranked: list[Ranked], shown: str) -> Path:
             "ranked": [{"config": r.name, "best": asdict(r.best) if r.best else None,
                         "points": [asdict(p) for p in r.points]} for r in ranked]}
     path = folder / PRESIM_FILE
-    path.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
 
-
-def _finite(value):
-    """NaN (a statistic with no samples) and ±inf as null: JSON has neither."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

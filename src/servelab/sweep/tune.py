@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 from servelab.engines import EngineSpec
 from servelab.engines.embedded import as_vllm
 from servelab.engines.engine import ENGINE_LOG
-from servelab.engines.kinds import kind_of
+from servelab.engines.kinds import serve_command
 from servelab.engines.ready import last_lines
 from servelab.engines.spec import flag_value
 from servelab.errors import EngineError, InputError
@@ -42,8 +41,6 @@ from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, to
 from servelab.telemetry.gpu import gpu_devices
 
 LOG_TAIL = 15
-# Set only so the study can empty the prefix cache between runs: not part of what to serve.
-MEASUREMENT_ENV = ("VLLM_SERVER_DEV_MODE",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,42 +311,6 @@ def _engine_facts(runs: EngineRuns) -> dict:
 def _device_gib() -> float | None:
     """The first GPU's memory (NVML); None on a CPU machine — then utilization changes are not estimated."""
     return next((d["memory_total_gib"] for d in gpu_devices()), None)
-
-
-# --- the winner ---
-
-def serve_command(spec: EngineSpec) -> str:
-    """How to serve the winner: ``vllm serve MODEL <flags as measured>`` (without our host and
-    port), with the environment it ran under, less what only the measurement needed."""
-    argv = kind_of(spec).command(spec) or []
-    env = {k: v for k, v in {**kind_of(spec).environment(spec), **spec.env}.items() if k not in MEASUREMENT_ENV}
-    if spec.kind == "vllm":
-        argv = ["vllm", "serve", spec.model, *_without_where(argv[_after_model(argv):])]
-    if spec.kind == "sim":  # simulated: nothing to deploy, but the knobs to try on a real engine
-        return "servelab serve --engine sim -- " + shlex.join(_without_where(argv[_after_model(argv):])) \
-            + "   # SIMULATED: try these knobs on the real engine"
-    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
-    return prefix + shlex.join(argv)
-
-
-def _after_model(argv: list[str]) -> int:
-    """Where the flags start: after ``--model M`` (CPU build) or ``serve M`` (``vllm serve``)."""
-    for marker in ("--model", "serve"):
-        if marker in argv:
-            return argv.index(marker) + 2
-    return len(argv)
-
-
-def _without_where(flags: list[str]) -> list[str]:
-    out, skip = [], False
-    for flag in flags:
-        if skip:
-            skip = False
-        elif flag in ("--host", "--port"):
-            skip = True
-        else:
-            out.append(flag)
-    return out
 
 
 def _write(plan: TunePlan, cands: list[Candidate], outcome: TuneOutcome) -> None:
