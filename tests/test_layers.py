@@ -156,3 +156,19 @@ def test_test_modules_have_unique_basenames():
     module of one name stops the whole suite at collection."""
     names = [p.name for p in (SRC.parents[1] / "tests").rglob("*.py") if p.name != "conftest.py"]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def private_imports(path: Path) -> list[str]:
+    """Each ``from servelab.x import _name`` in ``path``: a name its module keeps to itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("servelab"):
+            found += [f"{path.relative_to(SRC)}:{node.lineno} {node.module}.{a.name}"
+                      for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    """What a module shares it names without an underscore; a private name taken by another
+    module is a seam nobody declared (issue 33: five such imports, two of them a pacer copied)."""
+    assert [hit for path in MODULES for hit in private_imports(path)] == []
