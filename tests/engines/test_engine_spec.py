@@ -38,7 +38,7 @@ def test_external_base_url_is_the_url():
     (dict(kind="vllm", model="m", port=0), "port 0 is not in 1..65535"),
     (dict(kind="vllm", model="m", ready_timeout_s=0), "ready_timeout_s must be > 0"),
     (dict(kind="external"), "kind external needs url="),
-    (dict(kind="command", ready_url="http://x/health"), "kind command needs a command line"),
+    (dict(kind="command", ready_url="http://127.0.0.1:8000/health"), "kind command needs a command line"),
     (dict(kind="command", command=["srv"]), "kind command needs ready_url="),
     (dict(kind="command", command=["srv"], port=8000, ready_url="http://127.0.0.1:9000/health"),
      "ready_url http://127.0.0.1:9000/health is on port 9000 but the engine's port is 8000"),
@@ -98,3 +98,23 @@ def test_vllm_cpu_defaults_yield_to_the_user(tmp_path, monkeypatch):
     assert VllmEngine().environment(spec) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     assert VllmEngine().environment(spec) == {}
+
+
+def test_each_engine_kind_says_how_to_serve_its_winner():
+    """The serve line is the engine kind's: vLLM's is ``vllm serve`` with the flags as
+    measured, the simulator's the knobs to try, any other its command as launched; none
+    keeps the host and port servelab chose, nor the measurement's own environment."""
+    from servelab.engines.kinds import ENGINES, serve_command
+    from servelab.engines.spec import EngineSpec
+
+    vllm = EngineSpec(name="w", kind="vllm", model="Qwen/Qwen3-8B", args=("--max-num-seqs", "64"), port=8123,
+                      env={"VLLM_SERVER_DEV_MODE": "1", "HF_HOME": "/h"})
+    line = serve_command(vllm)
+    assert line.startswith("HF_HOME=/h ") and " vllm serve Qwen/Qwen3-8B " in line  # its CPU defaults between
+    assert line.endswith(" --max-num-seqs 64")
+    assert "8123" not in line and "VLLM_SERVER_DEV_MODE" not in line
+    sim = serve_command(EngineSpec(name="s", kind="sim", args=("--max-num-seqs", "4"), port=8123))
+    assert sim == "servelab serve --engine sim -- --max-num-seqs 4   # SIMULATED: try these knobs on the real engine"
+    command = EngineSpec(name="c", kind="command", command=("my-server", "--fast"), ready_url="http://127.0.0.1:8000/health")
+    assert serve_command(command) == "my-server --fast"
+    assert all(callable(getattr(kind, "serve_command", None)) for kind in ENGINES.values())

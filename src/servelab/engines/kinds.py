@@ -7,22 +7,16 @@ ready. Everything else — process group, log, watchdog, stop — is shared
 
 from __future__ import annotations
 
-import shlex
 from typing import Protocol
 
 from servelab.engines.embedded import as_vllm
 from servelab.engines.llamacpp import LlamaCppEngine
 from servelab.engines.ready import Probe
+from servelab.engines.serve_line import paste
 from servelab.engines.sim import SimEngine
 from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import VllmEngine
 from servelab.errors import InputError
-
-
-# vLLM's /reset_prefix_cache answers only with it: a study sets it to empty the prefix cache
-# between runs, so it is part of the measurement, not of what to serve.
-DEV_MODE = "VLLM_SERVER_DEV_MODE"
-MEASUREMENT_ENV = (DEV_MODE,)
 
 
 class EngineKind(Protocol):
@@ -40,6 +34,9 @@ class EngineKind(Protocol):
 
     def probes(self, spec: EngineSpec) -> list[Probe]:
         """What must answer before the engine counts as ready."""
+
+    def serve_command(self, spec: EngineSpec) -> str:
+        """How to serve a tuner's winner: the line a user pastes (engines/serve_line.py)."""
 
 
 def openai_probes(base_url: str) -> list[Probe]:
@@ -64,6 +61,9 @@ class ExternalEngine:
     def probes(self, spec: EngineSpec) -> list[Probe]:
         return openai_probes(spec.base_url)
 
+    def serve_command(self, spec: EngineSpec) -> str:
+        return paste(self.command(spec) or [], {**self.environment(spec), **spec.env})
+
 
 class CommandEngine:
     """Any command line that starts a server on spec.host:spec.port; ready when ready_url answers."""
@@ -81,6 +81,9 @@ class CommandEngine:
 
     def probes(self, spec: EngineSpec) -> list[Probe]:
         return [Probe(spec.ready_url)]
+
+    def serve_command(self, spec: EngineSpec) -> str:
+        return paste(self.command(spec) or [], {**self.environment(spec), **spec.env})
 
 
 class EmbeddedEngine:
@@ -101,6 +104,9 @@ class EmbeddedEngine:
     def probes(self, spec: EngineSpec) -> list[Probe]:
         return VllmEngine().probes(self.resolve(spec))
 
+    def serve_command(self, spec: EngineSpec) -> str:  # its CPU build's command line, as launched
+        return paste(self.command(spec), {**self.environment(spec), **spec.env})
+
 
 ENGINES: dict[str, EngineKind] = {  # keys: spec.KINDS, in its order
     "embedded": EmbeddedEngine(),
@@ -120,34 +126,5 @@ def kind_of(spec: EngineSpec) -> EngineKind:
 
 
 def serve_command(spec: EngineSpec) -> str:
-    """How to serve a tuner's winner: ``vllm serve MODEL <flags as measured>`` (without our host
-    and port), with the environment it ran under, less what only the measurement needed."""
-    argv = kind_of(spec).command(spec) or []
-    env = {k: v for k, v in {**kind_of(spec).environment(spec), **spec.env}.items() if k not in MEASUREMENT_ENV}
-    if spec.kind == "vllm":
-        argv = ["vllm", "serve", spec.model, *_without_where(argv[_after_model(argv):])]
-    if spec.kind == "sim":  # simulated: nothing to deploy, but the knobs to try on a real engine
-        return "servelab serve --engine sim -- " + shlex.join(_without_where(argv[_after_model(argv):])) \
-            + "   # SIMULATED: try these knobs on the real engine"
-    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
-    return prefix + shlex.join(argv)
-
-
-def _after_model(argv: list[str]) -> int:
-    """Where the flags start: after ``--model M`` (CPU build) or ``serve M`` (``vllm serve``)."""
-    for marker in ("--model", "serve"):
-        if marker in argv:
-            return argv.index(marker) + 2
-    return len(argv)
-
-
-def _without_where(flags: list[str]) -> list[str]:
-    out, skip = [], False
-    for flag in flags:
-        if skip:
-            skip = False
-        elif flag in ("--host", "--port"):
-            skip = True
-        else:
-            out.append(flag)
-    return out
+    """How to serve a tuner's winner, in its engine kind's words (engines/serve_line.py)."""
+    return kind_of(spec).serve_command(spec)

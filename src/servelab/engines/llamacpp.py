@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from servelab.engines.ready import Probe
+from servelab.engines.serve_line import paste
 from servelab.engines.spec import EngineSpec
 from servelab.errors import InputError
 
@@ -38,3 +39,6 @@ class LlamaCppEngine:
     def probes(self, spec: EngineSpec) -> list[Probe]:
         # llama-server answers /health with 503 while loading, 200 once the model is in.
         return [Probe(f"{spec.base_url}/health"), Probe(f"{spec.base_url}/v1/models")]
+
+    def serve_command(self, spec: EngineSpec) -> str:
+        return paste(self.command(spec), {**self.environment(spec), **spec.env})

@@ -9,10 +9,12 @@ tuning run against it unchanged. Its flags keep vLLM's names (``--max-num-seqs``
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from servelab.engines.ready import Probe
+from servelab.engines.serve_line import flags_after_model
 from servelab.engines.spec import EngineSpec
 
 
@@ -34,3 +36,8 @@ class SimEngine:
 
     def probes(self, spec: EngineSpec) -> list[Probe]:
         return [Probe(f"{spec.base_url}/health"), Probe(f"{spec.base_url}/v1/models")]
+
+    def serve_command(self, spec: EngineSpec) -> str:
+        """Nothing to deploy, but the knobs to try on a real engine."""
+        return ("servelab serve --engine sim -- " + shlex.join(flags_after_model(self.command(spec)))
+                + "   # SIMULATED: try these knobs on the real engine")

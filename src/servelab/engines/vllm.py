@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from servelab.engines.ready import Probe
+from servelab.engines.serve_line import flags_after_model, paste
 from servelab.engines.spec import EngineSpec, flag_value
 from servelab.errors import InputError
 
@@ -79,6 +80,11 @@ class VllmEngine:
     def probes(self, spec: EngineSpec) -> list[Probe]:
         # /health answers 200 only once the engine core is up; /v1/models then lists the model.
         return [Probe(f"{spec.base_url}/health"), Probe(f"{spec.base_url}/v1/models")]
+
+    def serve_command(self, spec: EngineSpec) -> str:
+        """``vllm serve MODEL`` with the flags as measured: the same server on a GPU machine."""
+        argv = ["vllm", "serve", spec.model, *flags_after_model(self.command(spec))]
+        return paste(argv, {**self.environment(spec), **spec.env})
 
 
 def _missing_defaults(args: tuple[str, ...]) -> list[str]:

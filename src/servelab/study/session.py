@@ -31,7 +31,8 @@ from pathlib import Path
 
 from servelab.engines import EngineSpec, start_engine
 from servelab.engines.engine import ENGINE_LOG
-from servelab.engines.kinds import DEV_MODE, kind_of
+from servelab.engines.kinds import kind_of
+from servelab.engines.serve_line import DEV_MODE
 from servelab.engines.vllm import reset_prefix_cache
 from servelab.errors import EngineError
 from servelab.config import BenchSpec, ServerSpec
