@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servelab.client.http import Pool, Response
+from servelab.clock import cpu_s
 
 _now = time.perf_counter_ns
 
@@ -64,6 +65,10 @@ class Counters:
     in_flight: int = 0
     lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
     t0_ns: int = 0  # the run's start instant, once it has one
+
+    def client_cpu_s(self) -> float:
+        """The client's CPU seconds so far: this process's (telemetry's client samples)."""
+        return cpu_s()
 
     def as_row(self) -> list[int]:
         """The live counts as ints in COUNTER_ROW's order: what a client worker publishes."""

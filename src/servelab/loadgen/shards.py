@@ -152,6 +152,9 @@ class Live(Counters):
             setattr(self, name, max(column) if name == "lag_ns" else sum(column))
         self.cpu_s = max(r[-1] for r in rows) / 1e9
 
+    def client_cpu_s(self) -> float:
+        return self.cpu_s  # the busiest shard's, as of the last refresh
+
 
 @dataclass(slots=True)
 class WorkersRun:

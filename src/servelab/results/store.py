@@ -19,7 +19,6 @@ import numpy as np
 from servelab.errors import ServelabError
 from servelab.metrics.summary import NS_PER_S, Summary, itl_ns
 from servelab.metrics.tally import OK, Tally
-from servelab.records import RequestRecord
 from servelab.results.records_file import RecordSink, RecordsFile, record_dict, write_atomic
 
 __all__ = ["RecordSink", "RecordsFile", "record_dict"]  # their home is results/records_file.py
@@ -126,12 +125,6 @@ def write_result(result: dict, path: Path, append: bool, writer=os.write) -> Non
                                 f"the file is back to its old length ({old} bytes)") from None
     finally:
         os.close(fd)
-
-
-def write_records(records: list[RequestRecord], t0_ns: int, path: Path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(record_dict(r, t0_ns)) + "\n")
 
 
 def records_path(result_path: Path, date: str, append: bool) -> Path:

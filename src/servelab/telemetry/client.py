@@ -1,19 +1,31 @@
 """The client's own state, read by a cheap timer on the client's event loop.
 
-Each tick copies a few integers from the runner's ``Counters`` (duck-typed:
-``dispatched``, ``done``, ``failed``, ``in_flight``, ``lag_ns``) and the process
-CPU time — microseconds of work, nothing parsed, nothing sent. Rows are turned
-into timeline samples only after the run.
+Each tick copies a few integers from the runner's counters (``ClientCounters``:
+loadgen/pacer.Counters, or client workers' summed ``Live``) and the client's CPU time —
+microseconds of work, nothing parsed, nothing sent. Rows are turned into timeline
+samples only after the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-
-from servelab.clock import cpu_s
+from typing import Protocol
 
 _now = time.perf_counter_ns
+
+
+class ClientCounters(Protocol):
+    """What the sampler reads of a run's live counters (loadgen/pacer.Counters is one)."""
+
+    dispatched: int
+    done: int
+    failed: int
+    in_flight: int
+    lag_ns: int
+
+    def client_cpu_s(self) -> float:
+        """The client's CPU seconds so far (client workers: the busiest one's, the core that binds)."""
 
 
 class ClientSampler:
@@ -23,7 +35,7 @@ class ClientSampler:
         self.counters = None
         self._task: asyncio.Task | None = None
 
-    def start(self, counters) -> None:
+    def start(self, counters: ClientCounters) -> None:
         """Call from inside the running loop (the bench's on_start hook, at t0)."""
         self.counters = counters
         self._take()
@@ -41,9 +53,7 @@ class ClientSampler:
 
     def _take(self) -> None:
         c = self.counters
-        # counters from client workers carry the busiest worker's CPU (loadgen/shards.py Live)
-        self.rows.append((_now(), c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns,
-                          c.cpu_s if hasattr(c, "cpu_s") else cpu_s()))
+        self.rows.append((_now(), c.dispatched, c.done, c.failed, c.in_flight, c.lag_ns, c.client_cpu_s()))
 
     def samples(self) -> list[dict]:
         """Timeline samples. ``waiting`` = dispatched − done − in flight: requests
