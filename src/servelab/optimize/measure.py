@@ -30,7 +30,7 @@ from servelab.results.runs import run_result
 from servelab.sim.options import engine_from_flags
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
-from servelab.study.file import EngineEntry, Workload
+from servelab.study.entries import EngineEntry, Workload
 from servelab.study.session import Session
 from servelab.sweep.ladder import workload_spec
 

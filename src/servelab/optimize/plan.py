@@ -22,7 +22,7 @@ from servelab.errors import InputError
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, served_args
 from servelab.study import layout
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 
 
 @dataclass(frozen=True, slots=True)

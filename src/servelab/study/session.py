@@ -43,7 +43,8 @@ from servelab.study import gpu_memory, layout
 from servelab.measure.run import BenchOutcome, bench_tokenizer, execute
 from servelab.measure.facts import engine_context, engine_facts, footprint_gib, hardware
 from servelab.study.engine_runs import EngineRuns
-from servelab.study.file import EngineEntry, RunKey, Workload
+from servelab.study.entries import EngineEntry, Workload
+from servelab.study.file import RunKey
 
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report
 

@@ -24,7 +24,7 @@ from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.runner import runs_record
 from servelab.study.session import Session
-from servelab.study.file import EngineEntry, Workload
+from servelab.study.entries import EngineEntry, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search

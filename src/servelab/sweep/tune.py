@@ -32,7 +32,7 @@ from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.runner import runs_record
 from servelab.study.session import Session, SessionRun, resolve_spec
-from servelab.study.file import EngineEntry, Workload
+from servelab.study.entries import EngineEntry, Workload
 from servelab.sweep.ladder import LOADS, EnginePlan, check_latencies, load_given, load_workload
 from servelab.search.fit import Budget, Settings, misfit
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
