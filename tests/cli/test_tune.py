@@ -18,7 +18,8 @@ from servelab.engines.vllm import cpu_dtype, vllm_build
 from servelab.study import session
 from servelab.study.entries import EngineEntry
 from servelab.engines.kinds import serve_command
-from servelab.sweep.tune import config_entry, settings_of
+from servelab.search.fit import settings_of
+from servelab.sweep.tune import config_entry
 
 
 def mock_command(port: int) -> list[str]:
