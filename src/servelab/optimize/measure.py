@@ -176,11 +176,9 @@ class SimMeasurer:
 
         folder = layout.run_dir(runs, workload, repeat)
         layout.clear(folder)
-        out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
-                                  result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
-                                  progress=False, telemetry=True)
         engine = engine_from_flags(self.spec.sim_flags, served_args(config, "sim"))
-        spec = dataclasses.replace(workload.spec, simulate=engine, output=out)
+        spec = dataclasses.replace(workload.spec.into(folder, files.RESULT_FILE, runs.engine.name, progress=False,
+                                                      telemetry=True), simulate=engine)
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \

@@ -204,9 +204,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
 
 def _run_spec(spec: BenchSpec, label: str, engine, folder: Path) -> BenchSpec:
     """The workload's spec, plus where the engine is and where the result goes."""
-    output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
-                                 result_filename=layout.RESULT_FILE, label=label)
-    return dataclasses.replace(spec, server=_where(spec, engine), output=output)
+    return dataclasses.replace(spec.into(folder, files.RESULT_FILE, label), server=_where(spec, engine))
 
 
 def _priced(spec: BenchSpec, runs: EngineRuns) -> BenchSpec:
