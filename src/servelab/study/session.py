@@ -185,8 +185,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
-    with _captured(folder / files.CONSOLE_FILE, echo=verbose):
-        outcome = execute(spec, context=context)
+    outcome = run_into(folder, spec, context, echo=verbose)
     _after_run(engine, folder, facts, log_from)
     if outcome.run.outcome.interrupted:
         raise KeyboardInterrupt  # the run was cut: no marker; the engine stops on the way out
@@ -200,6 +199,14 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
     layout.mark_done(runs, workload, repeat, {"wall_s": round(time.monotonic() - started, 2), "prefix_cache": reset,
                                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return True
+
+
+def run_into(folder: Path, spec: BenchSpec, context: dict | None = None, echo: bool = False) -> BenchOutcome:
+    """One run measured in its run folder (made and emptied by the caller; ``spec`` written into it,
+    ``BenchSpec.into``): what it prints kept as the folder's console.txt, and shown too when ``echo``.
+    A study's, sweep's or tune's run (``Session``), and optimize's simulated one, which has no engine."""
+    with _captured(folder / files.CONSOLE_FILE, echo=echo):
+        return execute(spec, context=context)
 
 
 def _run_spec(spec: BenchSpec, label: str, engine, folder: Path) -> BenchSpec:
