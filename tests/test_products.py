@@ -41,8 +41,8 @@ def test_a_product_folder_implements_one_product():
     for folder, commands in PRODUCTS.items():
         assert (SRC / folder).is_dir()
         users = {c for c in COMMANDS if folder in cli_imports(c)}
-        # report draws any product's results; sweep reads engine entries as study files write them
-        others = users - commands - {"report", "compare"} - ({"sweep", "tune"} if folder == "study" else set())
+        # report draws any product's results
+        others = users - commands - {"report", "compare"}
         assert not others, f"servelab/{folder}/ is a product of {sorted(commands)}, yet {sorted(others)} call it"
         homes = {HOME[c] for c in commands}
         assert homes == {folder}, f"{sorted(commands)} should all live in servelab/{folder}/"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,15 @@ class BenchSpec:
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
+
+    def into(self, folder: str | os.PathLike, result_file: str, label: str, **output) -> BenchSpec:
+        """This spec with its result written to ``folder/result_file`` alone (saved, not appended),
+        labelled ``label``: a run in its run folder (a study's, a replica's, a simulated config's).
+        ``result_file`` is the caller's (``results.layout.RESULT_FILE``: that layer names the files);
+        ``output``: any other output field the caller sets (a replica's run shows no progress bar)."""
+        out = dataclasses.replace(self.output, save_result=True, append_result=False, result_dir=str(folder),
+                                  result_filename=result_file, label=label, **output)
+        return dataclasses.replace(self, output=out)
 
     def flags(self) -> dict:
         """The spec as one flat dict named like the flags (``dataset_name``, ``max_concurrency``,

@@ -261,7 +261,7 @@ def test_real_engine_sweep_over_concurrency_reports_its_saturation_point(
 
 def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     from servelab.config import BenchSpec
-    from servelab.study.file import EngineEntry
+    from servelab.study.entries import EngineEntry
     from servelab.sweep.ladder import SweepOutcome, SweepPlan, verdict_lines
     from servelab.search.knee import find_knee
     from servelab.search.points import Point
@@ -303,7 +303,7 @@ def plateau_outcome(ladder_flag: str = "--stop", slo: dict | None = None, measur
     from types import SimpleNamespace
 
     from servelab.config import BenchSpec
-    from servelab.study.file import EngineEntry
+    from servelab.study.entries import EngineEntry
     from servelab.sweep.ladder import SweepPlan, _outcome
 
     thr = {4: 620.0, 16: 1650.0, 28: 2290.0, 34: 2499.7, 37: 2499.7, 40: 2499.7, 64: 2499.7}

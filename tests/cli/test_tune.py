@@ -16,9 +16,10 @@ from servelab.config import BenchSpec
 from servelab.engines import EngineSpec
 from servelab.engines.vllm import cpu_dtype, vllm_build
 from servelab.study import session
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 from servelab.engines.kinds import serve_command
-from servelab.sweep.tune import config_entry, settings_of
+from servelab.search.fit import settings_of
+from servelab.sweep.tune import config_entry
 
 
 def mock_command(port: int) -> list[str]:

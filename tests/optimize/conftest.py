@@ -11,7 +11,7 @@ import pytest
 from servelab.engines import EngineSpec
 from servelab.flags.bench_serve import add_bench_arguments, bench_spec
 from servelab.optimize.plan import OptimizePlan
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 
 TRUTH = ("--max-num-seqs", "2", "--max-num-batched-tokens", "64", "--kv-cache-tokens", "2048",
          "--step-overhead-ms", "20", "--step-per-token-ms", "0.01")

@@ -25,7 +25,7 @@ from servelab.optimize.config import Config
 from servelab.optimize.loop import optimize
 from servelab.optimize.measure import SimMeasurer, client_workload, engine_runs
 from servelab.optimize.plan import OptimizePlan, check, scale_line, serve_line
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 
 KV_LIMITED = ("--max-num-seqs", "64", "--kv-cache-tokens", "2048", "--step-overhead-ms", "20",
               "--step-per-token-ms", "0.01")

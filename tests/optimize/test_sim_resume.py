@@ -10,7 +10,7 @@ from __future__ import annotations
 from servelab.engines import EngineSpec
 from servelab.optimize.config import Config
 from servelab.optimize.measure import SimMeasurer
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 
 ARGS = ("--max-num-seqs", "2")
 ENGINE = EngineEntry("vllm", EngineSpec(name="vllm", kind="vllm", model="Qwen/Qwen3-8B", args=ARGS), args=ARGS)

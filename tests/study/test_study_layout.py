@@ -13,7 +13,8 @@ from servelab.engines import EngineSpec
 from servelab.study import layout
 from servelab.results.layout import write_marker
 from servelab.study.engine_runs import EngineRuns, study_engine_runs
-from servelab.study.file import EngineEntry, Workload, load_study
+from servelab.study.entries import EngineEntry, Workload
+from servelab.study.file import load_study
 
 ENGINE = EngineEntry("e", EngineSpec(name="e", kind="sim", args=("--max-num-seqs", "2")),
                      args=("--max-num-seqs", "2"))

@@ -9,7 +9,7 @@ from servelab.engines.spec import EngineSpec
 from servelab.search.knee import find_knee
 from servelab.search.points import Point
 from servelab.search.slo import search
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 from servelab.sweep.ladder import SweepOutcome, SweepPlan
 from servelab.sweep.plots import _pyplot, figures, labelled_loads
 

@@ -110,7 +110,7 @@ def engine_entry(args: argparse.Namespace, name: str | None = None):
     """The engine: embedded (default), an external URL, or one given like ``servelab serve``."""
     from servelab.errors import InputError
     from servelab.flags.bench_serve import key_values
-    from servelab.study.file import EngineEntry
+    from servelab.study.entries import EngineEntry
 
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else list(args.engine_args)
     env = key_values(args.env, "--env", strip=False)
@@ -127,7 +127,7 @@ def engine_entry(args: argparse.Namespace, name: str | None = None):
 def _external(args, url: str | None, name: str | None):
     from servelab.engines import EngineSpec
     from servelab.errors import InputError
-    from servelab.study.file import EngineEntry
+    from servelab.study.entries import EngineEntry
 
     if not url:
         raise InputError("--engine external needs --url (or --base-url)")

@@ -30,8 +30,8 @@ from servelab.results.runs import run_result
 from servelab.sim.options import engine_from_flags
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
-from servelab.study.file import EngineEntry, Workload
-from servelab.study.session import Session
+from servelab.study.entries import EngineEntry, Workload
+from servelab.study.session import Session, run_into
 from servelab.sweep.ladder import workload_spec
 
 # What a step's result reports, by the result's key.
@@ -172,20 +172,14 @@ class SimMeasurer:
         return Repeats(tuple(results), tuple(folders), False, fresh)
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
-        from servelab.measure.run import execute
-
         folder = layout.run_dir(runs, workload, repeat)
         layout.clear(folder)
-        out = dataclasses.replace(workload.spec.output, save_result=True, append_result=False,
-                                  result_dir=str(folder), result_filename=layout.RESULT_FILE, label=runs.engine.name,
-                                  progress=False, telemetry=True)
         engine = engine_from_flags(self.spec.sim_flags, served_args(config, "sim"))
-        spec = dataclasses.replace(workload.spec, simulate=engine, output=out)
+        spec = dataclasses.replace(workload.spec.into(folder, files.RESULT_FILE, runs.engine.name, progress=False,
+                                                      telemetry=True), simulate=engine)
         started = time.monotonic()
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / files.CONSOLE_FILE, "w", encoding="utf-8") as console, \
-                contextlib.redirect_stdout(console), contextlib.redirect_stderr(io.StringIO()):
-            execute(spec)
+        with contextlib.redirect_stderr(io.StringIO()):  # its stderr is neither kept nor shown
+            run_into(folder, spec)
         layout.mark_done(runs, workload, repeat, {"wall_s": round(time.monotonic() - started, 2),
                                                   "simulated": "fast"})
 

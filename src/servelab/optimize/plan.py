@@ -11,25 +11,22 @@ import json
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from types import SimpleNamespace
 
 from servelab import __version__
-from servelab.config import BenchSpec
 from servelab.engines.kinds import kind_of, serve_command
-from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, served_args
 from servelab.study import layout
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
+from servelab.sweep.ladder import EnginePlan
 
 
 @dataclass(frozen=True, slots=True)
-class OptimizePlan:
-    name: str
-    engine: EngineEntry
-    spec: BenchSpec  # the fixed workload; its --max-concurrency and --workers start the free variables
+class OptimizePlan(EnginePlan):
+    """``spec``: the fixed workload; its --max-concurrency and --workers start the free variables."""
+
     kind: str  # the knob table's engine kind: vllm, vllm-cpu, llamacpp, sim, command, external
     objective: str = "throughput"
     slo: dict[str, float] | None = None
@@ -38,18 +35,10 @@ class OptimizePlan:
     budget_minutes: float | None = None
     simulate_first: bool = False
     knobs: tuple[str, ...] | None = None  # a command engine: the flags its user says exist
-    results: Path = Path("results")
-    warmup: int = 4
-    port: int = DEFAULT_PORT
-    verbose: bool = False
     fast: bool = False  # every run in the simulator's fast mode (``--engine sim --simulate``)
     operating_point: bool = True
     plan_check: dict | None = None
     alternative_models: tuple[str, ...] = ()  # checkpoints to try instead of the base (--alternative-model)
-
-    @property
-    def folder(self) -> Path:
-        return self.results / self.name
 
     @property
     def base_config(self) -> Config:

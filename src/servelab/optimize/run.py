@@ -15,7 +15,7 @@ from servelab.optimize.plan import OptimizePlan, check, plan_check
 from servelab.optimize.prerank import Prerank
 from servelab.optimize.report import write_report
 from servelab.results.layout import OPTIMIZE_FILE
-from servelab.study.file import EngineEntry
+from servelab.study.entries import EngineEntry
 
 
 def table_kind(entry: EngineEntry) -> str:

@@ -84,11 +84,10 @@ def _job(plan: ScalePlan, i: int, engine, context: dict, phase: str, repeat: int
     layout.clear(folder)
     spec = plan.spec
     server = dataclasses.replace(spec.server, base_url=engine.base_url, model=engine.model)
-    output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
-                                 result_filename=layout.RESULT_FILE, label=replica_name(i), progress=False)
     load = dataclasses.replace(spec.load, num_warmups=max(spec.load.num_warmups, plan.warmup))
     dataset = dataclasses.replace(spec.dataset, seed=run_seed(plan, i, phase, repeat))
-    run_spec = dataclasses.replace(spec, server=server, output=output, load=load, dataset=dataset)
+    run_spec = dataclasses.replace(spec.into(folder, layout.RESULT_FILE, replica_name(i), progress=False),
+                                   server=server, load=load, dataset=dataset)
     scale = {"name": plan.name, "replica": i, "replicas": len(plan.replicas), "phase": phase, "repeat": repeat,
              "seed": dataset.seed}
     return Job(i, run_spec, {"engine": context, "scale": scale}, folder)

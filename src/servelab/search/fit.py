@@ -11,12 +11,20 @@ Rules (each a reason to skip, or None: launch it and see):
     changes and the device's size is known:
     ``kv_gib' = kv_gib + (u' − u) × device_gib`` (weights and activations do not
     move with u), ``tokens' = tokens × kv_gib' / kv_gib``.
+
+A config's settings come from its flags as launched (``settings_of``), the model's own
+limit from its local ``config.json`` (``model_max_len``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.engines import EngineSpec
+from servelab.engines.spec import flag_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +89,45 @@ def _kv_misfit(s: Settings, budget: Budget) -> str | None:
         return (f"one request of max-model-len {s.context} tokens needs {math.ceil(s.context / block)} "
                 f"blocks of {block}; the KV cache holds ≈{usable // block} ({usable:,} tokens)")
     return None
+
+
+def settings_of(spec: EngineSpec) -> Settings:
+    """What a fit check needs, from the flags as launched (the last of a repeated flag wins)."""
+    args = list(spec.args)
+    chunked = _switch(args, "enable-chunked-prefill")
+    return Settings(
+        max_model_len=_int(flag_value(args, "--max-model-len")), model_max_len=model_max_len(spec.model),
+        block_size=_int(flag_value(args, "--block-size")),
+        gpu_memory_utilization=_float(flag_value(args, "--gpu-memory-utilization")),
+        max_num_batched_tokens=_int(flag_value(args, "--max-num-batched-tokens")),
+        chunked_prefill=True if chunked is None else chunked, model=spec.model,
+        kv_cache_dtype=flag_value(args, "--kv-cache-dtype"))
+
+
+def _switch(args: list[str], name: str) -> bool | None:
+    found = [a for a in args if a in (f"--{name}", f"--no-{name}")]
+    return None if not found else found[-1] == f"--{name}"
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def model_max_len(model: str) -> int | None:
+    """The model's ``max_position_embeddings`` from its local config.json (None: not local)."""
+    try:
+        config = json.loads((Path(model).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") or (config.get("text_config") or {}).get("max_position_embeddings")
+    return value if isinstance(value, int) else None

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.results import layout as files
-from servelab.study.file import EngineEntry, Study
+from servelab.study.entries import EngineEntry
+from servelab.study.file import Study
 
 
 @dataclass(frozen=True, slots=True)

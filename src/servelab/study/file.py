@@ -41,7 +41,7 @@ import argparse
 import difflib
 import hashlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.engines import EngineSpec
@@ -51,6 +51,7 @@ from servelab.errors import InputError
 from servelab.config import BenchSpec
 from servelab.flags.bench_serve import RUN_OWNED_FLAGS, add_bench_arguments, parse_bench_spec
 from servelab.study import fields as read
+from servelab.study.entries import EngineEntry, Workload
 
 STUDY_FIELDS = ("name", "description", "repeats", "starts", "seed", "warmup", "port", "results", "gpu_hour_cost")
 ENGINE_FIELDS = ("embedded", "kind", "model", "args", "env", "host", "port", "ready_timeout_s",
@@ -63,42 +64,6 @@ OWNED_FLAGS = ("--base-url", "--host", "--port", "--model", *RUN_OWNED_FLAGS)
 # Study defaults added to a workload that does not set them: E2EL percentiles too,
 # so compare can show p99 E2EL.
 DEFAULT_FLAGS = {"--percentile-metrics": "ttft,tpot,itl,e2el"}
-
-
-@dataclass(frozen=True, slots=True)
-class EngineEntry:
-    """One named engine: its spec (any kind, the embedded one too), and where the study
-    may place it (``port`` None: the study's port)."""
-
-    name: str
-    spec: EngineSpec
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    port: int | None = None
-    ready_timeout_s: float = 600.0
-    description: str = ""
-    reset_prefix_cache: bool = True
-    # $ per GPU-hour where this engine runs (bench's --gpu-hour-cost; the study's default when unset):
-    # its runs' results price their GPU-hours per million tokens
-    gpu_hour_cost: float | None = None
-
-    @property
-    def embedded(self) -> bool:
-        return self.spec.kind == "embedded"
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """One named load: its spec, parsed once when the study is read, and its flags
-    (``spec.argv``) as its identity: shown, and hashed into each run's marker."""
-
-    name: str
-    spec: BenchSpec
-    description: str = ""
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        return self.spec.argv
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ from servelab.config import BenchSpec
 from servelab.results import layout as files
 from servelab.results.layout import RESULT_FILE, RUN_MARKER, clear, read_marker, write_json_atomic
 from servelab.study.engine_runs import EngineRuns, study_engine_runs
-from servelab.study.file import EngineEntry, RunKey, Study, Workload
+from servelab.study.entries import EngineEntry, Workload
+from servelab.study.file import RunKey, Study
 
 __all__ = ["NOT_IDENTITY", "RESULT_FILE", "RUN_MARKER", "canonical", "clear", "is_done", "legacy_hash",
            "mark_done", "read_marker", "run_dir", "run_hash", "same_definition", "status", "study_dir", "study_run",

@@ -20,7 +20,8 @@ from servelab.study import layout
 from servelab.measure.facts import hardware
 from servelab.study.engine_runs import study_engine_runs
 from servelab.study.session import Session
-from servelab.study.file import EngineEntry, RunKey, Study
+from servelab.study.entries import EngineEntry
+from servelab.study.file import RunKey, Study
 
 
 @dataclass(slots=True)

@@ -43,7 +43,8 @@ from servelab.study import gpu_memory, layout
 from servelab.measure.run import BenchOutcome, bench_tokenizer, execute
 from servelab.measure.facts import engine_context, engine_facts, footprint_gib, hardware
 from servelab.study.engine_runs import EngineRuns
-from servelab.study.file import EngineEntry, RunKey, Workload
+from servelab.study.entries import EngineEntry, Workload
+from servelab.study.file import RunKey
 
 PROMPT_SAMPLES = 3  # prompts kept per workload for the report
 
@@ -184,8 +185,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
     started, log_from = time.monotonic(), _size(engine.log_path)
-    with _captured(folder / files.CONSOLE_FILE, echo=verbose):
-        outcome = execute(spec, context=context)
+    outcome = run_into(folder, spec, context, echo=verbose)
     _after_run(engine, folder, facts, log_from)
     if outcome.run.outcome.interrupted:
         raise KeyboardInterrupt  # the run was cut: no marker; the engine stops on the way out
@@ -201,11 +201,17 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
     return True
 
 
+def run_into(folder: Path, spec: BenchSpec, context: dict | None = None, echo: bool = False) -> BenchOutcome:
+    """One run measured in its run folder (made and emptied by the caller; ``spec`` written into it,
+    ``BenchSpec.into``): what it prints kept as the folder's console.txt, and shown too when ``echo``.
+    A study's, sweep's or tune's run (``Session``), and optimize's simulated one, which has no engine."""
+    with _captured(folder / files.CONSOLE_FILE, echo=echo):
+        return execute(spec, context=context)
+
+
 def _run_spec(spec: BenchSpec, label: str, engine, folder: Path) -> BenchSpec:
     """The workload's spec, plus where the engine is and where the result goes."""
-    output = dataclasses.replace(spec.output, save_result=True, append_result=False, result_dir=str(folder),
-                                 result_filename=layout.RESULT_FILE, label=label)
-    return dataclasses.replace(spec, server=_where(spec, engine), output=output)
+    return dataclasses.replace(spec.into(folder, files.RESULT_FILE, label), server=_where(spec, engine))
 
 
 def _priced(spec: BenchSpec, runs: EngineRuns) -> BenchSpec:

@@ -24,7 +24,7 @@ from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.runner import runs_record
 from servelab.study.session import Session
-from servelab.study.file import EngineEntry, Workload
+from servelab.study.entries import EngineEntry, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search
@@ -40,8 +40,8 @@ DEFAULT_PERCENTILES = (50.0, 99.0)
 
 @dataclass(frozen=True, slots=True)
 class EnginePlan:
-    """What a sweep and a tune share: one base engine and workload, measured in runs
-    under ``results/name`` (``EngineRuns``), each engine start warmed up first."""
+    """What a sweep, a tune and an optimization share: one base engine and workload, measured
+    in runs under ``results/name`` (``EngineRuns``), each engine start warmed up first."""
 
     name: str
     engine: EngineEntry
@@ -51,7 +51,6 @@ class EnginePlan:
     warmup: int = 4
     port: int = DEFAULT_PORT
     verbose: bool = False
-    ladder_flag: str = "--stop"  # the flag that set the ladder's top, named in advice: --stop or --loads
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -78,6 +77,7 @@ class SweepPlan(EnginePlan):
     rel_tol: float = 0.1
     max_bisect: int = 4
     plots: bool = True
+    ladder_flag: str = "--stop"  # the flag that set the ladder's top, named in advice: --stop or --loads
 
     @property
     def load_name(self) -> str:

@@ -25,16 +25,15 @@ from servelab.engines.embedded import as_vllm
 from servelab.engines.engine import ENGINE_LOG
 from servelab.engines.kinds import serve_command
 from servelab.engines.ready import last_lines
-from servelab.engines.spec import flag_value
 from servelab.errors import EngineError, InputError
 from servelab.results import layout as files
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.runner import runs_record
 from servelab.study.session import Session, SessionRun, resolve_spec
-from servelab.study.file import EngineEntry, Workload
+from servelab.study.entries import EngineEntry, Workload
 from servelab.sweep.ladder import LOADS, EnginePlan, check_latencies, load_given, load_workload
-from servelab.search.fit import Budget, Settings, misfit
+from servelab.search.fit import Budget, Settings, misfit, settings_of
 from servelab.search.knobs import Knob, config_name, configs, knob_flags, model_of
 from servelab.search.points import Point, point_from_result
 from servelab.search.rank import ConfigRuns, Ranked, rank_configs, rule_text, top
@@ -121,48 +120,6 @@ def config_entry(base: EngineEntry, choice: dict[str, str]) -> EngineEntry:
         raise InputError(f"--knob model needs a vllm or llamacpp engine, not {spec.kind}")
     spec = dataclasses.replace(spec, name=name, model=model or spec.model, args=(*spec.args, *flags))
     return dataclasses.replace(base, name=name, spec=spec, args=spec.args, env=spec.env)
-
-
-def settings_of(spec: EngineSpec) -> Settings:
-    """What a fit check needs, from the flags as launched (the last of a repeated flag wins)."""
-    args = list(spec.args)
-    chunked = _switch(args, "enable-chunked-prefill")
-    return Settings(
-        max_model_len=_int(flag_value(args, "--max-model-len")), model_max_len=model_max_len(spec.model),
-        block_size=_int(flag_value(args, "--block-size")),
-        gpu_memory_utilization=_float(flag_value(args, "--gpu-memory-utilization")),
-        max_num_batched_tokens=_int(flag_value(args, "--max-num-batched-tokens")),
-        chunked_prefill=True if chunked is None else chunked, model=spec.model,
-        kv_cache_dtype=flag_value(args, "--kv-cache-dtype"))
-
-
-def _switch(args: list[str], name: str) -> bool | None:
-    found = [a for a in args if a in (f"--{name}", f"--no-{name}")]
-    return None if not found else found[-1] == f"--{name}"
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def model_max_len(model: str) -> int | None:
-    """The model's ``max_position_embeddings`` from its local config.json (None: not local)."""
-    try:
-        config = json.loads((Path(model).expanduser() / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = config.get("max_position_embeddings") or (config.get("text_config") or {}).get("max_position_embeddings")
-    return value if isinstance(value, int) else None
 
 
 # --- the study they run in ---
