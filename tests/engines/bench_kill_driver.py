@@ -27,7 +27,7 @@ def mock_engine(port: int) -> EngineSpec:
 
 
 def fail_at(n: int) -> None:
-    original = runner._wait_until
+    original = runner.wait_until
     seen = [0]
 
     async def wait_until(t_ns, stopper):
@@ -36,7 +36,7 @@ def fail_at(n: int) -> None:
             raise RuntimeError("injected failure mid-bench")
         return await original(t_ns, stopper)
 
-    runner._wait_until = wait_until
+    runner.wait_until = wait_until
 
 
 def main() -> None:
