@@ -185,7 +185,21 @@ def test_without_metrics_no_engine_rule_fires():
 
 def test_engine_idle_during_the_whole_run_counts_as_missing():
     d = run(make_timeline(client=client_at(1), engine=engine_at(0, 0)))
-    assert "engine /metrics: no engine samples during the run" in d.not_checked
+    assert ("engine /metrics: no engine samples during the run with work: 40 in the run showed nothing running"
+            " or waiting") in d.not_checked
+
+
+def test_engine_samples_missing_from_the_run_say_why_in_figures():
+    """A run whose scrapes all failed, or whose scraper took none inside the run (starved), says
+    which, with the count or the longest gap: a missing engine view is never left unexplained."""
+    failing = make_timeline(client=client_at(8), engine=lambda i: {"error": "timed out"})
+    assert ("engine /metrics: no engine samples during the run: all 40 scrapes in it failed (timed out)"
+            in run(failing).not_checked)
+    starved = make_timeline(client=client_at(8))
+    starved.samples[:0] = [{"t_ms": -120.0, "src": "engine", "running": 0.0, "waiting": 0.0}]
+    starved.samples.append({"t_ms": 10_400.0, "src": "engine", "running": 0.0, "waiting": 0.0})
+    assert ("engine /metrics: no engine samples during the run: the scraper took none in its 10.0 s;"
+            " longest gap between samples 10.5 s") in run(starved).not_checked
 
 
 def test_no_timeline_uses_the_result_alone():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -193,7 +194,7 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     client = client_view(timeline)
     engine = engine_view(timeline) if "engine" not in missing else None
     if engine is None and "engine" not in missing:
-        missing["engine"] = "no engine samples during the run"
+        missing["engine"] = no_engine_view(timeline)
     gpus: tuple[GpuView, ...] = ()
     if "gpu" not in missing:
         used, why = engine_gpus(timeline)
@@ -201,6 +202,25 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
         if not gpus:
             missing["gpu"] = why or "no GPU samples while requests were in flight"
     return Evidence(facts, engine, client, gpus, missing, tick_s)
+
+
+def no_engine_view(timeline: Timeline) -> str:
+    """Why the engine's samples show nothing to judge, in figures: none answered inside the
+    run (each failed, or the scraper took none: its longest gap says how starved it was), or
+    every answer showed an idle engine (nothing running or waiting)."""
+    end = timeline.duration_ms
+    inside = [s for s in timeline.samples if s["src"] == "engine" and 0.0 <= s["t_ms"] <= end]
+    good = [s for s in inside if "error" not in s]
+    if good:
+        return f"no engine samples during the run with work: {len(good)} in the run showed nothing running or waiting"
+    failed = Counter(s["error"] for s in inside if "error" in s)
+    if failed:
+        error, _ = failed.most_common(1)[0]
+        return f"no engine samples during the run: all {sum(failed.values())} scrapes in it failed ({error})"
+    times = [s["t_ms"] for s in timeline.samples if s["src"] == "engine"]
+    gap = max((b - a for a, b in pairwise(times)), default=None)
+    longest = f"; longest gap between samples {gap / 1000:.1f} s" if gap is not None else ""
+    return f"no engine samples during the run: the scraper took none in its {end / 1000:.1f} s{longest}"
 
 
 def engine_view(timeline: Timeline) -> EngineView | None:

@@ -30,6 +30,13 @@ from servelab.telemetry.gpu import open_gpus
 
 _now = time.perf_counter_ns
 
+# How long one scrape may wait for the engine's answer: a starved API server can be silent
+# for seconds (2.9 s measured here: the embedded engine at --max-num-seqs 2 under 32 streams,
+# two busy loops beside it). A late sample is stamped at its midpoint and still counts; one
+# given up at 1 s (the old 4 intervals) is lost, and a run whose scrapes all time out has
+# nothing to diagnose from.
+TIMEOUT_S = 5.0
+
 
 class EngineScraper:
     """One GET per sample; a meta line whenever the set of names in use changes."""
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write(json.dumps(meta) + "\n")
         out.flush()
         try:
-            scraper = EngineScraper(args.url, max(1.0, 4 * args.interval), args.insecure)
+            scraper = EngineScraper(args.url, max(TIMEOUT_S, 4 * args.interval), args.insecure)
             take(scraper, out, gpus)  # before t0: the baseline a counter's increase starts from
             print("ready", flush=True)
             run(scraper, out, args.interval, gpus, stop)
