@@ -137,7 +137,7 @@ class RequestSpec:
     extra_body: tuple[tuple[str, object], ...] = ()  # --extra-body's JSON object, as pairs
     logprobs: int | None = None  # completions: always sent (null when not given), as vLLM
     lora_modules: tuple[str, ...] = ()  # model name per request, drawn from these
-    lora_assignment: str = "random"  # random | round-robin
+    lora_assignment: str = "random"  # random | round-robin | uniform | identical | distinct | zipf:ALPHA
     use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
 
 
@@ -240,6 +240,35 @@ class BenchSpec:
 # ---- the checks every spec passes, however it was built (flags, a study file, code) ----------
 # Run once, by whoever builds the spec from input (flags/bench_serve.bench_spec). Whether a
 # backend or dataset *name* is supported is the flags' check (the reasons live above this layer).
+
+
+LORA_ASSIGNMENTS = ("random", "round-robin", "uniform", "identical", "distinct")
+
+
+def lora_rule(text: str) -> tuple[str, float | None]:
+    """``--lora-assignment``'s (rule, Zipf exponent): one of LORA_ASSIGNMENTS, or ``zipf:ALPHA``
+    with a finite ALPHA >= 0 (0 draws uniformly, as ``random``)."""
+    if text in LORA_ASSIGNMENTS:
+        return text, None
+    name, _, alpha = text.partition(":")
+    try:
+        exponent = float(alpha) if name == "zipf" else math.nan
+    except ValueError:
+        exponent = math.nan
+    if not 0.0 <= exponent < math.inf:
+        raise InputError(f"--lora-assignment {text!r}: expected {', '.join(LORA_ASSIGNMENTS)} or zipf:ALPHA "
+                         "(ALPHA a number >= 0, e.g. zipf:1.1)")
+    return "zipf", exponent
+
+
+def check_lora(spec: BenchSpec) -> None:
+    """--lora-assignment's rule, and one adapter a request for ``distinct`` (the dataset's final size)."""
+    request = spec.request
+    rule, _ = lora_rule(request.lora_assignment)
+    n, k = spec.dataset.num_prompts, len(request.lora_modules)
+    if rule == "distinct" and k and n > k:
+        raise InputError(f"--lora-assignment distinct gives each request its own adapter: --num-prompts {n} "
+                         f"needs at least {n} names in --lora-modules (given {k})")
 
 
 def check_spec(spec: BenchSpec) -> None:

@@ -76,6 +76,26 @@ def test_lora_modules_name_each_requests_model(assignment, mock, qwen3_path):
         assert [b["model"] for b in completions(mock)] == first  # the seed names the assignment
 
 
+def test_zipf_assignment_is_what_the_server_received_and_the_result_counts_it(mock, qwen3_path, tmp_path):
+    args = bench(mock.url, qwen3_path, "--lora-modules", "hot", "warm", "cold", "--lora-assignment", "zipf:2",
+                 "--num-prompts", "40", "--seed", "2", "--save-result", "--result-dir", str(tmp_path),
+                 "--result-filename", "r.json")
+    assert main(args) == 0
+    received = [b["model"] for b in completions(mock)]
+    lora = json.loads((tmp_path / "r.json").read_text())["servelab"]["lora"]
+    assert lora["assignment"] == "zipf:2" and list(lora["requests"]) == ["hot", "warm", "cold"]
+    assert lora["requests"] == {m: received.count(m) for m in ("hot", "warm", "cold")}
+    assert lora["requests"]["hot"] > lora["requests"]["warm"] > 0  # p = 0.73, 0.18, 0.08 over 40 draws
+
+
+def test_distinct_adapters_need_one_per_request(mock, qwen3_path, capsys):
+    assert main(bench(mock.url, qwen3_path, "--lora-modules", "a", "b", "--lora-assignment", "distinct")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--lora-assignment distinct gives each request its own adapter: --num-prompts 6 "
+                        "needs at least 6 names in --lora-modules (given 2)") and "\n" not in err
+    assert not completions(mock)  # refused before any request
+
+
 def test_api_key_is_sent_as_bearer_and_written_nowhere(mock, qwen3_path, tmp_path, monkeypatch, capsys):
     secret = "sk-servelab-test-9f8e7d"
     monkeypatch.setenv("OPENAI_API_KEY", secret)

@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from servelab.config import lora_rule
 from servelab.flags.bench_serve import add_bench_arguments
 
 # Defaults that differ on purpose, each with its reason (the README lists them too).
@@ -15,6 +16,11 @@ DEFAULT_DIFFERS = {
     "percentile_metrics": "vLLM's None means ttft,tpot,itl for generation, the only task servelab runs",
     "endpoint": "vLLM's /v1/completions even for openai-chat; servelab's None is the backend's own path",
     "port": "vLLM's None means 8000 (its join_host_port); servelab writes 8000",
+}
+
+# Choices servelab extends on purpose: vLLM's own must all still be accepted (checked by the rule's parser).
+CHOICES_EXTENDED = {
+    "lora_assignment": ("uniform, identical, distinct and zipf:ALPHA besides vLLM's two", lora_rule),
 }
 
 
@@ -51,7 +57,10 @@ def test_shared_options_keep_vllms_defaults_and_choices(vllm_parser, ours):
             continue
         if here.default != theirs.default and str(here.default) != str(theirs.default):
             wrong.append(f"{opt} default {here.default!r} != vLLM's {theirs.default!r}")
-        if theirs.choices and set(here.choices or ()) != set(theirs.choices):  # vLLM builds some from a set
+        if theirs.dest in CHOICES_EXTENDED:
+            _, accepts = CHOICES_EXTENDED[theirs.dest]
+            wrong += [f"{opt} refuses vLLM's {c!r}" for c in theirs.choices if accepts(c)[0] != c]
+        elif theirs.choices and set(here.choices or ()) != set(theirs.choices):  # vLLM builds some from a set
             wrong.append(f"{opt} choices {here.choices} != vLLM's {list(theirs.choices)}")
     assert not wrong, "\n".join(wrong)
 

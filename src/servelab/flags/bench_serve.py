@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_spec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_lora, check_spec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
@@ -112,8 +112,15 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
                         "and neither does servelab (a note says so)")
     g.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME",
                    help="LoRA adapter names served: each request's model is one of them")
-    g.add_argument("--lora-assignment", default="random", choices=["random", "round-robin"],
-                   help="which adapter each request gets (default: %(default)s, seeded by --seed)")
+    g.add_argument("--lora-assignment", default="random", metavar="RULE",
+                   help="which adapter each request names, drawn with --seed (default: %(default)s). "
+                        "random: each request draws one of the k adapters uniformly (vLLM's); round-robin: "
+                        "request i gets adapter i mod k (vLLM's); uniform: every adapter gets the same number "
+                        "of requests (within one), in a shuffled order; identical: every request names the "
+                        "first adapter; distinct: request i names adapter i (needs as many adapters as "
+                        "requests); zipf:ALPHA: each request draws the adapter of rank r (1 = the first "
+                        "named) with probability proportional to r^-ALPHA, over the k named (0 = uniform). "
+                        "The result's servelab.lora counts each adapter's requests")
 
 
 def _add_sampling(p: argparse.ArgumentParser) -> None:
@@ -261,7 +268,9 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
     check_dataset(spec.dataset.name)
     check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
     check_spec(spec)
-    return dataclasses.replace(spec, dataset=dataset_spec_from_args(args, draw_ids=True))
+    spec = dataclasses.replace(spec, dataset=dataset_spec_from_args(args, draw_ids=True))
+    check_lora(spec)
+    return spec
 
 
 def _simulate(args: argparse.Namespace) -> tuple | None:

@@ -13,6 +13,7 @@ from servelab import __version__
 from servelab.client import openai
 from servelab.config import BenchSpec
 from servelab.diagnose.rules import client_limits
+from servelab.loadgen import lora
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.measure.result import Finished
 from servelab.measure.energy_cost import energy_section
@@ -55,7 +56,17 @@ def servelab_section(m: Finished, config: BenchConfig, tokenizer) -> dict:
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
         "provenance": provenance(spec, m.card, tokenizer),
+        **lora_section(spec, config),
     }
+
+
+def lora_section(spec: BenchSpec, config: BenchConfig) -> dict:
+    """``lora``: the assignment rule and each adapter's request count (none without --lora-modules)."""
+    modules = spec.request.lora_modules
+    if not modules:
+        return {}
+    return {"lora": {"assignment": spec.request.lora_assignment,
+                     "requests": lora.counts(config.request_models, modules)}}
 
 
 def steady_of(spec: BenchSpec, tally: Tally, run: BenchRun) -> dict:
