@@ -20,7 +20,8 @@ def test_json_is_the_record_and_a_rerun_replays_it(qwen3_path, tmp_path, capsys)
     assert first == json.loads((tmp_path / "j" / "optimize.json").read_text())
     assert first["schema"] == "servelab.optimize/1" and first["engine"]["simulated"] is True
     assert first["stopped_because"] == "budget: runs" and first["budget"]["runs_used"] == 6
-    assert first["steps"][0]["change"] == {"kind": "flag", "name": "--max-num-seqs", "from": "2", "to": "4"}
+    assert first["steps"][0]["change"] == {"kind": "flag", "name": "--max-num-seqs", "from": "2", "to": "4",
+                                           "from_source": "engine args"}
     assert main(argv) == 0
     captured = capsys.readouterr()
     again = json.loads(captured.out)
@@ -34,7 +35,7 @@ def test_the_text_names_each_step_the_answer_and_the_file(qwen3_path, tmp_path, 
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "SIMULATED: servelab's vLLM V1 scheduler model; these numbers are not measured" in out
-    assert "step 1 [scheduler-cap] --max-num-seqs 2 → 4" in out
+    assert "step 1 [scheduler-cap] --max-num-seqs 2 (engine args) → 4" in out
     assert "serve: servelab serve --engine sim -- --max-num-seqs " in out
     assert f"summary: {tmp_path / 't' / 'optimize.json'}" in out
     note = tmp_path / "t" / "optimize.md"  # the write-up, from the record the command left

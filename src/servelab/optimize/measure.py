@@ -45,7 +45,12 @@ class Repeats:
     results: tuple[dict, ...]  # one result JSON per repeat
     runs: tuple[str, ...]  # their folders, relative to results/NAME
     engine_started: bool  # an engine start was spent on it
-    fresh: int = 0  # runs measured now (the rest were read back, done before): what the budget counts
+    fresh_flags: tuple[bool, ...] = ()  # per run: measured now (False: read back, done before)
+
+    @property
+    def fresh(self) -> int:
+        """Runs measured now: what the budget counts."""
+        return sum(self.fresh_flags)
 
     def spread(self, key: str) -> Spread:
         return Spread(tuple(float(r.get(key) or 0.0) for r in self.results))
@@ -127,7 +132,7 @@ class EngineMeasurer:
         self.engine_starts += started
         root = self.results / self.name
         return Repeats(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
-                        started, sum(not r.kept for r in out))
+                       started, tuple(not r.kept for r in out))
 
     def _base_model(self) -> str:
         """The base model as launched (the embedded engine's converted folder): the workload's
@@ -161,15 +166,15 @@ class SimMeasurer:
     def measure(self, config: Config, repeats: int) -> Repeats:
         runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
         workload = client_workload(self.spec, config, self.slo)
-        results, folders, fresh = [], [], 0
+        results, folders, fresh = [], [], []
         for repeat in range(1, repeats + 1):
             folder = layout.run_dir(runs, workload, repeat)
-            if not layout.is_done(runs, workload, repeat):
+            fresh.append(not layout.is_done(runs, workload, repeat))
+            if fresh[-1]:
                 self._run(runs, workload, repeat, config)
-                fresh += 1
             results.append(run_result(folder) or {})
             folders.append(str(folder.relative_to(self.results / self.name)))
-        return Repeats(tuple(results), tuple(folders), False, fresh)
+        return Repeats(tuple(results), tuple(folders), False, tuple(fresh))
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
         folder = layout.run_dir(runs, workload, repeat)
