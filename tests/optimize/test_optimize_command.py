@@ -45,7 +45,13 @@ def test_a_cap_on_the_command_line_is_stepped_from_its_value(tmp_path, qwen3_pat
     serve = record["final"]["serve_command"]
     assert serve.count("--max-num-seqs") == 1 and "--max-num-seqs 16" in serve
     note = (tmp_path / "results" / "capped" / "optimize.md").read_text()
-    assert "--max-num-seqs 4 → 8" in note and "4 read from: command line" in note
+    assert "--max-num-seqs 4 → 8" in note and "Stepped from 4 (source: command line)." in note
+    # the next command keeps what the engine needed: its port, its ready URL, its own command line
+    scale = record["next"]["scale_command"]
+    assert scale.startswith(f"servelab scale --replicas 2 --engine command --port {port} --ready-url "
+                            "'http://127.0.0.1:{port}/health' ")
+    assert scale.endswith("-m servelab.cli.main mock --port '{port}' --ttft-ms 10 --itl-ms 10 --max-num-seqs 16")
+    assert "Not measured: --no-operating-point was asked" in note and "the run stopped" not in note
 
 
 def test_a_failed_engine_start_is_why_it_stopped(tmp_path, qwen3_path, capsys):

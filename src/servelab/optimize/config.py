@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from servelab.diagnose.changes import CLIENT, ENV, FLAG, MODEL, Change
 from servelab.engines.spec import flag_value
@@ -81,8 +82,9 @@ GIVEN, COMMAND_LINE, CLIENT_FLAGS, KEPT, REPORTED, DEFAULT = (
     "engine default, not observed")
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
+class Known(NamedTuple):
+    """A knob's value and where it was read (one of the sources above)."""
+
     value: str | None
     source: str
 
