@@ -113,3 +113,12 @@ def test_runs_reused_within_the_definition_are_said(qwen3_path, tmp_path, capsys
     assert again["baseline"]["reused_runs"] == record["baseline"]["result"]["runs"]
     assert f"reused 2 run(s) this optimization measured before (same definition): " in out
     assert "Reused: 2 run(s) this optimization measured before" in (tmp_path / "j" / "optimize.md").read_text()
+
+
+def test_help_says_what_the_same_name_does(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["optimize", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "rerunning the same command (same --name, engine, workload and optimize flags) resumes it" in text
+    assert "the same --name with another definition is refused" in text
