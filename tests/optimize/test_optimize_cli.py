@@ -89,7 +89,8 @@ def test_another_definition_under_the_same_name_is_refused(qwen3_path, tmp_path,
     first's record and note nor reads its runs back as its own: one line naming --name and the ways out."""
     argv = [*ARGS, "--results", str(tmp_path), "--name", "j", "--tokenizer", qwen3_path, "--", "--max-num-seqs", "2"]
     assert main(argv) == 0
-    kept = {f: (tmp_path / "j" / f).read_text() for f in ("optimize.json", "optimize.md")}
+    (tmp_path / "j" / "optimize.md").write_text("the first's note, as its reader left it\n")
+    kept = {f: (tmp_path / "j" / f).read_text() for f in ("optimize.json", "optimize.md", "optimize.html")}
     capsys.readouterr()
     assert main([*argv[:-3], "--repeats", "3", *argv[-3:]]) == 2
     err = capsys.readouterr().err

@@ -24,7 +24,7 @@ from servelab.errors import EngineError, InputError
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, Move, apply, known, next_value
 from servelab.optimize.measure import Measurer, config_tag
-from servelab.optimize.plan import OptimizePlan, head
+from servelab.optimize.plan import OptimizePlan, definition, head
 from servelab.optimize.steps import Seen, compare, seen, seen_from_step, step_dict, why_text
 
 NO_CHANGE, NO_LIMIT, OUT_OF_RUNS, OUT_OF_TIME, INTERRUPTED, FAILED = (
@@ -82,13 +82,9 @@ def optimize(plan: OptimizePlan, measurer: Measurer, say: Callable[[str], None] 
 
 
 def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
-    old = rec.read(plan.folder)
+    old = previous(plan)
     record = head(plan)
     replay: list[dict] = []
-    if old is not None and old.get("definition") != record["definition"]:
-        raise InputError(f"--name {plan.name}: {plan.folder / rec.FILE} records another optimization (its engine, "
-                         "workload or flags differ): rerun that command to resume it, or give another --name "
-                         f"(or delete {plan.folder}) to start anew")
     if old is not None:
         replay = [old["baseline"], *old.get("steps", [])] if old.get("baseline") else []
         record["objective"] = old.get("objective", record["objective"])
@@ -100,6 +96,17 @@ def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
     if plan.plan_check is not None:
         record["plan_check"] = plan.plan_check
     return state
+
+
+def previous(plan: OptimizePlan) -> dict | None:
+    """The record this plan resumes (None: none yet). Another definition under the same --name is
+    refused, before anything runs or is written: its record and note stay, its runs are not read."""
+    old = rec.read(plan.folder)
+    if old is not None and old.get("definition") != definition(plan):
+        raise InputError(f"--name {plan.name}: {plan.folder / rec.FILE} records another optimization (its engine, "
+                         "workload or flags differ): rerun that command to resume it, or give another --name "
+                         f"(or delete {plan.folder}) to start anew")
+    return old
 
 
 def _baseline(state: State) -> Seen:
