@@ -73,3 +73,21 @@ def test_a_knobs_value_says_where_it_was_read():
     assert known(Config(("--max-num-seqs", "8")), SEQS, {}, base) == ("8", "set by a kept step")
     assert known(Config(), SEQS, {"max_num_seqs": 6}, Config()) == ("6", "diagnosis evidence")
     assert known(Config(), SEQS, {}, Config()) == ("256", "engine default, not observed")
+
+
+def test_the_engines_own_metrics_beat_the_tables_default(tmp_path):
+    """Item 5: vLLM states --gpu-memory-utilization and the KV dtype in ``cache_config_info``; the
+    run's telemetry keeps the labels, and a change steps from them, not from the table's 0.9."""
+    from servelab.diagnose.changes import GPU_UTIL
+    from servelab.optimize.config import known
+    from servelab.optimize.measure import engine_reported
+    from servelab.telemetry.timeline import Timeline, write
+
+    header = {"servelab_timeline": 1, "engine": {"status": "ok", "cache_config": {
+        "gpu_memory_utilization": "0.92", "cache_dtype": "auto", "block_size": "16"}}}
+    write(Timeline(header), tmp_path / "result.timeline.jsonl")
+    reported = engine_reported(tmp_path, {})
+    assert reported == {"--gpu-memory-utilization": "0.92", "--kv-cache-dtype": "auto"}
+    assert known(Config(), GPU_UTIL, {}, Config(), reported=reported) == ("0.92", "engine metrics (cache_config_info)")
+    assert known(Config(("--gpu-memory-utilization", "0.8")), GPU_UTIL, {}, reported=reported).value == "0.8"
+    assert engine_reported(tmp_path / "none", {}) == {}

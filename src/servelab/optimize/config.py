@@ -77,9 +77,13 @@ class Move:
 # environment, a command engine's own command line, the client's flags), what a kept step set, what the
 # engine reported as the value it ran with (the diagnosis' evidence: its flags, its startup log's memory
 # report, its metrics), and only then the engine's default — a guess, and said as one.
-GIVEN, COMMAND_LINE, CLIENT_FLAGS, KEPT, REPORTED, DEFAULT = (
-    "engine args", "command line", "client flags", "set by a kept step", "diagnosis evidence",
-    "engine default, not observed")
+GIVEN, COMMAND_LINE, CLIENT_FLAGS, KEPT, METRICS, REPORTED, DEFAULT = (
+    "engine args", "command line", "client flags", "set by a kept step", "engine metrics (cache_config_info)",
+    "diagnosis evidence", "engine default, not observed")
+# Flags whose value vLLM reports in its own metrics: a label of ``vllm:cache_config_info`` (kept in the
+# run's telemetry header). A default here is version-dependent (--gpu-memory-utilization 0.9 → 0.92),
+# so the engine's word beats the table's.
+REPORTED_FLAGS = {"--gpu-memory-utilization": "gpu_memory_utilization", "--kv-cache-dtype": "cache_dtype"}
 
 
 class Known(NamedTuple):
@@ -95,11 +99,11 @@ def current(config: Config, change: Change, evidence: dict) -> str | None:
 
 
 def known(config: Config, change: Change, evidence: dict, base: Config | None = None,
-          from_command: frozenset[str] = frozenset()) -> Known:
+          from_command: frozenset[str] = frozenset(), reported: dict[str, str] | None = None) -> Known:
     """The value the configuration runs with and where it was read: as set — by the user where the
     base configuration (``base``) sets the same value (``from_command``: the flags a command engine's
-    own command line set), else by a kept step — then as the engine reported it (the verdict's
-    evidence), then its default."""
+    own command line set), else by a kept step — then as the engine reported it (``reported``: its
+    metrics, by flag; the verdict's evidence), then its default."""
     if change.kind == MODEL:
         return Known(config.model, GIVEN)  # None: the base model (the loop names it)
     given = set_value(config, change)
@@ -108,6 +112,8 @@ def known(config: Config, change: Change, evidence: dict, base: Config | None = 
             return Known(given, KEPT)
         user = COMMAND_LINE if change.name in from_command else CLIENT_FLAGS if change.kind == CLIENT else GIVEN
         return Known(given, user)
+    if change.kind == FLAG and (reported or {}).get(change.name) is not None:
+        return Known(str(reported[change.name]), METRICS)
     seen = evidence.get(change.evidence_key) if change.evidence_key else None
     if seen is not None:
         return Known(str(seen), REPORTED)

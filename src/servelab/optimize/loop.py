@@ -224,7 +224,8 @@ def untried(state: State, best: Seen) -> list[Move]:
             continue
         if change.name == "workers" and plan.fast:
             continue  # the simulator has no client processes to split
-        old = known(best.config, change, best.evidence, plan.base_config, frozenset(plan.from_command))
+        old = known(best.config, change, best.evidence, plan.base_config, frozenset(plan.from_command),
+                    best.reported)
         new = next_value(change, old.value)
         if change.name == "max_concurrency" and new is not None and int(new) > plan.spec.dataset.num_prompts:
             continue  # more slots than requests is no more load
