@@ -20,7 +20,8 @@ def test_json_is_the_record_and_a_rerun_replays_it(qwen3_path, tmp_path, capsys)
     assert first == json.loads((tmp_path / "j" / "optimize.json").read_text())
     assert first["schema"] == "servelab.optimize/1" and first["engine"]["simulated"] is True
     assert first["stopped_because"] == "budget: runs" and first["budget"]["runs_used"] == 6
-    assert first["steps"][0]["change"] == {"kind": "flag", "name": "--max-num-seqs", "from": "2", "to": "4"}
+    assert first["steps"][0]["change"] == {"kind": "flag", "name": "--max-num-seqs", "from": "2", "to": "4",
+                                           "from_source": "engine args"}
     assert main(argv) == 0
     captured = capsys.readouterr()
     again = json.loads(captured.out)
@@ -34,7 +35,7 @@ def test_the_text_names_each_step_the_answer_and_the_file(qwen3_path, tmp_path, 
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "SIMULATED: servelab's vLLM V1 scheduler model; these numbers are not measured" in out
-    assert "step 1 [scheduler-cap] --max-num-seqs 2 → 4" in out
+    assert "step 1 [scheduler-cap] --max-num-seqs 2 (engine args) → 4" in out
     assert "serve: servelab serve --engine sim -- --max-num-seqs " in out
     assert f"summary: {tmp_path / 't' / 'optimize.json'}" in out
     note = tmp_path / "t" / "optimize.md"  # the write-up, from the record the command left
@@ -81,3 +82,44 @@ def test_an_engine_that_cannot_fit_stops_before_launching(tmp_path, capsys):
     assert err.startswith("servelab: error: meta-llama/Llama-3.1-70B-Instruct does not fit on ")
     assert "weights 131.42 GiB" in err and err.count("\n") == 1
     assert not any(tmp_path.rglob("*")), "a run folder was written before the plan check"
+
+
+def test_another_definition_under_the_same_name_is_refused(qwen3_path, tmp_path, capsys):
+    """Item 6 of issue 34: a second optimize with the same --name and other flags neither replaces the
+    first's record and note nor reads its runs back as its own: one line naming --name and the ways out."""
+    argv = [*ARGS, "--results", str(tmp_path), "--name", "j", "--tokenizer", qwen3_path, "--", "--max-num-seqs", "2"]
+    assert main(argv) == 0
+    (tmp_path / "j" / "optimize.md").write_text("the first's note, as its reader left it\n")
+    kept = {f: (tmp_path / "j" / f).read_text() for f in ("optimize.json", "optimize.md", "optimize.html")}
+    capsys.readouterr()
+    assert main([*argv[:-3], "--repeats", "3", *argv[-3:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servelab: error: --name j: ") and err.count("\n") == 1
+    assert "rerun that command to resume it, or give another --name" in err
+    assert {f: (tmp_path / "j" / f).read_text() for f in kept} == kept
+
+
+def test_runs_reused_within_the_definition_are_said(qwen3_path, tmp_path, capsys):
+    """A rerun whose record lost its baseline (interrupted before it was written) reads the baseline's
+    runs back: said on screen, listed in the step, not counted in the budget."""
+    argv = [*ARGS, "--results", str(tmp_path), "--name", "j", "--tokenizer", qwen3_path, "--", "--max-num-seqs", "2"]
+    assert main(argv) == 0
+    path = tmp_path / "j" / "optimize.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "baseline": None, "steps": []}))
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    again = json.loads(path.read_text())
+    assert again["baseline"]["reused_runs"] == record["baseline"]["result"]["runs"]
+    assert f"reused 2 run(s) this optimization measured before (same definition): " in out
+    assert "Reused: 2 run(s) this optimization measured before" in (tmp_path / "j" / "optimize.md").read_text()
+
+
+def test_help_says_what_the_same_name_does(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["optimize", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "rerunning the same command (same --name, engine, workload and optimize flags) resumes it" in text
+    assert "the same --name with another definition is refused" in text

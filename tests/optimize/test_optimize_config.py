@@ -47,3 +47,47 @@ def test_a_finite_rate_the_engine_keeps_up_with_turns_throughput_into_latency(tm
     assert objective_for(dataclasses.replace(at_rate, slo={"p99_ttft": 500.0}), kept_up)["kind"] == "goodput"
     assert objective_for(at_rate, behind)["kind"] == "throughput"
     assert objective_for(plan, kept_up)["kind"] == "throughput"  # rate inf: nothing to keep up with
+
+
+def test_the_next_command_runs_each_replica_at_the_operating_point_on_the_measured_port(tmp_path, plan_of):
+    """Item 9 of issue 34: "Next: N replicas" at the operating point's concurrency (not the final
+    client's), with the --port the engine was measured on."""
+    from servelab.optimize.plan import final_section
+
+    plan = plan_of(tmp_path, "x", port=8123)
+    best = {"config": Config(("--max-num-seqs", "4"), {}, 2).to_dict(), "result": {"output_tok_s": 9.0}, "n": 0}
+    at_op = final_section(plan, best, {"over": "concurrency", "load": 4})["next"]
+    assert "--max-concurrency 4" in at_op["scale_command"] and "--port 8123" in at_op["scale_command"]
+    assert at_op["at"] == "the operating point"
+    alone = final_section(plan, best)["next"]
+    assert "--max-concurrency 2" in alone["scale_command"] and alone["at"] == "the final client settings"
+
+
+def test_a_knobs_value_says_where_it_was_read():
+    """Item 5: set by the user (engine args, a command line), by a kept step, reported, or a default."""
+    from servelab.optimize.config import known
+
+    base = Config(("--max-num-seqs", "4"))
+    assert known(base, SEQS, {}, base, frozenset({"--max-num-seqs"})) == ("4", "command line")
+    assert known(base, SEQS, {}, base) == ("4", "engine args")
+    assert known(Config(("--max-num-seqs", "8")), SEQS, {}, base) == ("8", "set by a kept step")
+    assert known(Config(), SEQS, {"max_num_seqs": 6}, Config()) == ("6", "diagnosis evidence")
+    assert known(Config(), SEQS, {}, Config()) == ("256", "engine default, not observed")
+
+
+def test_the_engines_own_metrics_beat_the_tables_default(tmp_path):
+    """Item 5: vLLM states --gpu-memory-utilization and the KV dtype in ``cache_config_info``; the
+    run's telemetry keeps the labels, and a change steps from them, not from the table's 0.9."""
+    from servelab.diagnose.changes import GPU_UTIL
+    from servelab.optimize.config import known
+    from servelab.optimize.measure import engine_reported
+    from servelab.telemetry.timeline import Timeline, write
+
+    header = {"servelab_timeline": 1, "engine": {"status": "ok", "cache_config": {
+        "gpu_memory_utilization": "0.92", "cache_dtype": "auto", "block_size": "16"}}}
+    write(Timeline(header), tmp_path / "result.timeline.jsonl")
+    reported = engine_reported(tmp_path, {})
+    assert reported == {"--gpu-memory-utilization": "0.92", "--kv-cache-dtype": "auto"}
+    assert known(Config(), GPU_UTIL, {}, Config(), reported=reported) == ("0.92", "engine metrics (cache_config_info)")
+    assert known(Config(("--gpu-memory-utilization", "0.8")), GPU_UTIL, {}, reported=reported).value == "0.8"
+    assert engine_reported(tmp_path / "none", {}) == {}

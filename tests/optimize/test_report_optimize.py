@@ -44,7 +44,9 @@ def md_table_after(md: str, heading: str) -> list[list[str]]:
 
 def test_throughput_note_walks_baseline_steps_final_and_next(tmp_path):
     md, html = written(tmp_path, "throughput")
-    assert "- Output throughput 31.2 → 71.4 tok/s (2.29×, +128.8 %) under the same workload." in md
+    assert ("- Output throughput 31.2 tok/s at the baseline (client concurrency 16) → 71.4 tok/s with the final "
+            "configuration (client concurrency 16) (2.29×, +128.8 %) under the same workload. Latency cost: mean "
+            "TPOT +150.4 % against the baseline.\n") in md  # the operating point is the final client's load
     assert ("- 4 change(s) tried after the baseline: 2 kept, 1 reverted, 1 only ranked on the simulator "
             "(SIMULATED, not measured).") in md
     assert "- Stopped because: no untried change for the verdict." in md
@@ -105,7 +107,7 @@ def test_latency_objective_reports_ttft_and_the_latency_floor(tmp_path):
 
 def test_interrupted_run_without_operating_point(tmp_path):
     md, html = written(tmp_path, "interrupted")
-    assert md.startswith("# SIMULATED · Optimising cut\n")  # the sim engine: every number is a prediction
+    assert md.startswith("# SIMULATED · Optimising Qwen/Qwen3-14B on the sim engine (cut)\n")  # the sim engine: every number is a prediction
     assert "- Stopped because: interrupted." in md
     assert "- Interrupted: this is the best verified configuration so far, not a finished answer." in md
     assert ("Not measured: the run stopped (interrupted) before the load sweep on the final configuration.") in md
@@ -145,7 +147,7 @@ def test_a_note_while_the_loop_runs(tmp_path):
     baseline = json.loads((DATA / "report_throughput.json").read_text())["baseline"]
     (folder / "optimize.json").write_text(json.dumps({**doc, "baseline": baseline}))
     md = write_report(folder)[1].read_text()
-    assert "- Output throughput 31.2 tok/s at the baseline; no change verified yet." in md
+    assert "- Output throughput 31.2 tok/s at the baseline (client concurrency 16); no change verified yet." in md
     assert [r[0] for r in md_table_after(md, "## Steps")[1:]] == ["baseline"]
 
 
@@ -164,7 +166,7 @@ def test_page_is_self_contained_and_escaped(tmp_path):
     folder = folder_of(tmp_path, "throughput")
     doc = json.loads((folder / "optimize.json").read_text())
     doc["engine"]["model"] = "<script>alert(1)</script>"
-    doc["steps"][0]["evidence"].append("a <b>bold</b> claim")
+    doc["steps"][0]["diagnosis_after"]["evidence"].append("a <b>bold</b> claim")
     (folder / "optimize.json").write_text(json.dumps(doc))
     html = write_report(folder)[0].read_text()
     assert "<script" not in html and "&lt;script&gt;" in html and "&lt;b&gt;bold&lt;/b&gt;" in html
@@ -219,3 +221,46 @@ def test_a_kept_model_change_reads_as_the_checkpoint_served(tmp_path):
     assert f"### Step 2: {change} — kept" in md
     assert "vllm serve Qwen/Qwen3-8B-AWQ --max-num-seqs 64" in md and "vllm serve Qwen/Qwen3-8B-AWQ" in html
     assert "Model: Qwen/Qwen3-8B-AWQ, served instead of Qwen/Qwen3-8B (the same requests" in md
+
+
+def section(md: str, heading: str) -> str:
+    start = md.index(heading)
+    return md[start:md.index("\n#", start + 1)]
+
+
+def test_each_step_shows_its_own_diagnosis_evidence(tmp_path):
+    """Item 8 of issue 34: under a step, the evidence of its own runs, not the one it acted on."""
+    md, _ = written(tmp_path, "throughput")
+    step1 = section(md, "### Step 1:")
+    assert "- evidence: running at 8 of max_num_seqs 8 for 90 % of the run" in step1
+    assert "max_num_seqs 2" not in step1 and "Acted on: scheduler-cap, the diagnosis of the best" in step1
+    assert "- evidence: running at 16 of max_num_seqs 16" in section(md, "### Step 2:")
+
+
+def test_the_summary_states_the_operating_point_at_its_load(tmp_path):
+    """Item 9: the final at the client's load and the operating point at its own, in the first paragraph."""
+    folder = folder_of(tmp_path, "throughput")
+    doc = json.loads((folder / "optimize.json").read_text())
+    doc["operating_point"].update(load=32, output_tok_s=73.0)
+    (folder / "optimize.json").write_text(json.dumps(doc))
+    md = write_report(folder)[1].read_text()
+    first = md.splitlines()[4]
+    assert "→ 71.4 tok/s with the final configuration (client concurrency 16)" in first
+    assert "At its operating point, concurrency 32, it measured 73.0 tok/s (2.34× the baseline)." in first
+
+
+def test_no_operating_point_asked_is_said_as_asked(tmp_path):
+    folder = folder_of(tmp_path, "interrupted")
+    doc = json.loads((folder / "optimize.json").read_text())
+    (folder / "optimize.json").write_text(json.dumps({**doc, "operating_point_skipped": "--no-operating-point"}))
+    md = write_report(folder)[1].read_text()
+    assert "Not measured: --no-operating-point was asked (no load ladder on the final configuration)." in md
+    assert "Not measured: the run stopped" not in md and "No operating point (--no-operating-point)" in md
+
+
+def test_the_default_name_is_not_the_title():
+    from servelab.optimize.report import title
+
+    doc = json.loads((DATA / "report_external.json").read_text())
+    assert title({**doc, "name": "optimize"}) == "Optimising meta-llama/Llama-3.1-8B-Instruct on the external engine"
+    assert title({**doc, "engine": {"kind": "command", "model": "command"}}) == "Optimising the command engine (theirs)"

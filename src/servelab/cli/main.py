@@ -52,7 +52,7 @@ class Parser(argparse.ArgumentParser):
         f.add_usage(f"{self.prog} [{name.upper()} OPTIONS] [BENCH WORKLOAD FLAGS] [-- ENGINE ARGS]", None, [])
         f.add_text(self.description)
         for group in [*groups[first:], self._action_groups[1]]:
-            _section(f, group.title, group._group_actions)
+            _section(f, group.title, group._group_actions, group.description)
         f.add_text(f"bench workload flags — `servelab bench`'s (vLLM's `vllm bench serve` flags), the same "
                    f"for every run of this {name}:")
         for group in groups[:first]:
@@ -60,8 +60,9 @@ class Parser(argparse.ArgumentParser):
         return f.format_help()
 
 
-def _section(formatter, title: str, actions) -> None:
+def _section(formatter, title: str, actions, description: str | None = None) -> None:
     formatter.start_section(title)
+    formatter.add_text(description)  # a group's own description (argparse shows it; None adds nothing)
     formatter.add_arguments(actions)
     formatter.end_section()
 

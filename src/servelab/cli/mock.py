@@ -20,8 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failure-kinds", default="http500",
                         help="comma list of http500, abort (close mid-stream), stall (stop mid-stream)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the failure and length draws")
-    parser.add_argument("--max-open", type=int, default=None,
-                        help="at most this many requests run; the rest wait (num_requests_waiting)")
+    parser.add_argument("--max-open", "--max-num-seqs", dest="max_open", type=int, default=None,
+                        help="at most this many requests run; the rest wait (num_requests_waiting); "
+                             "--max-num-seqs is vLLM's name for it, so an optimizer can turn it")
     parser.add_argument("--close-after-response", action="store_true",
                         help="close the connection after each streamed response, as llama.cpp does")
     parser.add_argument("--reasoning-len", type=int, default=0, metavar="N",

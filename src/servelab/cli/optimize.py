@@ -8,7 +8,8 @@ better beyond noise, repeat; then the operating point and the serve line.
 
 The workload (dataset, lengths, prompts, rate, seed) is fixed; the client's
 --max-concurrency and --workers are free and reported beside the engine's flags.
-Rerunning the same command resumes: recorded steps are replayed, not re-decided.
+Rerunning the same command resumes: recorded steps are replayed, not re-decided; the same
+--name with other flags is refused rather than replacing the record.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from servelab.flags.bench_serve import add_bench_arguments
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True)
-    g = p.add_argument_group("optimize")
+    g = p.add_argument_group("optimize", description=(
+        "RESULTS/NAME/optimize.json is the record: rerunning the same command (same --name, engine, workload "
+        "and optimize flags) resumes it, reusing its runs and saying so; the same --name with another "
+        "definition is refused (give another --name, or delete RESULTS/NAME to start anew)."))
     g.add_argument("--objective", choices=("throughput", "goodput", "latency"), default="throughput",
                    help="output tok/s, req/s meeting --slo, or mean TTFT (default %(default)s; a finite "
                         "--request-rate the engine keeps up with turns throughput into latency, and says so)")

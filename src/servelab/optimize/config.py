@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from servelab.diagnose.changes import CLIENT, ENV, FLAG, MODEL, Change
 from servelab.engines.spec import flag_value
@@ -56,9 +57,11 @@ class Move:
     change: Change
     old: str | None
     new: str
+    source: str | None = None  # where ``old`` was read (SOURCES); None: not recorded (a pre-ranked value)
 
     def to_dict(self) -> dict:
         out = {"kind": self.change.kind, "name": self.change.name, "from": self.old, "to": self.new}
+        out |= {"from_source": self.source} if self.source else {}
         return {**out, "also": list(self.change.also)} if self.change.also else out  # doubled with it
 
     @property
@@ -66,24 +69,65 @@ class Move:
         if self.change.kind == MODEL:
             return f"model {self.old} → {self.new} (engine restarted; the workload's tokenizer kept)"
         also = "".join(f" (and {flag} with it)" for flag in self.change.also)
-        return f"{self.change.said_as} {self.old or 'default'} → {self.new}{also}"
+        said = f" ({self.source})" if self.source else ""
+        return f"{self.change.said_as} {self.old or 'default'}{said} → {self.new}{also}"
+
+
+# Where a knob's current value was read, first found wins: what the user set (the engine's flags or
+# environment, a command engine's own command line, the client's flags), what a kept step set, what the
+# engine reported as the value it ran with (the diagnosis' evidence: its flags, its startup log's memory
+# report, its metrics), and only then the engine's default — a guess, and said as one.
+GIVEN, COMMAND_LINE, CLIENT_FLAGS, KEPT, METRICS, REPORTED, DEFAULT = (
+    "engine args", "command line", "client flags", "set by a kept step", "engine metrics (cache_config_info)",
+    "diagnosis evidence", "engine default, not observed")
+# Flags whose value vLLM reports in its own metrics: a label of ``vllm:cache_config_info`` (kept in the
+# run's telemetry header). A default here is version-dependent (--gpu-memory-utilization 0.9 → 0.92),
+# so the engine's word beats the table's.
+REPORTED_FLAGS = {"--gpu-memory-utilization": "gpu_memory_utilization", "--kv-cache-dtype": "cache_dtype"}
+
+
+class Known(NamedTuple):
+    """A knob's value and where it was read (one of the sources above)."""
+
+    value: str | None
+    source: str
 
 
 def current(config: Config, change: Change, evidence: dict) -> str | None:
-    """The value the configuration runs with: as given, else as the engine reported it, else its default."""
+    """The value the configuration runs with (``known``'s value, with no record of the base)."""
+    return known(config, change, evidence).value
+
+
+def known(config: Config, change: Change, evidence: dict, base: Config | None = None,
+          from_command: frozenset[str] = frozenset(), reported: dict[str, str] | None = None) -> Known:
+    """The value the configuration runs with and where it was read: as set — by the user where the
+    base configuration (``base``) sets the same value (``from_command``: the flags a command engine's
+    own command line set), else by a kept step — then as the engine reported it (``reported``: its
+    metrics, by flag; the verdict's evidence), then its default."""
     if change.kind == MODEL:
-        return config.model  # None: the base model (the loop names it)
-    if change.kind == FLAG:
-        given = flag_value(list(config.engine_args), change.name)
-    elif change.kind == ENV:
-        given = config.env.get(change.name)
-    else:
-        value = getattr(config, change.name)
-        given = None if value is None else str(value)
+        return Known(config.model, GIVEN)  # None: the base model (the loop names it)
+    given = set_value(config, change)
     if given is not None:
-        return given
+        if base is not None and set_value(base, change) != given:
+            return Known(given, KEPT)
+        user = COMMAND_LINE if change.name in from_command else CLIENT_FLAGS if change.kind == CLIENT else GIVEN
+        return Known(given, user)
+    if change.kind == FLAG and (reported or {}).get(change.name) is not None:
+        return Known(str(reported[change.name]), METRICS)
     seen = evidence.get(change.evidence_key) if change.evidence_key else None
-    return str(seen) if seen is not None else change.default
+    if seen is not None:
+        return Known(str(seen), REPORTED)
+    return Known(change.default, DEFAULT)
+
+
+def set_value(config: Config, change: Change) -> str | None:
+    """The change's value as the configuration sets it (its flags, environment or client), None if unset."""
+    if change.kind == FLAG:
+        return flag_value(list(config.engine_args), change.name)
+    if change.kind == ENV:
+        return config.env.get(change.name)
+    value = getattr(config, change.name)
+    return None if value is None else str(value)
 
 
 def next_value(change: Change, value: str | None) -> str | None:

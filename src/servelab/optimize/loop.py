@@ -20,15 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servelab.diagnose.changes import CLIENT, MODEL, key_of, remedy
-from servelab.errors import EngineError
+from servelab.errors import EngineError, InputError
 from servelab.optimize import record as rec
-from servelab.optimize.config import Config, Move, apply, current, next_value
+from servelab.optimize.config import Config, Move, apply, known, next_value
 from servelab.optimize.measure import Measurer, config_tag
-from servelab.optimize.plan import OptimizePlan, head
+from servelab.optimize.plan import OptimizePlan, definition, head
 from servelab.optimize.steps import Seen, compare, seen, seen_from_step, step_dict, why_text
 
-NO_CHANGE, NO_LIMIT, OUT_OF_RUNS, OUT_OF_TIME, INTERRUPTED = (
-    "no untried change for the verdict", "no limit found", "budget: runs", "budget: minutes", "interrupted")
+NO_CHANGE, NO_LIMIT, OUT_OF_RUNS, OUT_OF_TIME, INTERRUPTED, FAILED = (
+    "no untried change for the verdict", "no limit found", "budget: runs", "budget: minutes", "interrupted",
+    "failed")
 
 
 @dataclass(slots=True)
@@ -69,6 +70,9 @@ def optimize(plan: OptimizePlan, measurer: Measurer, say: Callable[[str], None] 
     except KeyboardInterrupt:
         state.record["stopped_because"] = INTERRUPTED
         raise
+    except Exception as exc:  # an engine that cannot start (a port taken), a run that failed: said, then raised
+        state.record["stopped_because"] = f"{FAILED}: " + (str(exc).split("\n", 1)[0] or type(exc).__name__)
+        raise
     finally:
         try:
             measurer.close()  # stops the engine; may raise (a port still taken) …
@@ -78,10 +82,10 @@ def optimize(plan: OptimizePlan, measurer: Measurer, say: Callable[[str], None] 
 
 
 def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
-    old = rec.read(plan.folder)
+    old = previous(plan)
     record = head(plan)
     replay: list[dict] = []
-    if old is not None and old.get("definition") == record["definition"]:
+    if old is not None:
         replay = [old["baseline"], *old.get("steps", [])] if old.get("baseline") else []
         record["objective"] = old.get("objective", record["objective"])
         say(f"resuming: {len(replay)} recorded steps are replayed as recorded")
@@ -92,6 +96,17 @@ def _state(plan: OptimizePlan, measurer: Measurer, say) -> State:
     if plan.plan_check is not None:
         record["plan_check"] = plan.plan_check
     return state
+
+
+def previous(plan: OptimizePlan) -> dict | None:
+    """The record this plan resumes (None: none yet). Another definition under the same --name is
+    refused, before anything runs or is written: its record and note stay, its runs are not read."""
+    old = rec.read(plan.folder)
+    if old is not None and old.get("definition") != definition(plan):
+        raise InputError(f"--name {plan.name}: {plan.folder / rec.FILE} records another optimization (its engine, "
+                         "workload or flags differ): rerun that command to resume it, or give another --name "
+                         f"(or delete {plan.folder}) to start anew")
+    return old
 
 
 def _baseline(state: State) -> Seen:
@@ -109,7 +124,7 @@ def _baseline(state: State) -> Seen:
     base = seen(config, m)
     record["objective"] = objective_for(plan, base)
     record["noise"] = rec.noise_rule(plan.repeats, record["objective"]["kind"])
-    record["baseline"] = step_dict(0, base, None, base, m, None, "the configuration as given")
+    record["baseline"] = reused(state, step_dict(0, base, None, base, m, None, "the configuration as given"), m)
     state.say(f"baseline: {_line(record['baseline'])}; verdict {base.verdict}")
     state.save()
     return base
@@ -209,12 +224,13 @@ def untried(state: State, best: Seen) -> list[Move]:
             continue
         if change.name == "workers" and plan.fast:
             continue  # the simulator has no client processes to split
-        old = current(best.config, change, best.evidence)
-        new = next_value(change, old)
+        old = known(best.config, change, best.evidence, plan.base_config, frozenset(plan.from_command),
+                    best.reported)
+        new = next_value(change, old.value)
         if change.name == "max_concurrency" and new is not None and int(new) > plan.spec.dataset.num_prompts:
             continue  # more slots than requests is no more load
         if new is not None and (*_where(best.config), change.name, new) not in state.tried:
-            out.append(Move(change, old, new))
+            out.append(Move(change, old.value, new, old.source))
     return out
 
 
@@ -262,10 +278,21 @@ def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Mo
     if first is not None:
         step["with"] = first.to_dict()  # the reverted change this one was paired with
     state.record["budget"]["runs_used"] += m.fresh
-    steps.append(step)
+    steps.append(reused(state, step, m))
     state.say(f"  {step['why']}")
     state.save()
     return cand
+
+
+def reused(state: State, step: dict, m) -> dict:
+    """Runs read back instead of measured (this definition's, done before: an interrupted run's, or a
+    load the operating point measured) are said on screen and in the step (``reused_runs``)."""
+    again = [run for run, new in zip(m.runs, m.fresh_flags) if not new]
+    if again:
+        step["reused_runs"] = again
+        state.say(f"  reused {len(again)} run(s) this optimization measured before (same definition): "
+                  + ", ".join(again))
+    return step
 
 
 def _infeasible(state: State, base: Seen, move: Move, config: Config, tried: tuple, exc: EngineError) -> Seen:
@@ -298,7 +325,7 @@ def _finish(state: State) -> None:
     if state.record.get("baseline"):
         best_step = next((s for s in reversed(state.record["steps"]) if s["kept"] and not s.get("simulated")),
                          state.record["baseline"])
-        state.record.update(final_section(state.plan, best_step))
+        state.record.update(final_section(state.plan, best_step, state.record.get("operating_point")))
     state.save()
 
 

@@ -24,10 +24,12 @@ from typing import Protocol
 from servelab.config import BenchSpec, check_spec
 from servelab.metrics.noise import Spread
 from servelab.engines.kinds import kind_of
-from servelab.optimize.config import Config, served_args
+from servelab.errors import InputError
+from servelab.optimize.config import REPORTED_FLAGS, Config, served_args
 from servelab.results import layout as files
-from servelab.results.runs import run_result
+from servelab.results.runs import Run, run_result
 from servelab.sim.options import engine_from_flags
+from servelab.telemetry.timeline import read as read_timeline
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.entries import EngineEntry, Workload
@@ -45,7 +47,13 @@ class Repeats:
     results: tuple[dict, ...]  # one result JSON per repeat
     runs: tuple[str, ...]  # their folders, relative to results/NAME
     engine_started: bool  # an engine start was spent on it
-    fresh: int = 0  # runs measured now (the rest were read back, done before): what the budget counts
+    fresh_flags: tuple[bool, ...] = ()  # per run: measured now (False: read back, done before)
+    reported: dict[str, str] = dataclasses.field(default_factory=dict)  # knob flag -> the engine's own value
+
+    @property
+    def fresh(self) -> int:
+        """Runs measured now: what the budget counts."""
+        return sum(self.fresh_flags)
 
     def spread(self, key: str) -> Spread:
         return Spread(tuple(float(r.get(key) or 0.0) for r in self.results))
@@ -58,6 +66,19 @@ class Repeats:
     def diagnosis(self) -> dict:
         """The first repeat's (every repeat ran the same load on the same config)."""
         return (self.results[0].get("servelab") or {}).get("diagnosis") or {}
+
+
+def engine_reported(folder: Path, result: dict | None) -> dict[str, str]:
+    """The knobs' values the engine itself reported in its metrics (``REPORTED_FLAGS``: vLLM's
+    ``cache_config_info`` labels, in the run's telemetry header), by flag; {} without them."""
+    path = Run(result or {}, folder / files.RESULT_FILE, "").timeline_path()
+    if path is None:
+        return {}
+    try:
+        cache = (read_timeline(path).header.get("engine") or {}).get("cache_config") or {}
+    except InputError:  # a torn telemetry file: nothing reported, the next source is read
+        return {}
+    return {flag: str(cache[label]) for flag, label in REPORTED_FLAGS.items() if cache.get(label) is not None}
 
 
 class Measurer(Protocol):
@@ -127,7 +148,7 @@ class EngineMeasurer:
         self.engine_starts += started
         root = self.results / self.name
         return Repeats(tuple(r.result or {} for r in out), tuple(str(r.folder.relative_to(root)) for r in out),
-                        started, sum(not r.kept for r in out))
+                       started, tuple(not r.kept for r in out), engine_reported(out[0].folder, out[0].result))
 
     def _base_model(self) -> str:
         """The base model as launched (the embedded engine's converted folder): the workload's
@@ -161,15 +182,16 @@ class SimMeasurer:
     def measure(self, config: Config, repeats: int) -> Repeats:
         runs = engine_runs(self.name, self.results, self.base, config, 0, 0)
         workload = client_workload(self.spec, config, self.slo)
-        results, folders, fresh = [], [], 0
+        results, folders, fresh = [], [], []
         for repeat in range(1, repeats + 1):
             folder = layout.run_dir(runs, workload, repeat)
-            if not layout.is_done(runs, workload, repeat):
+            fresh.append(not layout.is_done(runs, workload, repeat))
+            if fresh[-1]:
                 self._run(runs, workload, repeat, config)
-                fresh += 1
             results.append(run_result(folder) or {})
             folders.append(str(folder.relative_to(self.results / self.name)))
-        return Repeats(tuple(results), tuple(folders), False, fresh)
+        first = self.results / self.name / folders[0]
+        return Repeats(tuple(results), tuple(folders), False, tuple(fresh), engine_reported(first, results[0]))
 
     def _run(self, runs: EngineRuns, workload: Workload, repeat: int, config: Config) -> None:
         folder = layout.run_dir(runs, workload, repeat)

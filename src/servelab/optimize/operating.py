@@ -58,9 +58,11 @@ class _Ladder:
         budget["runs_used"] += m.fresh
         point = point_from_result(load, m.results[0])
         self.points.append(point)
+        again = {} if m.fresh else {"reused": True}  # read back: this definition measured it before
         self.rows.append({"load": load, "output_tok_s": round(point.throughput, 3), "run": m.runs[0],
-                          **_means(m.results[0])})
-        state.say(f"operating point: concurrency {load:g}: {point.throughput:.1f} out tok/s")
+                          **_means(m.results[0]), **again})
+        state.say(f"operating point: concurrency {load:g}: {point.throughput:.1f} out tok/s"
+                  + (f" (reused: {m.runs[0]}, measured before)" if again else ""))
         return point
 
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 from servelab import __version__
 from servelab.engines.kinds import kind_of, serve_command
+from servelab.engines.spec import DEFAULT_PORT, flag_value
 from servelab.errors import InputError
 from servelab.optimize import record as rec
 from servelab.optimize.config import Config, served_args
@@ -39,6 +40,7 @@ class OptimizePlan(EnginePlan):
     operating_point: bool = True
     plan_check: dict | None = None
     alternative_models: tuple[str, ...] = ()  # checkpoints to try instead of the base (--alternative-model)
+    from_command: tuple[str, ...] = ()  # a command engine: the knob flags its command line set (own_flags)
 
     @property
     def base_config(self) -> Config:
@@ -50,6 +52,35 @@ class OptimizePlan(EnginePlan):
     def base_model(self) -> str:
         """The model as the user gave it (the embedded engine: its name): a model change's ``from``."""
         return self.engine.spec.model or self.engine.spec.name
+
+
+def own_flags(plan: OptimizePlan) -> OptimizePlan:
+    """A command engine's knobs as its command line sets them (``--max-num-seqs 4``) become the
+    configuration's flags: the loop then steps from that value (4 → 8, not vLLM's default), the
+    diagnosis reads it as the engine's own (its result records the flags), and a change replaces
+    the flag instead of appending a second one to the command."""
+    spec = plan.engine.spec
+    if plan.kind != "command" or not plan.knobs:
+        return plan
+    command, moved, found = list(spec.command), [], []
+    for knob in plan.knobs:
+        flag = "--" + knob
+        value = flag_value(command, flag)
+        if value is not None:
+            command = _without_flag(command, flag)
+            moved += [flag, value]
+            found.append(flag)
+    if not found:
+        return plan
+    args = (*moved, *spec.args)
+    engine = dataclasses.replace(plan.engine, spec=dataclasses.replace(spec, command=tuple(command), args=args),
+                                 args=args)
+    return dataclasses.replace(plan, engine=engine, from_command=tuple(found))
+
+
+def _without_flag(argv: list[str], flag: str) -> list[str]:
+    """The argv less every ``flag V`` and ``flag=V``."""
+    return [a for a in _without(argv, (flag,)) if not a.startswith(flag + "=")]
 
 
 def check(plan: OptimizePlan) -> None:
@@ -111,6 +142,7 @@ def head(plan: OptimizePlan) -> dict:
         "workload": {"fixed": fixed, "free": ["client max_concurrency", "client workers"]},
         "plan_check": None, "baseline": None, "steps": [], "final": None, "operating_point": None,
         "next": None, "stopped_because": None,
+        "operating_point_skipped": None if plan.operating_point else "--no-operating-point",
         "budget": {"runs_used": 0, "runs_limit": plan.budget_runs, "minutes_used": 0.0,
                    "minutes_limit": plan.budget_minutes, "engine_starts": 0, "simulated_runs": 0},
         "limits": limits(plan), "noise": rec.noise_rule(plan.repeats, plan.objective),
@@ -160,13 +192,18 @@ def plan_check(engine: EngineEntry, port: int) -> dict | None:
                     f"{planned.context_tokens:,} tokens at once"}
 
 
-def final_section(plan: OptimizePlan, best: dict) -> dict:
+def final_section(plan: OptimizePlan, best: dict, operating: dict | None = None) -> dict:
     """``final`` (the best verified configuration as a serve line, with the client's settings)
-    and ``next`` (the scale command that checks N replicas of it)."""
+    and ``next`` (the scale command that checks N replicas of it, each at the operating point's
+    concurrency when one was found, else at the final client's)."""
     config = Config.from_dict(best["config"])
+    at = config
+    if operating and operating.get("load") is not None and operating.get("over", "concurrency") == "concurrency":
+        at = dataclasses.replace(config, max_concurrency=int(operating["load"]))
     return {"final": {**config.to_dict(), "output_tok_s": best["result"]["output_tok_s"],
                       "serve_command": serve_line(plan, config), "from_step": best["n"]},
-            "next": {"scale_command": scale_line(plan, config)}}
+            "next": {"scale_command": scale_line(plan, at),
+                     "at": "the operating point" if at is not config else "the final client settings"}}
 
 
 def serve_line(plan: OptimizePlan, config: Config) -> str:
@@ -195,9 +232,16 @@ def scale_line(plan: OptimizePlan, config: Config) -> str:
     if config.model is not None and plan.engine.spec.kind != "sim":
         argv = [*_without(argv, ("--model",)), "--model", config.model]  # the checkpoint kept
     workload = " ".join(shlex.quote(a) for a in argv)
-    served = served_args(config, plan.engine.spec.kind)
+    served = list(served_args(config, plan.engine.spec.kind))
+    where = [] if plan.port == DEFAULT_PORT else [f"--port {plan.port}"]  # the port the engine was measured on
+    if kind == "command":  # its own command line, each replica on its port (scale fills {port})
+        port = str(plan.port)
+        served = ["{port}" if a == port else a for a in (*plan.engine.spec.command, *served)]
+        url = plan.engine.spec.ready_url
+        where += [f"--ready-url {shlex.quote(url.replace(':' + port, ':{port}'))}"] if url else []
     args = f" -- {shlex.join(served)}" if served else ""
-    return " ".join(x for x in (f"servelab scale --replicas 2{engine}", workload, *client, *env) if x) + args
+    parts = (f"servelab scale --replicas 2{engine}", *where, workload, *client, *env)
+    return " ".join(x for x in parts if x) + args
 
 
 def _without_client(argv: tuple[str, ...]) -> list[str]:

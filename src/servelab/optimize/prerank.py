@@ -51,7 +51,7 @@ class Prerank:
         key, higher, _ = OBJECTIVES[state.record["objective"]["kind"]]
         top, value = None, move.new
         for _ in range(LADDER):
-            cand_move = Move(move.change, move.old, value)
+            cand_move = Move(move.change, move.old, value, move.source)
             config = apply(best.config, cand_move, best.evidence)
             cand = self._seen(state, self.convert(config, best.evidence), record=(best, cand_move, base))
             score = _ratio(base.spread(key).mean, cand.spread(key).mean, higher)

@@ -29,6 +29,7 @@ from servelab.optimize.report_text import (
 from servelab.results.layout import OPTIMIZE_FILE, OPTIMIZE_HTML, OPTIMIZE_MD
 
 SCHEMA = "servelab.optimize/1"
+DEFAULT_NAME = "optimize"  # the command's default --name: a title says nothing with it
 REQUIRED = ("objective", "engine", "workload", "steps", "final", "stopped_because", "budget", "noise")
 
 
@@ -47,6 +48,7 @@ class Note:
     operating: list[str]
     points: Table | None
     scale_command: str
+    scale_at: str  # the load each replica is given: the operating point's, else the final client's
     method: list[tuple[str, str]]
     limits: list[str]
     simulated: bool = False  # some number in it is a prediction
@@ -99,14 +101,24 @@ def _note(doc: dict) -> Note:
     simulated = sim_engine(doc) or any(s.get("simulated") for s in all_steps(doc))
     op = doc.get("operating_point")
     return Note(
-        title=("SIMULATED · " if sim_engine(doc) else "") + f"Optimising {doc.get('name', '?')}",
+        title=("SIMULATED · " if sim_engine(doc) else "") + title(doc),
         meta=f"{doc['engine']['kind']} · {doc['engine'].get('model', '?')} · started {doc.get('started', '?')} · "
              f"servelab {doc.get('servelab_version', '?')}",
         summary=summary(doc), steps=steps_table(doc), details=details(doc),
         final=final_lines(doc), serve_command=serve_command(doc),
         comparison=comparison_table(doc), operating=operating_lines(doc), points=points_table(op) if op else None,
-        scale_command=(doc.get("next") or {}).get("scale_command", ""), method=method(doc),
+        scale_command=(doc.get("next") or {}).get("scale_command", ""),
+        scale_at=(doc.get("next") or {}).get("at", "this operating point"), method=method(doc),
         limits=limits(doc, simulated), simulated=simulated)
+
+
+def title(doc: dict) -> str:
+    """What was optimised: the model on its engine, then the run's name when the user chose one."""
+    engine, name = doc["engine"], doc.get("name")
+    model = engine.get("model") or "?"
+    what = (f"Optimising {model} on the {engine['kind']} engine" if engine["kind"] != model
+            else f"Optimising the {model} engine")  # a command or sim engine without a model name
+    return what + (f" ({name})" if name and name != DEFAULT_NAME else "")
 
 
 def render_markdown(note: Note) -> str:
@@ -122,7 +134,7 @@ def render_markdown(note: Note) -> str:
     out += [*note.final, "", note.comparison.markdown(), "", "## Operating point", "", *note.operating, ""]
     out += [note.points.markdown(), ""] if note.points else []
     out += ["## Next: N replicas", ""]
-    out += (["Each replica at this operating point, counted in one window:", "", "```", note.scale_command, "```"]
+    out += ([f"Each replica at {note.scale_at}, counted in one window:", "", "```", note.scale_command, "```"]
             if note.scale_command else ["No scale command was recorded."])
     out += ["", "## Methodology and limits", "", *(f"- **{k}**: {v}" for k, v in note.method), "",
             "What these numbers do not show:", "", *(f"- {x}" for x in note.limits)]

@@ -63,7 +63,7 @@ on the final configuration; the circle marks the operating point</figcaption>{{ 
 {% if n.points %}{{ table(n.points) }}{% endif %}
 
 <h2 id="next">Next: N replicas</h2>
-{% if n.scale_command %}<p>Each replica at this operating point, counted in one window:</p>
+{% if n.scale_command %}<p>Each replica at {{ n.scale_at }}, counted in one window:</p>
 <pre class="cmd">{{ n.scale_command }}</pre>{% else %}<p>No scale command was recorded.</p>{% endif %}
 
 <h2 id="methodology">Methodology and limits</h2>

@@ -142,25 +142,41 @@ def details(doc: dict) -> list[dict]:
 
 
 def step_detail(doc: dict, step: dict) -> dict:
-    """A step as a paragraph: what the diagnosis said, what was changed, what it measured, the call."""
+    """A step as a paragraph: the verdict it acted on, what was changed (and where its value was read),
+    what it measured, the call — and under it the evidence of its own runs' diagnosis, not the one it
+    acted on (that is listed under the step, or the baseline, that measured it)."""
     first = step is doc.get("baseline")
     res, floor = step["result"], band(doc)
     heading = "Baseline" if first else f"Step {step['n']}: {step_change(step)} — {_call(step, False)}"
     measured = (f"{num(res.get('output_tok_s'))} output tok/s, mean TTFT {num(res.get('mean_ttft_ms'), 0)} ms, "
                 f"mean TPOT {num(res.get('mean_tpot_ms'))} ms over {res.get('repeats', '?')} "
                 f"{'prediction' if step.get('simulated') else 'repeat'}(s)")
-    lines = [f"Verdict: {step.get('verdict') or 'none'}.", f"{'Predicted' if step.get('simulated') else 'Measured'}: "
-             f"{measured}."]
-    after = (step.get("diagnosis_after") or {}).get("verdict")
+    said = "Predicted" if step.get("simulated") else "Measured"
+    after = step.get("diagnosis_after") or {}
     if first:
-        lines.append(f"Configuration: {config_text(step['config'])}.")
+        lines = [f"Verdict: {step.get('verdict') or 'none'}.", f"{said}: {measured}.",
+                 f"Configuration: {config_text(step['config'])}."]
+        evidence = step.get("evidence") or []
     else:
-        lines.append(f"Gain on {_metric(doc)}: {gain_text(step.get('gain'))} against the configuration it "
-                     f"was compared with; noise band ±{share(floor)} → {step.get('noise_verdict') or 'not judged'}.")
-        lines.append(f"Why: {step.get('why') or 'no reason recorded'}.")
-        lines += [f"Diagnosis of its runs: {after}."] if after else []
+        lines = [f"Acted on: {step.get('verdict') or 'none'}, the diagnosis of the best configuration so far.",
+                 *_source(step.get("change")), f"{said}: {measured}.",
+                 f"Gain on {_metric(doc)}: {gain_text(step.get('gain'))} against the configuration it "
+                 f"was compared with; noise band ±{share(floor)} → {step.get('noise_verdict') or 'not judged'}.",
+                 f"Why: {step.get('why') or 'no reason recorded'}."]
+        lines += [f"Diagnosis of its own runs: {after['verdict']}."] if after.get("verdict") else []
+        evidence = after.get("evidence") or []
+    reused = step.get("reused_runs") or []
+    lines += [f"Reused: {len(reused)} run(s) this optimization measured before (same definition), read back, "
+              "not measured again."] if reused else []
     return {"heading": heading, "simulated": bool(step.get("simulated")), "lines": lines,
-            "evidence": list(step.get("evidence") or []), "runs": list(res.get("runs") or [])}
+            "evidence": list(evidence), "runs": list(res.get("runs") or [])}
+
+
+def _source(change: dict | None) -> list[str]:
+    """Where the value the change stepped from was read (the loop records it): a default is a guess."""
+    if not change or not change.get("from_source"):
+        return []
+    return [f"Stepped from {change.get('from') or 'unset'} (source: {change['from_source']})."]
 
 
 def config_text(config: dict) -> str:
@@ -202,10 +218,40 @@ def _headline(doc: dict, base: dict | None, final: dict) -> str:
         return f"Mean TTFT {num(b, 0)} ms → {tail} under the same load." + (
             f" Why this objective: {why}." if why else "")
     b, f = base["result"]["output_tok_s"], final.get("output_tok_s")
+    at_base = _load(base["config"].get("client") or {})
     if f is None:
-        return f"Output throughput {num(b)} tok/s at the baseline; no change verified yet."
+        return f"Output throughput {num(b)} tok/s at the baseline ({at_base}); no change verified yet."
     ratio = f"{f / b:.2f}×, {pct(f / b)}" if b else "-"
-    return f"Output throughput {num(b)} → {num(f)} tok/s ({ratio}) under the same workload."
+    return (f"Output throughput {num(b)} tok/s at the baseline ({at_base}) → {num(f)} tok/s with the final "
+            f"configuration ({_load(final.get('client') or {})}) ({ratio}) under the same workload."
+            + _at_operating_point(doc, b, final) + _latency_cost(doc, base["result"]))
+
+
+def _load(client: dict) -> str:
+    c = client.get("max_concurrency")
+    return f"client concurrency {c}" if c is not None else "no client concurrency cap"
+
+
+def _at_operating_point(doc: dict, b: float, final: dict) -> str:
+    """The operating point, when measured on the final configuration at another load than the client's,
+    stated with its load: the summary's numbers then match the table below it."""
+    op = doc.get("operating_point") or {}
+    if op.get("load") is None or op.get("output_tok_s") is None:
+        return ""
+    if op.get("over") == "concurrency" and op["load"] == (final.get("client") or {}).get("max_concurrency"):
+        return ""  # the final client's own load: the sentence before says it
+    ratio = f" ({op['output_tok_s'] / b:.2f}× the baseline)" if b else ""
+    return (f" At its operating point, {LOAD_NAMES.get(op['over'], op['over'])} {op['load']:g}, it measured "
+            f"{num(op['output_tok_s'])} tok/s{ratio}.")
+
+
+def _latency_cost(doc: dict, base: dict) -> str:
+    """What a throughput gain cost in latency: each mean that rose by more than the noise floor."""
+    now, floor = final_result(doc) or {}, band(doc)
+    costs = [f"{label} {pct(now[key] / base[key])}" for key, label in (("mean_tpot_ms", "mean TPOT"),
+                                                                       ("mean_ttft_ms", "mean TTFT"))
+             if base.get(key) and now.get(key) is not None and now[key] / base[key] > 1 + floor]
+    return f" Latency cost: {', '.join(costs)} against the baseline." if costs else ""
 
 
 def stopped_text(doc: dict) -> str:
@@ -279,6 +325,9 @@ def comparison_table(doc: dict) -> Table:
 
 def operating_lines(doc: dict) -> list[str]:
     op = doc.get("operating_point")
+    if not op and doc.get("operating_point_skipped"):
+        return [f"Not measured: {doc['operating_point_skipped']} was asked (no load ladder on the final "
+                "configuration)."]
     if not op:
         if doc["stopped_because"] is None:
             return ["Not measured yet: the load sweep on the final configuration comes after the last change."]
@@ -337,7 +386,9 @@ def limits(doc: dict, simulated: bool) -> list[str]:
     if not doc["engine"].get("restartable", True):
         out.append("The engine's own settings were not tried: a better engine configuration may exist.")
     if not doc.get("operating_point"):
-        out.append("No operating point: the load this configuration serves before latency grows is unknown.")
+        skipped = doc.get("operating_point_skipped")
+        out.append(f"No operating point{f' ({skipped})' if skipped else ''}: the load this configuration serves "
+                   "before latency grows is unknown.")
     out += ["A gain is a ratio of means over repeats on this machine, for this workload: another prompt/answer "
             "length mix may meet another limit first.",
             "A change reverted as within noise may still help a little: with more repeats a smaller real gain "

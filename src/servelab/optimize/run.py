@@ -9,9 +9,9 @@ import dataclasses
 from pathlib import Path
 
 from servelab.engines.vllm import vllm_build
-from servelab.optimize.loop import optimize
+from servelab.optimize.loop import optimize, previous
 from servelab.optimize.measure import EngineMeasurer, SimMeasurer
-from servelab.optimize.plan import OptimizePlan, check, plan_check
+from servelab.optimize.plan import OptimizePlan, check, own_flags, plan_check
 from servelab.optimize.prerank import Prerank
 from servelab.optimize.report import write_report
 from servelab.results.layout import OPTIMIZE_FILE
@@ -28,6 +28,8 @@ def table_kind(entry: EngineEntry) -> str:
 
 def optimize_command(plan: OptimizePlan, say) -> tuple[dict, Path]:
     check(plan)
+    plan = own_flags(plan)
+    previous(plan)  # another optimization under this --name: refused before anything is written
     if not plan.fast:
         plan = dataclasses.replace(plan, plan_check=plan_check(plan.engine, plan.port))
         if plan.plan_check:

@@ -6,7 +6,7 @@ Pure over values (results in, a step's dict out), so the loop and its replay sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servelab.metrics.noise import BETTER, NOISE_FLOOR, TAIL_FACTOR, Spread, verdict
 from servelab.optimize.config import Config, Move
@@ -28,6 +28,7 @@ class Seen:
     verdict: str
     evidence: dict
     lines: tuple[str, ...]
+    reported: dict[str, str] = field(default_factory=dict)  # knob flag -> the value the engine's metrics state
 
     def spread(self, key: str) -> Spread:
         return Spread(self.values.get(key) or (0.0,))
@@ -39,7 +40,7 @@ def seen(config: Config, m: Repeats) -> Seen:
     lines = (top.get("summary", ""), *(d.get("checked") or ()))
     values = {k: tuple(float(r.get(k) or 0.0) for r in m.results) for k in VALUES}
     return Seen(config, values, d.get("verdict", "no-limit-found"), top.get("evidence") or {},
-                tuple(x for x in lines if x))
+                tuple(x for x in lines if x), dict(m.reported))
 
 
 def seen_from_step(step: dict) -> Seen:
@@ -48,7 +49,7 @@ def seen_from_step(step: dict) -> Seen:
                                             "evidence": step.get("evidence")}
     values = {k: tuple(v) for k, v in (step["result"].get("values") or {}).items()}
     return Seen(Config.from_dict(step["config"]), values, after["verdict"], after.get("evidence_values") or {},
-                tuple(after.get("evidence") or ()))
+                tuple(after.get("evidence") or ()), dict(step.get("engine_reported") or {}))
 
 
 def compare(best: Seen, cand: Seen, objective: str) -> tuple[str, float | None]:
@@ -66,7 +67,8 @@ def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats 
     """The contract's STEP: the verdict acted on and its evidence, the change, what it gave, kept or not."""
     noise, gain = judged if judged else (None, None)
     result = {**(m.summary() if m else {}), "values": {k: list(v) for k, v in cand.values.items()}}
-    return {"n": n, "verdict": acted_on.verdict, "evidence": list(acted_on.lines),
+    reported = {"engine_reported": dict(cand.reported)} if cand.reported else {}  # only where the engine said
+    return {**reported, "n": n, "verdict": acted_on.verdict, "evidence": list(acted_on.lines),
             "evidence_values": acted_on.evidence, "change": move.to_dict() if move else None,
             "config": cand.config.to_dict(), "result": result,
             "gain": round(gain, 4) if gain is not None else None, "noise_verdict": noise,
