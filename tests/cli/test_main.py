@@ -129,3 +129,28 @@ def test_optimize_says_what_simulate_means_to_it_and_has_one_results_group(capsy
     assert lines.count("results:") == 1
     simulate = " ".join(lines[next(i for i, s in enumerate(lines) if s.startswith("  --simulate ")):][:3])
     assert "with --engine sim" in simulate
+
+
+def test_recover_with_nothing_to_recover_fails_in_one_line(tmp_path, capsys):
+    """Issue 34 item 16: it exited 0, so a script could not tell."""
+    assert main.main(["results", "recover", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    assert out.out == f"servelab: nothing to recover in {tmp_path} (no records left by a killed run)\n"
+    assert out.err == ""
+
+
+def test_num_prompts_is_checked_before_any_server_is_asked(capsys):
+    """Issue 34 item 16: `--num-prompts -1` was refused only after contacting the server (here:
+    none listens, so the old order said the server could not be reached)."""
+    assert main.main(["bench", "--base-url", "http://127.0.0.1:9", "--num-prompts", "-1", "--dataset-name",
+                      "random", "--disable-tqdm", "--no-telemetry"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["servelab: error: --num-prompts must be >= 1, got -1"]
+
+
+def test_num_prompts_below_one_still_means_every_line_of_a_custom_file():
+    from servelab.config import check_num_prompts
+
+    check_num_prompts("custom", -1)  # vLLM's reading: every line
+    with pytest.raises(Exception, match="--num-prompts must be >= 1, got 0"):
+        check_num_prompts("sharegpt", 0)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_spec
+from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_num_prompts,
+                             check_spec)
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
@@ -277,6 +278,7 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
     from servelab.flags.unsupported import check_backend, check_dataset, check_flags, check_skip_tokenizer
 
     check_flags(args)
+    check_num_prompts(args.dataset_name, args.num_prompts)  # before a server is asked (it may be far or down)
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
                      dataset=DatasetSpec(name=args.dataset_name, path=args.dataset_path),  # as given
                      multi_turn=multi_turn_spec(args), tokenizer=args.tokenizer,
