@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -84,9 +85,12 @@ def test_installing_next_to_vllm_keeps_torch_and_vllm_and_brings_nvml(tmp_path):
     python = _vllm_env(tmp_path)
     assert _versions(python) == before  # the view holds them, as the GPU box does
     env = _clean_env(python.parent)
+    clone = tmp_path / "servelab"  # pip builds in the tree it is given: a copy, as a fresh clone is
+    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(".git", ".venv", "results", "build", "*.egg-info",
+                                                                "__pycache__", ".pytest_cache", ".servelab"))
     outputs = []
     for line in readme_commands():
-        run = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(line, shell=True, cwd=clone, env=env, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, f"{line}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
         outputs.append(run.stdout)
     assert _versions(python) == before  # pip changed neither torch nor vLLM (nor what they need)
