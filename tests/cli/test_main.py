@@ -66,15 +66,18 @@ def test_no_parser_matches_a_prefix(command):
 
 def test_every_parser_made_in_the_package_refuses_prefixes():
     """The parsers outside the CLI's (a study's bench flags, the simulated engine's, the plan a
-    sim engine is made from, the engines' own mains) are made with allow_abbrev=False too."""
+    sim engine is made from, the engines' own mains, the bench/ and tools/ scripts) are made
+    with allow_abbrev=False too."""
     import re
     from pathlib import Path
 
     import servelab
 
-    made = [(path.name, line) for path in Path(servelab.__file__).parent.rglob("*.py")
-            for line in path.read_text().splitlines() if re.search(r"ArgumentParser\(", line)]
-    assert len(made) >= 8
+    root = Path(servelab.__file__).parents[2]  # the package, and the bench/ and tools/ scripts
+    files = [path for folder in (root / "src", root / "bench", root / "tools") for path in folder.rglob("*.py")]
+    made = [(path.name, line) for path in files for line in path.read_text().splitlines()
+            if re.search(r"ArgumentParser\(", line)]
+    assert len(made) >= 20
     assert [m for m in made if "allow_abbrev=False" not in m[1]] == []
 
 

@@ -223,11 +223,12 @@ def make(args: argparse.Namespace, runs_max_model_len: int | None = None):
     source = load_model(args.model)
     gpu, count = resolve_gpu(args)
     assumed = vllm_defaults(args.vllm_version or ASSUMED)
+    utilization = assumed.gpu_memory_utilization if args.gpu_memory_utilization is None else args.gpu_memory_utilization
     spec = PlanSpec(
         model=source.shape, gpu=gpu, gpu_count=count, engine=args.engine,
         quantization=args.quantization or source.quantization, kv_cache_dtype=args.kv_cache_dtype,
-        max_model_len=args.max_model_len or runs_max_model_len, gpu_memory_utilization=assumed.gpu_memory_utilization if args.gpu_memory_utilization is None
-        else args.gpu_memory_utilization, vllm_version=assumed.version, tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
+        max_model_len=args.max_model_len or runs_max_model_len, gpu_memory_utilization=utilization,
+        vllm_version=assumed.version, tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
         cpu_kv_space_gib=args.cpu_kv_space_gib, ctx_size=args.ctx_size, parallel=args.parallel,
         weights_bytes=source.weights_bytes if not args.quantization else None)
