@@ -59,7 +59,7 @@ def whole_sharegpt(out: Path) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--max-concurrency", type=int, default=8)

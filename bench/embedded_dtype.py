@@ -58,7 +58,7 @@ def one(dtype: str, prompts: int, tmp: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--num-prompts", type=int, default=48)
     args = ap.parse_args()

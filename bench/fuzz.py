@@ -55,7 +55,7 @@ def run(name: str, strategy, check, cases: int) -> tuple[collections.Counter, st
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=10_000)
     p.add_argument("--only", default="stream,results,study,datasets")
     args = p.parse_args()

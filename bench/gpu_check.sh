@@ -4,7 +4,7 @@
 # measurement (bench/gpu_roofline.py). Writes everything under $OUT (default ./gpu-check).
 #
 # Needs python3 with torch (CUDA) and nvidia-ml-py; servelab's own dependencies (numpy, tokenizers,
-# uvloop, psutil, tqdm, jinja2, prometheus_client) and the Qwen3 tokenizer package, which may come
+# uvloop, psutil, jinja2, prometheus_client) and the Qwen3 tokenizer package, which may come
 # from an extra folder on PYTHONPATH: EXTRA_SITE=path/to/site bash bench/gpu_check.sh
 set -u
 OUT=${OUT:-$PWD/gpu-check}

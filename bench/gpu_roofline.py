@@ -524,7 +524,7 @@ def report(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="time the kernels on this machine's GPU")
     m.add_argument("--out", help="JSON file to write")

@@ -98,7 +98,7 @@ def soak(n: int, streams: int, mock_cpu: list[int] | None, dataset: str) -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="5000,50000,500000", help="comma-separated request counts")
     ap.add_argument("--streams", type=int, default=256)
     ap.add_argument("--dataset", choices=("custom", "random", "sharegpt"), default="custom")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--budget-runs", type=int, default=12)
     p.add_argument("--num-prompts", type=int, default=16)
     p.add_argument("--results", type=Path, default=Path("results"))

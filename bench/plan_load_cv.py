@@ -29,7 +29,7 @@ def errors(rows, constants) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0]).parse_args(argv)
     corpus = load_corpus()
     rows = load_rows(corpus)
     pooled: dict[str, list[float]] = {"without": [], "with": []}

@@ -57,7 +57,7 @@ def one_round(out: Path, repeats: int) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--busy", type=int, default=0, help="processes spinning on the CPUs during the runs")
     ap.add_argument("--rounds", type=int, default=1, help="baseline + baseline-again pairs, each two engine starts")
     ap.add_argument("--repeats", type=int, default=2, help="runs on each engine start (the demo's 2)")

@@ -129,7 +129,7 @@ def verdicts(samples: list[dict], lags: list[dict]) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=15.0)
     ap.add_argument("--rate", type=float, default=20.0, help="requests per second (Poisson)")
     ap.add_argument("--every-s", type=float, default=30.0)

@@ -91,7 +91,7 @@ def streams(workers: int, n: int, out: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--streams", type=int, default=0, help="also run the many-streams figure (4096 in the issue)")
     ap.add_argument("--quick", action="store_true", help="shorter streams for the ceiling")

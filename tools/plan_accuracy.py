@@ -332,7 +332,7 @@ def write_fit(corpus: Corpus, memory: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="refit the speed constants on the fit rows first")
     parser.add_argument("--fit-memory", action="store_true", help="with --fit, refit the non-KV memory factors too")
     parser.add_argument("--check", action="store_true", help="fail if the committed doc or bands differ")

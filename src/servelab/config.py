@@ -271,6 +271,16 @@ def check_lora(spec: BenchSpec) -> None:
                          f"needs at least {n} names in --lora-modules (given {k})")
 
 
+# custom (and spec_bench, speed_bench, built on it) read "--num-prompts ≤ 0" as "every line", as vLLM does.
+EVERY_LINE_DATASETS = ("custom", "spec_bench", "speed_bench")
+
+
+def check_num_prompts(dataset_name: str, num_prompts: int) -> None:
+    """At parse time (before any server is asked) and again where a dataset is sampled."""
+    if num_prompts < 1 and dataset_name not in EVERY_LINE_DATASETS:
+        raise InputError(f"--num-prompts must be >= 1, got {num_prompts}")
+
+
 def check_spec(spec: BenchSpec) -> None:
     """The first problem with ``spec``'s values or their combination, as one InputError line."""
     load = spec.load

@@ -33,7 +33,7 @@ metric               base [2 runs] (baseline)  capped [2 runs]  vs base
 ↓ model weights GiB  0.250*                    0.250*           1.00× +0.0% same
 ↑ KV cache tokens    46,592                    46,592           1.00× +0.0% same
 ↑ max concurrency ×  22.75                     22.75            1.00× +0.0% same
-  * model weights from the checkpoint files' size: the engine did not report them (vLLM's CPU build does not)
+  * model weights not reported by the engine (vLLM's CPU build does not): servelab plan's for the dtype it serves, else the checkpoint files' size
   cells: mean ± half-range over repeats; vs: ratio to the baseline, change, verdict
   verdict rule: better/worse = the min–max ranges over repeats do not overlap AND the means differ by more than 10% \
 for throughputs, 20% for latencies; otherwise within noise (needs ≥ 2 repeats per config). ↑ higher is better, ↓ lower is better.
@@ -120,3 +120,16 @@ def test_column_names_keep_short_names_cut_shared_ends_else_letters():
     assert column_names(long) == {long[0]: "A", long[1]: "B"}  # what is left is still too long
     pair = ["results/bf16/vllm-inf-Qwen3-14B.json", "results/awq/vllm-inf-Qwen3-14B.json"]
     assert column_names(pair) == {pair[0]: "bf16", pair[1]: "awq"}
+
+
+def test_unreported_weights_are_the_served_dtypes_not_the_files(folder, capsys):
+    """Issue 34 item 11: a bf16 checkpoint (0.251 GiB of files) served in float32 holds 0.50 GiB,
+    as the plan stored beside each run says; the comparison showed the files' size."""
+    for memory_file in folder.rglob("memory.json"):
+        memory = json.loads(memory_file.read_text())
+        memory["checkpoint_gib"] = 0.251
+        memory["plan"]["memory_report"]["weights_gib"] = 0.502
+        memory_file.write_text(json.dumps(memory))
+    assert main.main(["compare", str(folder)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "model weights GiB" in line)
+    assert row.split()[4:6] == ["0.502*", "0.502*"], row

@@ -29,7 +29,7 @@ def fixed_host(monkeypatch):
 def test_without_nvidia_ml_py_says_so_and_describes_the_cpu(monkeypatch, capsys, fixed_host):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     assert run(capsys) == (
-        "no GPU: nvidia-ml-py is not installed (pip install nvidia-ml-py)\n"
+        "no GPU: nvidia-ml-py is not installed (the gpu extra: pip install 'servelab[gpu]')\n"
         "\n"
         "cpu         AMD EPYC\n"
         "cores       2 logical, 2 physical\n"

@@ -26,6 +26,7 @@ def test_the_embedded_engine_on_this_machine(capsys):
     assert run(capsys, "--max-model-len", "2048") == (
         "plan: HuggingFaceTB/SmolLM2-135M-Instruct on cpu x1 (23.5 GiB each), vllm, "
         "weights 16-bit (not quantized), KV auto, TP 1\n"
+        "assumes: vLLM 0.32's defaults (--vllm-version); the CPU build's KV cache is VLLM_CPU_KVCACHE_SPACE=1 GiB\n"
         "\n"
         "memory report (predicted)\n"
         "  weights             0.25 GiB\n"

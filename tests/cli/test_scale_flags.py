@@ -9,8 +9,8 @@ from servelab.cli.main import main
     (["--replicas", "0"], "--replicas must be at least 1"),
     (["--workers", "2"], "scale runs one client process per replica"),
     (["--simulate"], "scale runs one client process per replica"),
-    (["--ray", "--workers", "2"], "--simulate and --workers do not apply"),  # Ray places replicas, not shards
-    (["--ray", "10.0.0.1:6379", "--simulate"], "--simulate and --workers do not apply"),
+    (["--ray", "--workers", "2"], "--workers does not apply"),  # Ray places replicas, not shards
+    (["--ray", "10.0.0.1:6379", "--simulate"], "--simulate does not apply"),
     (["--ray", "--engine", "external", "--url", "http://127.0.0.1:9"], "an external server cannot be replicated"),
     (["--engine", "external", "--url", "http://127.0.0.1:9"], "an external server cannot be replicated"),
     (["--engine", "sim", "--repeats", "0"], "--repeats must be at least 1"),

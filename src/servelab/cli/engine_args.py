@@ -35,7 +35,7 @@ def add_load_arguments(g, command: str = "sweep") -> None:
 
 
 def add_study_arguments(p: argparse.ArgumentParser, default_name: str) -> None:
-    g = p.add_argument_group("results")
+    g = p.add_argument_group("results")  # the only one: bench's own is "reported metrics" here (runs_owned)
     g.add_argument("--name", default=default_name, help="results go to RESULTS/NAME (default %(default)s)")
     g.add_argument("--results", type=Path, default=Path("results"), help="results root (default %(default)s)")
     g.add_argument("--warmup", type=int, default=4,
@@ -178,7 +178,7 @@ def shown_flags(args: argparse.Namespace) -> list[str]:
 def _bench_defaults() -> dict:
     from servelab.flags.bench_serve import add_bench_arguments
 
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_bench_arguments(parser, runs_owned=True)
     return vars(parser.parse_args([]))
 

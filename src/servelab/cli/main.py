@@ -33,8 +33,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# A usage block longer than this many lines is replaced by a short one (bench's full usage is
+# ~107 lines of every flag before the first word of help; the flags are listed below it anyway).
+USAGE_LINES = 8
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line naming it (not a screen of usage), exit 2."""
+    """argparse, but a bad flag is one line naming it (not a screen of usage), exit 2; a flag
+    is never matched by a prefix (``--gpu`` is not ``--gpu-hour-cost``); a long usage is short."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def format_usage(self) -> str:
+        self._shorten_usage()
+        return super().format_usage()
+
+    def _shorten_usage(self) -> None:
+        """``PROG [OPTIONS] POSITIONALS`` when argparse's own usage runs past USAGE_LINES."""
+        if self.usage is not None:
+            return
+        f = self._get_formatter()
+        f.add_usage(None, self._actions, self._mutually_exclusive_groups)
+        if f.format_help().count("\n") > USAGE_LINES:
+            shown = [a for a in self._get_positional_actions() if a.help != argparse.SUPPRESS]
+            self.usage = " ".join([self.prog, "[OPTIONS]", *(self._get_formatter()._metavar_formatter(
+                a, a.dest)(1)[0] for a in shown)])
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -47,6 +72,7 @@ class Parser(argparse.ArgumentParser):
         groups = self._action_groups[2:]  # [0], [1]: argparse's positionals and "options"
         first = next((i for i, g in enumerate(groups) if g.title == name), None)
         if not first:
+            self._shorten_usage()
             return super().format_help()
         f = self._get_formatter()
         f.add_usage(f"{self.prog} [{name.upper()} OPTIONS] [BENCH WORKLOAD FLAGS] [-- ENGINE ARGS]", None, [])

@@ -18,11 +18,13 @@ import argparse
 import sys
 
 from servelab.cli import engine_args as given  # the engine, workload and results flags tune and sweep take
-from servelab.flags.bench_serve import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments, reword
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True)
+    reword(p, "simulate", "with --engine sim (its flags after --): the simulated engine's fast mode, no server "
+                          "and no HTTP; every number is SIMULATED (another engine refuses it)")
     g = p.add_argument_group("optimize", description=(
         "RESULTS/NAME/optimize.json is the record: rerunning the same command (same --name, engine, workload "
         "and optimize flags) resumes it, reusing its runs and saying so; the same --name with another "

@@ -28,7 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantization", help="none, fp8, int8, awq, gptq, or a GGUF type (Q4_0, Q4_1, Q8_0, F16…)")
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto, bf16, fp16, fp8 (llama.cpp: f16, q8_0, q4_0)")
     parser.add_argument("--max-model-len", type=int, help="context length per request (default: the model's)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.92, help="vLLM's (default %(default)s)")
+    parser.add_argument("--vllm-version", default=None, metavar="X.Y",
+                        help="the vLLM release whose defaults the plan assumes (default: the release servelab runs, "
+                             "named in the plan's header); --gpu-memory-utilization is 0.92 from vLLM 0.20, 0.9 before")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None,
+                        help="vLLM's (default: --vllm-version's default)")
     parser.add_argument("--tensor-parallel-size", type=int, help="default: the GPU count")
     parser.add_argument("--max-num-seqs", type=int, help="vLLM's cap on running requests (default: vLLM's)")
     parser.add_argument("--max-num-batched-tokens", type=int, help="vLLM's token budget per step (default: vLLM's)")
@@ -214,13 +218,17 @@ def make(args: argparse.Namespace, runs_max_model_len: int | None = None):
     from servelab.planner import PlanSpec, make_plan
     from servelab.planner.files import load_model
 
+    from servelab.planner.vllm_defaults import ASSUMED, vllm_defaults
+
     source = load_model(args.model)
     gpu, count = resolve_gpu(args)
+    assumed = vllm_defaults(args.vllm_version or ASSUMED)
+    utilization = assumed.gpu_memory_utilization if args.gpu_memory_utilization is None else args.gpu_memory_utilization
     spec = PlanSpec(
         model=source.shape, gpu=gpu, gpu_count=count, engine=args.engine,
         quantization=args.quantization or source.quantization, kv_cache_dtype=args.kv_cache_dtype,
-        max_model_len=args.max_model_len or runs_max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
-        tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
+        max_model_len=args.max_model_len or runs_max_model_len, gpu_memory_utilization=utilization,
+        vllm_version=assumed.version, tensor_parallel=args.tensor_parallel_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
         cpu_kv_space_gib=args.cpu_kv_space_gib, ctx_size=args.ctx_size, parallel=args.parallel,
         weights_bytes=source.weights_bytes if not args.quantization else None)
@@ -261,11 +269,11 @@ def format_plan(plan) -> str:
 
     rows = [row for row in memory_rows(plan.report()) if row[0] != "load time"]
     rows += [("KV per token", _bytes(plan.kv_bytes_per_token)), ("other memory", _other(plan))]
-    rows = [(label, value + memory_band(plan, label)) for label, value in rows]
+    rows = [(label, value + memory_band(plan, label)) for label, value in rows] + budget_row(plan)
     setup = speed_setup(plan.spec)
     expected, floor = expected_rows(plan, setup), speed_rows(plan.speed)
     width = max(len(label) for label, _ in rows + floor + expected)
-    lines = [f"plan: {describe(plan)}", "", "memory report (predicted)", aligned(rows, width)]
+    lines = [f"plan: {describe(plan)}", *assumes(plan), "", "memory report (predicted)", aligned(rows, width)]
     if expected:
         lines += ["", f"speed (predicted; {plan.costs.source})", aligned(expected, width)]
         if setup:
@@ -329,6 +337,37 @@ def describe(plan) -> str:
             f"{spec.engine}, weights {weights}, KV {spec.kv_cache_dtype}, TP {tensor_parallel(spec)}")
 
 
+def assumes(plan) -> list[str]:
+    """The header line naming the vLLM release whose defaults the plan takes and the memory share
+    it used (a plan left at its defaults is right only for that release: planner/vllm_defaults.py)."""
+    from servelab.planner.vllm_defaults import vllm_defaults
+
+    spec = plan.spec
+    if spec.engine != "vllm":
+        return []
+    release = vllm_defaults(spec.vllm_version)
+    if spec.gpu.name == "cpu":
+        return [f"assumes: vLLM {release.version}'s defaults (--vllm-version); the CPU build's KV cache is "
+                f"VLLM_CPU_KVCACHE_SPACE={spec.cpu_kv_space_gib} GiB"]
+    given = "its default" if spec.gpu_memory_utilization == release.gpu_memory_utilization else "given"
+    return [f"assumes: vLLM {release.version}'s defaults (--vllm-version); --gpu-memory-utilization "
+            f"{spec.gpu_memory_utilization:g} ({given})"]
+
+
+def budget_row(plan) -> list[tuple[str, str]]:
+    """What vLLM may use of one GPU at the plan's utilization, and the rows above that fill it:
+    weights + KV cache + other memory = ceil(memory x utilization) (planner/budget.py)."""
+    from servelab.planner.budget import requested_bytes
+
+    if plan.other is None:
+        return []
+    spec = plan.spec
+    total = int(spec.gpu.memory_gib * GIB)
+    share = requested_bytes(total, spec.gpu_memory_utilization)
+    return [("vLLM's share", f"{share / GIB:.2f} GiB = {total / GIB:.2f} GiB x {spec.gpu_memory_utilization:g} "
+                             "per GPU: weights + KV cache + other memory")]
+
+
 def speed_rows(speed) -> list[tuple[str, str]]:
     batch = "-" if speed.compute_bound_batch is None else f"{speed.compute_bound_batch:,.0f} sequences"
     prefill = "-" if speed.prefill_per_1k_s is None else f"{speed.prefill_per_1k_s * 1000:.1f} ms"
@@ -363,6 +402,8 @@ def plan_json(plan) -> dict:
     spec = plan.spec
     return {"predicted": True, "model": spec.model.name, "gpu": spec.gpu.name, "gpu_count": spec.gpu_count,
             "engine": spec.engine, "quantization": quantization(spec), "kv_cache_dtype": spec.kv_cache_dtype,
+            "vllm_version": spec.vllm_version if spec.engine == "vllm" else None,
+            "gpu_memory_utilization": spec.gpu_memory_utilization if spec.engine == "vllm" else None,
             "memory_report": plan.report().to_dict(), "weights_bytes": plan.weights_bytes,
             "kv_bytes_per_token": float(plan.kv_bytes_per_token), "kv_budget_bytes": plan.kv_budget_bytes,
             "other_memory": asdict(plan.other) if plan.other else None, "speed_floor": asdict(plan.speed),

@@ -19,5 +19,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from servelab.results.recover import recover
 
-    recover(args.dir)
-    return 0
+    return 0 if recover(args.dir) else 1  # nothing recovered is said in one line (recover's), and fails a script

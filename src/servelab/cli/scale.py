@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from servelab.cli.engine_args import add_engine_arguments, add_study_arguments
-from servelab.flags.bench_serve import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments, hide_simulate, simulated_flag
 
 
 RAY_HELP = ("start each replica on a node of a Ray cluster (default address: auto), round-robin when there are "
@@ -32,6 +32,7 @@ RAY_HELP = ("start each replica on a node of a Ray cluster (default address: aut
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True, ray_help=RAY_HELP)  # bench's flag, scale's meaning
+    hide_simulate(p)  # refused in scale_plan: not offered
     g = p.add_argument_group("scale")
     g.add_argument("--replicas", type=int, default=2, help="replicas to start and load together (default %(default)s)")
     g.add_argument("--repeats", type=int, default=2,
@@ -68,8 +69,9 @@ def scale_plan(args: argparse.Namespace):
 
     if args.replicas < 1:
         raise InputError("--replicas must be at least 1")
-    if args.simulate or args.workers != 1:
-        raise InputError("scale runs one client process per replica: --simulate and --workers do not apply "
+    refused = simulated_flag(args) or (args.workers != 1 and "--workers")
+    if refused:
+        raise InputError(f"scale runs one client process per replica: {refused} does not apply "
                          "(simulate with --engine sim; --ray places each replica and its client on a Ray node)")
     base = base_engine(args)
     if args.ray is None:

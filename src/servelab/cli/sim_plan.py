@@ -36,7 +36,7 @@ def planned(model: str, gpu: str, quantization: str | None = None, flags: dict |
     argv = ["--model", model, "--gpu", gpu, *(["--quantization", quantization] if quantization else [])]
     for flag, value in (flags or {}).items():
         argv += [flag] if value is True else [flag, str(value)]
-    parser = argparse.ArgumentParser(prog="servelab plan", add_help=False)
+    parser = argparse.ArgumentParser(prog="servelab plan", add_help=False, allow_abbrev=False)
     plan_cli.add_arguments(parser)
     plan = plan_cli.make(parser.parse_args(argv))
     require_fit(plan)

@@ -19,11 +19,12 @@ import argparse
 import time
 
 from servelab.cli import engine_args
-from servelab.flags.bench_serve import add_bench_arguments
+from servelab.flags.bench_serve import add_bench_arguments, hide_simulate
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p, runs_owned=True)
+    hide_simulate(p)  # refused below: not offered
     g = p.add_argument_group("sweep")
     engine_args.add_load_arguments(g)
     g.add_argument("--start", type=float, default=1, help="first load of the geometric ladder (default %(default)s)")
@@ -44,10 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.errors import InputError
+    from servelab.flags.bench_serve import simulated_flag
     from servelab.sweep.ladder import run_sweep
 
-    if args.simulate:  # each point would run in the simulator beside an engine started for nothing
-        raise InputError("sweep --simulate is not supported: sweep the simulated engine with --engine sim "
+    if flag := simulated_flag(args):  # each point would run in the simulator beside an engine started for nothing
+        raise InputError(f"sweep {flag} is not supported: sweep the simulated engine with --engine sim "
                          "(its flags after --), or pre-rank knobs with tune --simulate")
     plan = sweep_plan(args)
     started = time.monotonic()

@@ -12,7 +12,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable
 
-from servelab.config import DatasetSpec, MultiTurnSpec
+from servelab.config import DatasetSpec, MultiTurnSpec, check_num_prompts
 from servelab.datasets import conversations
 from servelab.datasets.burstgpt import sample_burstgpt
 from servelab.datasets.cache import cached
@@ -80,9 +80,7 @@ def _checked(spec: DatasetSpec) -> tuple[DatasetSpec, Sampler]:
     sampler = SAMPLERS.get(spec.name)
     if sampler is None:
         raise InputError(f"--dataset-name {spec.name!r} is not one of {', '.join(SAMPLERS)}")
-    # custom (and spec_bench, speed_bench, built on it) read "≤ 0" as "every line", as vLLM does.
-    if spec.num_prompts < 1 and spec.name not in ("custom", "spec_bench", "speed_bench"):
-        raise InputError(f"--num-prompts must be >= 1, got {spec.num_prompts}")
+    check_num_prompts(spec.name, spec.num_prompts)
     return _with_id_prefix(spec), sampler
 
 

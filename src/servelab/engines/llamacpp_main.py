@@ -14,7 +14,7 @@ import threading
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="servelab.engines.llamacpp_main")
+    parser = argparse.ArgumentParser(prog="servelab.engines.llamacpp_main", allow_abbrev=False)
     parser.add_argument("--model", "-m", required=True, help="GGUF file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)

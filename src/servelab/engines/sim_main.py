@@ -209,7 +209,7 @@ def memory_lines(limits: EngineLimits, max_model_len: int) -> list[str]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="servelab.engines.sim_main")
+    p = argparse.ArgumentParser(prog="servelab.engines.sim_main", allow_abbrev=False)
     p.add_argument("--model", default="sim", help="the served model name")
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--host", default="127.0.0.1")

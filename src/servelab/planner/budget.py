@@ -58,9 +58,14 @@ def estimate_other(model: ModelShape, batched_tokens: int, num_seqs: int, tensor
                        non_torch_bytes(tensor_parallel, c), graphs)
 
 
+def requested_bytes(total_bytes: int, utilization: float) -> int:
+    """What vLLM may use of one GPU: weights, other memory and the KV cache fill exactly this."""
+    return math.ceil(total_bytes * utilization)
+
+
 def vllm_gpu_budget(total_bytes: int, utilization: float, weights_per_gpu: int, other: OtherMemory) -> int:
     """Bytes left for the KV cache on one GPU (negative: the model does not fit)."""
-    return math.ceil(total_bytes * utilization) - weights_per_gpu - other.total
+    return requested_bytes(total_bytes, utilization) - weights_per_gpu - other.total
 
 
 def vllm_cpu_budget(kvcache_space_gib: int) -> int:

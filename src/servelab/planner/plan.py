@@ -21,13 +21,15 @@ from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
 from servelab.planner.speed_model import Engine, StepCosts, expert_bytes, setup_class, step_costs
+from servelab.planner.vllm_defaults import ASSUMED, vllm_defaults
 
 GIB = budget.GIB
+DEFAULT_UTILIZATION = vllm_defaults(ASSUMED).gpu_memory_utilization  # a PlanSpec's, unless given
 
 
 @dataclass(frozen=True, slots=True)
 class PlanSpec:
-    """What to plan. None = the engine's default (vLLM 0.32's, llama.cpp's).
+    """What to plan. None = the engine's default (vLLM ``vllm_version``'s, llama.cpp's).
 
     weights_bytes: the checkpoint's real size when known (a local folder or GGUF), else
     computed from parameters × bits. cpu_kv_space_gib: VLLM_CPU_KVCACHE_SPACE.
@@ -41,7 +43,7 @@ class PlanSpec:
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.92
+    gpu_memory_utilization: float = DEFAULT_UTILIZATION  # the CLI gives vllm_version's own
     tensor_parallel: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -50,6 +52,7 @@ class PlanSpec:
     ctx_size: int = 0
     parallel: int = 1
     weights_bytes: int | None = None
+    vllm_version: str = ASSUMED  # the vLLM release whose defaults the plan assumes (planner/vllm_defaults.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,12 +226,12 @@ def block_size(spec: PlanSpec) -> int:
 
 
 def default_batch(spec: PlanSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs): vLLM 0.32's server defaults by device memory
-    (``EngineArgs.get_batch_defaults``, vllm/engine/arg_utils.py), unless given."""
+    """(max_num_batched_tokens, max_num_seqs): the server defaults of ``spec.vllm_version`` by
+    device memory (``EngineArgs.get_batch_defaults``, vllm/engine/arg_utils.py), unless given."""
     memory = spec.gpu.memory_gib or 0
     if spec.gpu.name == "cpu":
         tokens, seqs = 2048, 128
-    elif memory >= 160:
+    elif memory >= 160 and vllm_defaults(spec.vllm_version).largest_tier:
         tokens, seqs = 16384, 1024
     elif memory >= 70 and "A100" not in spec.gpu.name:
         tokens, seqs = 8192, 1024

@@ -17,7 +17,7 @@ from servelab.engines.vllm import served_dtype, vllm_build
 from servelab.errors import InputError
 from servelab.planner.files import load_model
 from servelab.planner.gpus import GPUS, Gpu, find_gpu
-from servelab.planner.plan import Plan, PlanSpec, make_plan
+from servelab.planner.plan import DEFAULT_UTILIZATION, Plan, PlanSpec, make_plan
 from servelab.telemetry.gpu import gpu_devices
 
 GIB = 2**30
@@ -49,7 +49,8 @@ def _plan_spec(spec, source, env: dict) -> PlanSpec:
         common = _served_in(common, served_dtype(args)[0])
     return PlanSpec(**common, gpu=local_device(cpu=on_cpu), max_model_len=_int(args, "--max-model-len"),
                     kv_cache_dtype=flag_value(args, "--kv-cache-dtype") or "auto",
-                    gpu_memory_utilization=float(flag_value(args, "--gpu-memory-utilization") or 0.92),
+                    gpu_memory_utilization=float(flag_value(args, "--gpu-memory-utilization")
+                                                 or DEFAULT_UTILIZATION),
                     tensor_parallel=_int(args, "--tensor-parallel-size", "-tp"),
                     max_num_seqs=_int(args, "--max-num-seqs"), enforce_eager="--enforce-eager" in args,
                     cpu_kv_space_gib=int(env.get("VLLM_CPU_KVCACHE_SPACE") or 1))

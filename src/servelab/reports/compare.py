@@ -154,10 +154,18 @@ def metric_value(metric: Metric, run: Run, estimated: set[str] | None = None, co
     memory = run.memory()
     value = _finite(memory.get(metric.key))
     if value is None and metric.key == "weights_gib":  # vLLM's CPU build does not log it
-        value = _finite(memory.get("checkpoint_gib"))
+        value = unreported_weights(memory)
         if value is not None and estimated is not None:
             estimated.add(f"{config}/{metric.key}")
     return value
+
+
+def unreported_weights(memory: dict) -> float | None:
+    """Model weights the engine did not report: servelab plan's, for the dtype the engine serves
+    (a bf16 checkpoint served in float32, as vLLM's CPU build does on AMX CPUs, holds twice its
+    files' size), else the checkpoint files' size."""
+    planned = _finite(((memory.get("plan") or {}).get("memory_report") or {}).get("weights_gib"))
+    return planned if planned is not None else _finite(memory.get("checkpoint_gib"))
 
 
 def _walk(section, path: list[str]):

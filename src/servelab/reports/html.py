@@ -72,7 +72,7 @@ table.text td, table.text th { text-align: left; white-space: normal; }
 <td>{{ num(m["KV cache"], 2) }}</td><td>{{ num(m.other, 2) }}</td><td>{{ num(m.total, 2) }} ({{ m.total_source }})</td>
 <td>{{ num(m.kv_tokens, 0) }}</td><td>{{ predicted_kv(m) }}</td><td>{% if m.max_concurrency %}{{ num(m.max_concurrency, 2) }}× at {{ num(m.max_concurrency_tokens, 0) }} tokens{% else %}-{% endif %}</td></tr>
 {% endfor %}</tbody></table>
-{% if r.memory | selectattr("estimated") | list %}<p class="notes">* from the size of the checkpoint's weight files: the engine did not report its weights.</p>{% endif %}
+{% if r.memory | selectattr("estimated") | list %}<p class="notes">* {{ weights_estimate }}.</p>{% endif %}
 
 <h2 id="throughput">Throughput</h2>
 {{ figures("throughput") }}
@@ -121,12 +121,12 @@ def render_html(report) -> str:
 
     from servelab.reports import verdict as v
     from servelab.reports.markdown import predicted_kv
-    from servelab.reports.table import footer
+    from servelab.reports.table import WEIGHTS_ESTIMATE, footer
 
     env = Environment(autoescape=True, trim_blocks=False)
     template = env.from_string(TEMPLATE)
     return template.render(r=report, rule=v.rule_text(report.floor), num=_num, cell_class=_cell_class,
-                           predicted_kv=predicted_kv, footer=lambda t: footer(t, report.floor), figures=lambda s: _figures(report, s))
+                           predicted_kv=predicted_kv, weights_estimate=WEIGHTS_ESTIMATE, footer=lambda t: footer(t, report.floor), figures=lambda s: _figures(report, s))
 
 
 def _figures(report, section: str) -> Markup:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servelab.reports import verdict as v
+from servelab.reports.table import WEIGHTS_ESTIMATE
 from servelab.reports.table import render_markdown as tables_markdown
 
 
@@ -34,7 +35,7 @@ def _memory(report) -> list[str]:
                     f"{_num(m['total'], 2)} | {_num(m['kv_tokens'], 0)} | {predicted_kv(m)} | "
                     f"{_num(m['max_concurrency'], 2)} |")
     if any(m["estimated"] for m in report.memory):
-        rows += ["", "\\* from the size of the checkpoint's weight files: the engine did not report its weights."]
+        rows += ["", f"\\* {WEIGHTS_ESTIMATE}."]
     return rows
 
 

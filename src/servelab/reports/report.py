@@ -97,8 +97,8 @@ def memory_budget(config: str, run: Run) -> dict:
     """Weights / KV cache / other, in GiB. "Other" is what the engine's processes held
     beyond both (CPU build: their PSS; GPU: NVML's used memory, when telemetry has it)."""
     mem = run.memory()
-    estimated = mem.get("weights_gib") is None and mem.get("checkpoint_gib") is not None
     weights = metric_value(next(m for m in METRICS if m.key == "weights_gib"), run)
+    estimated = mem.get("weights_gib") is None and weights is not None
     kv = mem.get("kv_cache_gib")
     total, source = _measured_total(run, mem)
     other = max(0.0, total - (weights or 0) - (kv or 0)) if total is not None else None

@@ -14,8 +14,10 @@ ESTIMATE_MARK = "*"
 # makes a row a screen wide: the names lose what they share, else become letters with a legend.
 MAX_HEADER = 24
 _SEPARATORS = "-_./ ,="  # tune names its configs "knob=value,knob=value"
-ESTIMATE_NOTE = (f"{ESTIMATE_MARK} model weights from the checkpoint files' size: the engine did not "
-                 "report them (vLLM's CPU build does not)")
+# what compare.unreported_weights took; one text for the console, Markdown and HTML
+WEIGHTS_ESTIMATE = ("model weights not reported by the engine (vLLM's CPU build does not): servelab plan's for "
+                    "the dtype it serves, else the checkpoint files' size")
+ESTIMATE_NOTE = f"{ESTIMATE_MARK} {WEIGHTS_ESTIMATE}"
 
 
 def fmt_number(x: float, digits: int) -> str:

@@ -119,7 +119,7 @@ def engine_from_flags(values: tuple[tuple[str, object], ...] = (), flags=(),
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     add_engine_arguments(parser)
     return parser
 

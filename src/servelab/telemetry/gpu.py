@@ -60,7 +60,7 @@ def open_gpus() -> tuple[Gpus | None, str]:
     try:
         import pynvml
     except ImportError:
-        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        return None, "nvidia-ml-py is not installed (the gpu extra: pip install 'servelab[gpu]')"
     try:
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()

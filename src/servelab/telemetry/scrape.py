@@ -134,7 +134,7 @@ def _yield_cpu() -> None:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m servelab.telemetry.scrape")
+    p = argparse.ArgumentParser(prog="python -m servelab.telemetry.scrape", allow_abbrev=False)
     p.add_argument("url")
     p.add_argument("out")
     p.add_argument("--interval", type=float, default=0.25)

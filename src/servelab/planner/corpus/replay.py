@@ -31,8 +31,8 @@ from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.simulate import simulate
 
 GIB = 2**30
-# vLLM's --gpu-memory-utilization default for the versions the rows come from (0.90 until the
-# 0.2x releases; this planner's own default, 0.92, is vLLM 0.32's).
+# vLLM's --gpu-memory-utilization default for the versions the rows come from (0.90 up to
+# 0.19.1; 0.92 from 0.20.0, the planner's own default: planner/vllm_defaults.py).
 OLD_DEFAULT_UTILIZATION = 0.90
 
 
