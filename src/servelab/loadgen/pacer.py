@@ -68,6 +68,11 @@ class Counters:
     lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
     t0_ns: int = 0  # the run's start instant, once it has one
 
+    def begun(self) -> int:
+        """Requests a sender has begun (answered or in flight): an upper bound on those sent,
+        what a records file's sidecar keeps for ``results recover``."""
+        return self.done + self.in_flight
+
     def client_cpu_s(self) -> float:
         """The client's CPU seconds so far: this process's (telemetry's client samples)."""
         return cpu_s()

@@ -181,6 +181,7 @@ def _hooks(spec: BenchSpec, kind: DriverKind, work, sink, recorder, on_start):
 
     def started(counters) -> int | None:
         t0 = on_start(counters) if on_start is not None else None
+        sink.watch(counters.begun)
         if recorder is not None:
             recorder.on_start(counters)
         return t0
