@@ -85,3 +85,14 @@ def test_requests_waiting_for_a_client_slot_when_the_run_ends_were_never_sent(mo
     assert e["completed"] + e["failed"] + e["cut"] + e["never_sent"] == 400
     out = capsys.readouterr().out
     assert f"{e['cut']} cut before an answer, {e['never_sent']} never sent" in out
+
+
+def test_stop_when_saturated_in_a_closed_loop_is_refused_in_one_line(mock_server, qwen3_path, tmp_path, capsys):
+    """--request-rate inf under --max-concurrency: nothing outstanding ever rises, so the rule
+    could never fire; refused before a request is sent, not accepted and silently inert."""
+    mock = mock_server(ttft_ms=2, itl_ms=1)
+    rc = main(bench(mock.url, qwen3_path, tmp_path, "--num-prompts", "50", "--max-concurrency", "4",
+                    "--stop-when-saturated"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--stop-when-saturated needs arrivals paced in time" in err[0]
+    assert "a closed loop under --max-concurrency" in err[0] and not mock.truth().requests

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec, OutputSpec, check_spec
+from servelab.config import BenchSpec, OutputSpec, check_saturation_rule, check_spec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files
@@ -166,6 +166,7 @@ def check_plan(plan: SweepPlan) -> None:
         raise InputError("the load ladder needs at least one load, each > 0")
     if LOADS[plan.over][3] and any(x != int(x) for x in plan.ladder):
         raise InputError("concurrency loads must be whole numbers")
+    check_saturation_rule(point_workload(plan, plan.ladder[0]).spec)  # before the engine starts
 
 
 def load_given(spec: BenchSpec, over: str) -> bool:
