@@ -35,6 +35,9 @@ def test_a_rate_sweep_stops_within_two_points_past_the_cap(tmp_path, qwen3_path,
         assert ending["reason"] == "completed" and ending["completed"] + ending["failed"] == 400
         assert run["servelab"]["stop_rules"]["saturated"] is (p["load"] == stopped)
     assert "judged over-saturated" in out
+    skipped = [x for x in loads if x > stopped]  # said, not silently dropped
+    assert summary["not_run"] == ({"loads": skipped, "why": f"request rate {stopped:g} was judged over-saturated "
+                                   "(--stop-when-saturated)"} if skipped else None)
 
 
 def test_a_concurrency_sweep_with_stop_when_saturated_is_refused_before_the_engine_starts(tmp_path, qwen3_path,
