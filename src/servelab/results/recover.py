@@ -132,7 +132,7 @@ def recover_one(part: Path, folder: Path, say=print) -> Path | None:
     sidecar_of(part).unlink(missing_ok=True)
     ending = result["servelab"]["ending"]
     unsent = "" if ending["never_sent"] is None else \
-        f", {ending['never_sent']} never sent by the run's last count, ≤ {FLUSH_S:g} s before the kill"
+        f", {ending['never_sent']} never sent by the run's last count, written every {FLUSH_S:g} s"
     say(f"servelab: recovered {ending['completed']} completed and {ending['failed']} failed of "
         f"{ending['meant']} requests ({ending['cut']} sent without a record{unsent}) into {path}; "
         f"records in {records}")
