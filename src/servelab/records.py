@@ -138,8 +138,9 @@ class RunEnding:
                     in a multi-turn run, an earlier turn of its conversation failed).
     ``meant == completed + failed + cut + never_sent``. The records file has exactly
     ``completed + failed`` record lines and this accounting as its last line, so the file
-    and the result say the same. After a hard kill, what was sent is unknown: the requests
-    without a record are counted as ``cut`` and ``never_sent`` is None (not known).
+    and the result say the same. After a hard kill, ``never_sent`` is what the run had not
+    sent by its last count in the records file's sidecar (results/recover.py); None (not
+    known, every request without a record ``cut``) where there is no count.
     """
 
     reason: str
