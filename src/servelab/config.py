@@ -321,6 +321,20 @@ def _check_stop_rules(spec: BenchSpec) -> None:
         raise InputError("--stop-on-errors must be >= 1")
 
 
+def check_saturation_rule(spec: BenchSpec) -> None:
+    """--stop-when-saturated judges requests outstanding at the client rising (loadgen/watch.py):
+    under --request-rate inf every request is released at t0, so outstanding only falls (a
+    closed loop holds the server's share at the cap) and the rule could never fire. Checked
+    on the load a run is given (a sweep's base spec leaves out the load it varies)."""
+    load = spec.load
+    if load.saturation == "off" or load.ramp_up_strategy is not None or not math.isinf(load.request_rate):
+        return
+    loop = "a closed loop under --max-concurrency" if load.max_concurrency else "a burst"
+    raise InputError(f"--stop-when-saturated needs arrivals paced in time (a finite --request-rate, or "
+                     f"--ramp-up-strategy): --request-rate inf releases every request at t0, {loop}, so requests "
+                     f"outstanding never rise and the rule could never fire")
+
+
 def check_multi_turn(spec: BenchSpec) -> None:
     """What a --multi-turn run needs."""
     multi = spec.multi_turn

@@ -130,16 +130,17 @@ class RunEnding:
     Every request the run meant to send is exactly one of:
       completed     a record, successful — in the records file and the result's ``completed``;
       failed        a record with an error — in the records file and the result's ``failed``;
-      cut           released by the schedule but never answered (a stop cancelled it in flight
-                    or while it waited for a concurrency slot, or the run was killed before
-                    its record was written): no record, neither a success nor a failure — it
-                    measured nothing;
-      never_sent    never released: the run ended before its turn in the schedule (or, in a
-                    multi-turn run, an earlier turn of its conversation failed).
+      cut           sent (its bytes went out) but never answered (a stop cancelled it in
+                    flight, or the run was killed before its record was written): no record,
+                    neither a success nor a failure — it measured nothing;
+      never_sent    its bytes never went out: the run ended before its turn in the schedule,
+                    while it waited for a client concurrency slot, or while it connected (or,
+                    in a multi-turn run, an earlier turn of its conversation failed).
     ``meant == completed + failed + cut + never_sent``. The records file has exactly
     ``completed + failed`` record lines and this accounting as its last line, so the file
-    and the result say the same. After a hard kill, what was sent is unknown: the requests
-    without a record are counted as ``cut`` and ``never_sent`` is None (not known).
+    and the result say the same. After a hard kill, ``never_sent`` is what the run had not
+    sent by its last count in the records file's sidecar (results/recover.py); None (not
+    known, every request without a record ``cut``) where there is no count.
     """
 
     reason: str

@@ -73,8 +73,10 @@ def test_sweep_finds_the_knee_stops_early_and_writes_everything(tmp_path, qwen3_
     assert f"operating point: concurrency {loads[op]} — " in out
     not_run = s["ladder"][last + 1:]
     if knee.saturated:
-        skipped = f"; stopped early ({', '.join(map(str, not_run))} not run)" if not_run else ""
-        assert f"saturated at concurrency {loads[sat]}: {knee.reason}{skipped}" in out
+        assert f"saturated at concurrency {loads[sat]}: {knee.reason}\n" in out
+        if not_run:
+            assert (f"not run: concurrency {', '.join(map(str, not_run))} of the ladder — the knee ended the climb "
+                    f"(concurrency {loads[sat]} saturated)") in out
     else:
         assert f"{'not saturated' if knee.climbing else 'no knee'}: {knee.reason} (raise --stop to look further)" in out
     assert s["knee"] == {**s["knee"], "operating_load": loads[op], "saturated_load": loads[sat] if knee.saturated else None,
@@ -280,6 +282,31 @@ def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
             "(run without --slo to find it)") in lines
     assert "SLO: most load that meets it: concurrency 4 (measured), ≈5.2 interpolated; concurrency 6 fails: " \
            "p99_ttft 600 ms > 500" in lines
+
+
+def test_an_slo_search_says_which_requested_loads_it_did_not_run_and_why():
+    """--loads 4,16,48 with an SLO that 16 misses: 48 is never run, and the output says so and
+    why (console and sweep.json) — not silently dropped."""
+    from servelab.config import BenchSpec
+    from servelab.study.entries import EngineEntry
+    from servelab.sweep.ladder import SweepOutcome, SweepPlan, summary, verdict_lines
+    from servelab.search.knee import find_knee
+    from servelab.search.points import Point
+    from servelab.search.slo import search
+
+    def measure(c):  # still scaling, TTFT past 500 ms from 6 on
+        return Point(c, 20.0 * c, {"p99_ttft": 100.0 * c, "median_e2el": 1000.0 + c})
+
+    plan = SweepPlan("s", EngineEntry("e", None), BenchSpec(), (4, 16, 48), slo={"p99_ttft": 500}, plots=False,
+                     ladder_flag="--loads")
+    slo = search(measure, list(plan.ladder), plan.slo, max_bisect=2)
+    points = sorted(slo.evidence, key=lambda p: p.load)
+    outcome = SweepOutcome(plan, points, find_knee(points), [p for p in points if p.load in plan.ladder], slo)
+    why = ("the SLO search stops at the first ladder load that misses the SLO (concurrency 16) and bisects below "
+           "it; a higher load is taken to miss it too")
+    assert 48 not in [p.load for p in slo.evidence] and outcome.not_run == [48]
+    assert verdict_lines(outcome)[-1] == f"not run: concurrency 48 of the ladder — {why}"
+    assert summary(outcome)["not_run"] == {"loads": [48], "why": why}
 
 
 def test_a_command_engine_is_swept_on_the_port_its_ready_url_names():

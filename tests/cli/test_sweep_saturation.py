@@ -35,3 +35,20 @@ def test_a_rate_sweep_stops_within_two_points_past_the_cap(tmp_path, qwen3_path,
         assert ending["reason"] == "completed" and ending["completed"] + ending["failed"] == 400
         assert run["servelab"]["stop_rules"]["saturated"] is (p["load"] == stopped)
     assert "judged over-saturated" in out
+    skipped = [x for x in loads if x > stopped]  # said, not silently dropped
+    assert summary["not_run"] == ({"loads": skipped, "why": f"request rate {stopped:g} was judged over-saturated "
+                                   "(--stop-when-saturated)"} if skipped else None)
+
+
+def test_a_concurrency_sweep_with_stop_when_saturated_is_refused_before_the_engine_starts(tmp_path, qwen3_path,
+                                                                                          capsys):
+    """Each point a closed loop at rate inf: the rule could never fire; one line, no engine, no run."""
+    port = free_port()
+    argv = ["sweep", "--results", str(tmp_path / "results"), "--over", "concurrency", "--loads", "2,4",
+            "--stop-when-saturated", "--dataset-name", "random", "--random-input-len", "16",
+            "--random-output-len", "8", "--num-prompts", "20", "--tokenizer", qwen3_path, "--no-telemetry",
+            "--warmup", "1", *mock_engine_argv(port, max_open=4)]
+    assert main.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--stop-when-saturated needs arrivals paced in time" in err[0]
+    assert not (tmp_path / "results" / "sweep").exists()

@@ -31,3 +31,18 @@ def test_stop_rules_need_a_single_process_run(extra):
 def test_stop_on_errors_must_be_positive():
     with pytest.raises(InputError, match="--stop-on-errors must be >= 1"):
         parse_bench_spec([*BASE, "--stop-on-errors", "0"])
+
+
+def test_the_saturation_helps_window_and_start_are_the_watchs():
+    """The help says the rule the watch judges: its window and how soon it can fire."""
+    import argparse
+
+    from servelab.flags.stop import add_stop_arguments
+    from servelab.loadgen import watch
+
+    parser = argparse.ArgumentParser()
+    add_stop_arguments(parser)
+    help_text = " ".join(parser.format_help().split())
+    assert f"over the last {watch.WINDOW_S:g} s, or the whole run while shorter, judged from {watch.MIN_SPAN_S:g} s in" \
+        in help_text
+    assert "needs a finite --request-rate or a ramp" in help_text

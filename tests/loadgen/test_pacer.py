@@ -107,3 +107,35 @@ def test_stop_keeps_completed_and_counts_unsent():
     out, attempts = run(FakePool(service_s=0.01), list(range(20)), offsets, stop_at_send=3)
     assert out.interrupted and out.not_sent == 17
     assert [a.index for a in attempts] == [0, 1]  # the third was cut in flight: not handed on
+
+
+def test_stop_under_a_cap_counts_requests_waiting_for_a_slot_as_never_sent():
+    """Rate inf under a cap of 3: all 12 are released at t0, 3 take a slot and are sent, and
+    a stop then comes (Ctrl-C). The 9 still waiting for a slot never went out: they are
+    never sent, not cut — only the 3 in flight were cut before an answer."""
+    pool = FakePool(service_s=0.05)
+    out, attempts = run(pool, list(range(12)), [0] * 12, conc=3, stop_at_send=3)
+    assert out.interrupted and attempts == []
+    assert pool.sent == 3 and out.not_sent == 9
+
+
+class SlowConnectPool(FakePool):
+    """Its bytes go out only after a connect of ``connect_s``: a stop can cancel a request
+    a sender took before it was sent."""
+
+    def __init__(self, connect_s, **kw):
+        super().__init__(**kw)
+        self.connect_s = connect_s
+
+    async def send(self, payload, on_sent=None):
+        if payload == 0:  # the first goes out at once; the others are still connecting at the stop
+            return await super().send(payload, on_sent)
+        await asyncio.sleep(self.connect_s)
+        return await super().send(payload, on_sent)
+
+
+def test_a_request_cancelled_while_connecting_was_never_sent():
+    pool = SlowConnectPool(connect_s=10.0, service_s=10.0)
+    out, attempts = run(pool, list(range(5)), [0] * 5, conc=3, stop_at_send=1)
+    assert out.interrupted and attempts == []
+    assert pool.sent == 1 and out.not_sent == 4  # 2 taken but still connecting, 2 waiting for a slot

@@ -68,3 +68,31 @@ def test_a_full_disk_mid_run_ends_it_in_one_line_with_whole_lines_kept(mock_serv
     text = part.read_text()
     assert text.endswith("\n") and all(json.loads(x)["request_id"] for x in text.splitlines())
     assert not (tmp_path / "r.json").exists()  # no result, rather than a wrong one
+
+
+def test_requests_waiting_for_a_client_slot_when_the_run_ends_were_never_sent(mock_server, qwen3_path, tmp_path,
+                                                                               capsys):
+    """All 400 released at t0 under a cap of 2: when the breaker ends the run, at most the 2
+    in flight were sent and cut; the rest, waiting for a slot, were never sent — in the
+    result, the records file and the console line alike."""
+    mock = mock_server(ttft_ms=2, itl_ms=1, error_rate=0.5, seed=3)
+    rc = main(bench(mock.url, qwen3_path, tmp_path, "--num-prompts", "400", "--max-concurrency", "2",
+                    "--stop-on-errors", "10"))
+    assert rc == 1
+    e = agree(*written(tmp_path))
+    sent = len(mock.truth().requests)
+    assert e["cut"] <= 2 and e["never_sent"] >= 400 - sent
+    assert e["completed"] + e["failed"] + e["cut"] + e["never_sent"] == 400
+    out = capsys.readouterr().out
+    assert f"{e['cut']} cut before an answer, {e['never_sent']} never sent" in out
+
+
+def test_stop_when_saturated_in_a_closed_loop_is_refused_in_one_line(mock_server, qwen3_path, tmp_path, capsys):
+    """--request-rate inf under --max-concurrency: nothing outstanding ever rises, so the rule
+    could never fire; refused before a request is sent, not accepted and silently inert."""
+    mock = mock_server(ttft_ms=2, itl_ms=1)
+    rc = main(bench(mock.url, qwen3_path, tmp_path, "--num-prompts", "50", "--max-concurrency", "4",
+                    "--stop-when-saturated"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--stop-when-saturated needs arrivals paced in time" in err[0]
+    assert "a closed loop under --max-concurrency" in err[0] and not mock.truth().requests

@@ -21,7 +21,9 @@ def test_shapes_from_the_load():
     assert steady.shape_of(float("inf"), None, "linear") == "ramp"
 
 
-def test_closed_loop_window_counts_and_latency():
+def test_closed_loop_window_counts_and_latency(monkeypatch):
+    monkeypatch.setattr(steady, "MIN_PLATEAU_REQUESTS", 1)  # the counting, on a window the length rule
+    monkeypatch.setattr(steady, "MIN_PLATEAU_LIFETIMES", 0)  # would call too short (its own test below)
     # two slots from t0; the first completes at 40 ms (the other's first token came at 30): ramp end 40;
     # last send at 60: drain start 60. In [40, 60): tokens at 40, 50, 45, 50; requests ending at 40 and 50
     records = [rec(0, (10, 20, 40)), rec(0, (30, 50, 60)), rec(41, (45, 50)), rec(60, (70, 80))]
@@ -64,3 +66,33 @@ def test_ramp_plateau_starts_after_the_rise():
 def test_a_ramp_that_never_levels_has_no_plateau():
     s = steady.steady_state(tally_of(ramp([5 * (i + 1) for i in range(40)])), 0, "ramp", [50])
     assert not s["plateau"] and s["why"].startswith("the ramp never reached what the engine serves")
+
+
+def closed_loop(slots: int, rounds: int, life_ms: int) -> list[RequestRecord]:
+    """``slots`` slots, staggered over one life, each running ``rounds`` requests of ``life_ms``
+    back to back (4 tokens each)."""
+    out = []
+    for j in range(slots):
+        for r in range(rounds):
+            t = j * life_ms / slots + r * life_ms
+            out.append(rec(t, tuple(t + life_ms / 4 * (k + 1) for k in range(4))))
+    return out
+
+
+def test_a_window_too_short_to_judge_says_so_and_gives_no_number():
+    # 4 slots × 3 rounds of 100 ms: the window (ramp-up's end 125 ms → last send 275 ms) holds
+    # 6 completions: too few requests, and shorter than 2 lives
+    s = steady.steady_state(tally_of(closed_loop(4, 3, 100)), 0, "closed", [50])
+    assert s == {"shape": "closed", "plateau": False, "why": s["why"]}
+    assert s["why"] == ("too short to judge: 0.15 s with 6 requests completed in it; a plateau is judged only over "
+                        "≥ 20 requests completed in it and ≥ 2 × their median E2EL (0.20 s here)")
+    assert steady.lines(s) == [f"servelab: steady state: none — {s['why']}"]
+    # 40 slots: 69 requests in it, still shorter than 2 lives (0.17 s against 0.20 s)
+    s = steady.steady_state(tally_of(closed_loop(40, 3, 100)), 0, "closed", [50])
+    assert not s["plateau"] and s["why"].startswith("too short to judge: 0.17 s with 69 requests")
+
+
+def test_a_window_of_enough_requests_and_lives_is_a_plateau_with_its_rule_stated():
+    s = steady.steady_state(tally_of(closed_loop(8, 6, 100)), 0, "closed", [50])  # 0.46 s, 37 requests
+    assert s["plateau"] and s["requests"] == 37 and s["length_s"] > 2 * 0.1
+    assert s["rule"].endswith("; judged only over ≥ 20 requests completed in it and ≥ 2 × their median E2EL")

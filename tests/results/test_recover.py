@@ -102,7 +102,11 @@ def test_a_sigkilled_bench_of_20000_requests_is_recovered_within_the_flush_inter
         f"{len(missing)} lost beyond the flush interval of {len(truth)}; {len(recovered)} recovered; "
         f"{[r.request_id for r in missing[:3]]} {sorted(recovered)[:3]} {[(killed_ns - r.end_ns) / 1e9 for r in missing[:5]]}")
     assert result["servelab"]["recovered"] and result["completed"] + result["failed"] == len(recovered)
-    assert result["servelab"]["ending"]["meant"] == 20000
+    ending = result["servelab"]["ending"]
+    assert ending["meant"] == 20000
+    # the sidecar's count of requests sent: what the mock never received was never sent (the
+    # count may take for sent at most the 32 a sender had begun but not yet written)
+    assert ending["never_sent"] is not None and ending["never_sent"] >= 20000 - len(mock.truth().requests) - 32
 
 
 def _kill_midway(proc: subprocess.Popen, folder: Path) -> int:
@@ -115,3 +119,31 @@ def _kill_midway(proc: subprocess.Popen, folder: Path) -> int:
             return time.perf_counter_ns()
         time.sleep(0.05)
     raise AssertionError("the bench never wrote its records (or ended before the kill)")
+
+
+def test_requests_the_run_had_not_sent_by_its_last_count_are_never_sent_not_cut(tmp_path):
+    """A run of 100 killed with 3 records and 5 sent by its sidecar's last count (2 in flight):
+    2 cut, 95 never sent — not 97 cut."""
+    part = killed_run(tmp_path, [line(0), line(1, "HTTP 500"), line(2)], meant=100)
+    side = records_file.sidecar_of(part)
+    side.write_text(json.dumps({**json.loads(side.read_text()), "sent": 5}))
+    said = []
+    (path,) = recover.recover(tmp_path, say=said.append)
+    ending = json.loads(path.read_text())["servelab"]["ending"]
+    assert (ending["completed"], ending["failed"], ending["cut"], ending["never_sent"]) == (2, 1, 2, 95)
+    assert "(2 sent without a record, 95 never sent by the run's last count" in said[0]
+
+
+def test_the_sidecar_counts_what_the_run_sent(tmp_path, monkeypatch):
+    """The records file's tick writes the run's count of requests sent to the sidecar (at most
+    every FLUSH_S, on the file's own clock, here a fake one)."""
+    now = [100.0]
+    monkeypatch.setattr(records_file.time, "monotonic", lambda: now[0])
+    f = records_file.RecordsFile(tmp_path, {"requests_meant": 10})
+    side = lambda: json.loads(records_file.sidecar_of(f.tmp).read_text())  # noqa: E731
+    f.tick(sent=3)
+    assert "sent" not in side()  # not yet FLUSH_S since the sidecar was written
+    now[0] += records_file.FLUSH_S
+    f.tick(sent=3)
+    assert side()["sent"] == 3
+    f.discard()

@@ -14,8 +14,10 @@ def add_stop_arguments(g) -> None:
     """The stop rules, in the load group."""
     g.add_argument("--stop-when-saturated", action="store_true",
                    help="end the run once the server is judged over-saturated: requests outstanding and TTFT "
-                        "both rising over the last 10 s (OLS slope, one-sided 95 %% bound above zero); in a "
-                        "sweep, end the ladder after the first point judged so (each point runs in full)")
+                        "both rising over the last 10 s, or the whole run while shorter, judged from 2 s in "
+                        "(OLS slope, one-sided 95 %% bound above zero); needs a finite --request-rate or a "
+                        "ramp; in a sweep, end the ladder after the first point judged so (each point runs in "
+                        "full)")
     g.add_argument("--stop-on-errors", type=int, default=None, metavar="N",
                    help="end the run once N requests have failed (a circuit breaker)")
     g.add_argument("--stop-on-error-rate", default=None, metavar="P:WINDOW_S",

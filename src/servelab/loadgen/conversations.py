@@ -130,7 +130,8 @@ async def _dispatch(pool: Pool, config: BenchConfig, conversations, multi, offse
         stopper.cancel()
     attempts = [t.attempt for t in replay.turns]
     total = sum(len(c.turns) for c in conversations)
-    not_sent = total - len(attempts) - replay.abandoned
+    # a turn waiting for a concurrency slot when the stop came was never sent: not cut
+    not_sent = total - sum(1 for a in attempts if a.sent_ns or a.response is not None) - replay.abandoned
     end = max((a.response.done_ns for a in attempts if a.response), default=_now())
     return RunOutcome(done.t0_ns, end, done.stopped or not_sent > 0, not_sent)
 

@@ -52,7 +52,9 @@ class RunOutcome:
     t0_ns: int
     end_ns: int
     interrupted: bool = False
-    not_sent: int = 0  # requests the stop came too early for
+    # requests whose bytes never went out: not yet released by the schedule, waiting for a
+    # concurrency slot, or cancelled while connecting — a stop cuts only what was sent
+    not_sent: int = 0
 
 
 @dataclass(slots=True)
@@ -65,6 +67,11 @@ class Counters:
     in_flight: int = 0
     lag_ns: int = 0  # schedule lag of the latest dispatch (dispatched − intended)
     t0_ns: int = 0  # the run's start instant, once it has one
+
+    def begun(self) -> int:
+        """Requests a sender has begun (answered or in flight): an upper bound on those sent,
+        what a records file's sidecar keeps for ``results recover``."""
+        return self.done + self.in_flight
 
     def client_cpu_s(self) -> float:
         """The client's CPU seconds so far: this process's (telemetry's client samples)."""
@@ -108,7 +115,7 @@ async def run_schedule(pool: Pool, payloads, offsets_ns, max_concurrency: int | 
 
     done = await dispatch(offsets, release, stop, counters, t0_ns, begin, queue.end)
     interrupted = done.stopped or queue.released < len(offsets)
-    return RunOutcome(done.t0_ns, sender.end_ns or _now(), interrupted, len(offsets) - queue.released)
+    return RunOutcome(done.t0_ns, sender.end_ns or _now(), interrupted, len(offsets) - sender.sent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +206,21 @@ class _Sender:
         self.pool, self.payloads, self.offsets, self.queue = pool, payloads, offsets, queue
         self.counters, self.on_done = counters, on_done
         self.t0 = self.end_ns = 0
+        self.unsent = 0  # taken, then cancelled by a stop before its bytes went out
+
+    @property
+    def sent(self) -> int:
+        """Requests whose bytes went out (or that failed where they were released: a record)."""
+        return self.queue.taken - self.unsent
 
     async def work(self, once: bool = False) -> None:
         while (i := await self.queue.take()) is not None:
             attempt = Attempt(i, self.t0 + int(self.offsets[i]), int(self.queue.dispatched_ns[i]))
-            await send_one(self.pool, self.payloads[i], attempt, self.counters)
+            try:
+                await send_one(self.pool, self.payloads[i], attempt, self.counters)
+            except asyncio.CancelledError:
+                self.unsent += not attempt.sent_ns and attempt.response is None
+                raise
             self.end_ns = max(self.end_ns, attempt.response.done_ns)
             self.on_done(attempt)  # must cost next to nothing: the slot's next request waits on it
             if once:

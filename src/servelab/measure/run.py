@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.config import BenchSpec
+from servelab.config import BenchSpec, check_saturation_rule
 from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen import live
@@ -64,6 +64,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     with one worker it may block and return an absolute t0 (``scale``'s replicas share one).
     """
     check_plots(spec.output)
+    check_saturation_rule(spec)  # on the load the run is given (a sweep's base spec lacks the varied one)
     kind = DRIVERS[spec.driver]
     models = ServerModels(spec, kind.served)
     model, sent = model_names(spec, models)  # asks the server only when it names the model
@@ -181,6 +182,7 @@ def _hooks(spec: BenchSpec, kind: DriverKind, work, sink, recorder, on_start):
 
     def started(counters) -> int | None:
         t0 = on_start(counters) if on_start is not None else None
+        sink.watch(counters.begun)
         if recorder is not None:
             recorder.on_start(counters)
         return t0

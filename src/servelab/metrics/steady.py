@@ -22,6 +22,12 @@ one replica — from the ramp-up's end to the drain's start — read per load sh
             ``MIN_PLATEAU_BINS``, or its second half delivers more than ``STILL_RISING``
             over its first, the ramp never reached what the engine serves: no plateau.
 
+Every shape: a window is judged a plateau only over at least ``MIN_PLATEAU_REQUESTS``
+requests completed in it and at least ``MIN_PLATEAU_LIFETIMES`` × their median end-to-end
+latency: a shorter window never saw its load replace itself (in a closed loop, each slot's
+request followed by the next), so a level in it is no evidence of a plateau — it says "too
+short to judge" and gives no number.
+
 Inside the plateau, counting is the window's (tokens by arrival, requests by their last
 token); latencies are of the requests completed in it.
 """
@@ -38,6 +44,10 @@ RAMP_BINS = 40
 BELOW_LEVEL = 0.10  # a bin this far under the level is still on the rise
 MIN_PLATEAU_BINS = RAMP_BINS // 8
 STILL_RISING = 0.05
+MIN_PLATEAU_REQUESTS = 20  # completed in the window
+MIN_PLATEAU_LIFETIMES = 2  # × the median E2EL of those requests
+LENGTH_RULE = (f"judged only over ≥ {MIN_PLATEAU_REQUESTS} requests completed in it and ≥ {MIN_PLATEAU_LIFETIMES} × "
+               "their median E2EL")
 _CHUNK = 1 << 13  # requests whose events are rebuilt at a time (a big run's events are not held at once)
 RULES = {
     "rate": "finite request rate: from the ramp-up's end (the first completion, once every request sent "
@@ -80,7 +90,21 @@ def steady_state(tally: Tally, t0_ns: int, shape: str, percentiles) -> dict:
         return {"shape": shape, "plateau": False,
                 "why": f"the drain began {-window.length_s:.2f} s before the ramp-up ended: more requests "
                        "than run at once are needed for a plateau"}
+    if (why := _too_short(tally, window)) is not None:
+        return {"shape": shape, "plateau": False, "why": why}
     return _section(tally, t0_ns, shape, window, percentiles)
+
+
+def _too_short(tally: Tally, window: Window) -> str | None:
+    """Why the window is too short to judge a plateau (the module's length rule), or None."""
+    c, ok = tally.col, np.flatnonzero(tally.mask(OK) & (tally.col["events"] > 0))
+    done = ok[inside(window, c["last_ns"][ok])]
+    life_s = float(np.median(c["last_ns"][done] - c["sent_ns"][done])) / NS_PER_S if len(done) else 0.0
+    need_s = MIN_PLATEAU_LIFETIMES * life_s
+    if len(done) >= MIN_PLATEAU_REQUESTS and window.length_s >= need_s:
+        return None
+    return (f"too short to judge: {window.length_s:.2f} s with {len(done)} requests completed in it; a plateau is "
+            f"{LENGTH_RULE} ({need_s:.2f} s here)")
 
 
 def _section(tally: Tally, t0_ns: int, shape: str, window: Window, percentiles) -> dict:
@@ -88,7 +112,7 @@ def _section(tally: Tally, t0_ns: int, shape: str, window: Window, percentiles) 
     got = count_columns(_events(tally, ok), c["last_ns"][ok], window)
     done = ok[inside(window, c["last_ns"][ok])]
     in_tokens = int(c["prompt_len"][done].sum())
-    return {"shape": shape, "plateau": True, "rule": RULES[shape],
+    return {"shape": shape, "plateau": True, "rule": f"{RULES[shape]}; {LENGTH_RULE}",
             "start_s": (window.start_ns - t0_ns) / NS_PER_S, "end_s": (window.end_ns - t0_ns) / NS_PER_S,
             "length_s": window.length_s, "output_tok_s": got.output_tok_s, "req_s": got.req_s,
             "total_tok_s": (got.tokens + in_tokens) / window.length_s,

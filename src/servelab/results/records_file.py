@@ -4,7 +4,11 @@ hard (SIGKILL, OOM, power loss) loses at most a short tail of its run.
 While the run goes on, lines go to a hidden ``.servelab-*.records.jsonl.part`` and a
 sidecar ``….part.json`` beside it says what they are: written when the file is opened
 (the run's spec, the requests meant, servelab's version, the flush policy, the pid) and
-again at the first record (t0 on the perf_counter clock and its wall-clock anchor).
+again at the first record (t0 on the perf_counter clock and its wall-clock anchor), and then, at most every ``FLUSH_S``,
+with the number of requests the run has sent (``sent``): after a kill, the requests not sent
+by that count are the ones never sent. Its error is bounded by that period: a request begun
+in the last ``FLUSH_S`` before the kill is counted as never sent, and one a sender had begun
+but not yet written counted as sent.
 ``servelab results recover DIR`` (results/recover.py) reads the pair back. ``close``
 gives the records their final name and removes the sidecar; ``discard`` removes both.
 
@@ -113,7 +117,7 @@ class RecordsFile:
         self.written = 0  # bytes on disk, all whole lines
         self.count = 0  # lines written or waiting
         self.failure: str | None = None
-        self.last_flush = self.last_sync = time.monotonic()
+        self.last_flush = self.last_sync = self.last_sent = time.monotonic()
         self._write_sidecar()
 
     def _write_sidecar(self) -> None:
@@ -129,11 +133,23 @@ class RecordsFile:
             if len(self.lines) >= FLUSH_RECORDS or time.monotonic() - self.last_flush >= FLUSH_S:
                 self.flush()
 
-    def tick(self) -> str | None:
-        """Every 0.1 s while the run goes on: write a quiet tail; the failure, if a write failed."""
+    def tick(self, sent: int | None = None) -> str | None:
+        """Every 0.1 s while the run goes on: write a quiet tail, and the count of requests
+        ``sent`` so far (when known); the failure, if a write failed."""
         if self.lines and time.monotonic() - self.last_flush >= FLUSH_S:
             self.flush()
+        if sent is not None and sent != self.header.get("sent") and time.monotonic() - self.last_sent >= FLUSH_S:
+            self.sent(sent)
         return self.failure
+
+    def sent(self, n: int) -> None:
+        """The sidecar's count of requests sent (``results recover``'s never-sent)."""
+        self.last_sent = time.monotonic()
+        self.header["sent"] = n
+        try:
+            self._write_sidecar()
+        except OSError:  # a full disk: the records' own write says it; the older count stays
+            pass
 
     def flush(self) -> None:
         """Write the waiting lines at once; on failure cut the file back to its last whole line."""
@@ -198,6 +214,11 @@ class RecordSink:
 
     def __init__(self, tally: Tally, file: RecordsFile | None = None) -> None:
         self.tally, self.file = tally, file
+        self.begun = None  # from t0: how many requests the run has sent so far (pacer.Counters.begun)
+
+    def watch(self, begun) -> None:
+        """At t0: the run's count of requests sent, for the records file's sidecar."""
+        self.begun = begun
 
     def add(self, i: int, r: RequestRecord, t0_ns: int) -> None:
         self.tally.add(i, r)
@@ -206,4 +227,6 @@ class RecordSink:
 
     def tick(self) -> str | None:
         """The run's periodic hook: the records file's flush; a reason to end the run, if any."""
-        return self.file.tick() if self.file is not None else None
+        if self.file is None:
+            return None
+        return self.file.tick(self.begun() if self.begun is not None else None)

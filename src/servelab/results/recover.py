@@ -5,8 +5,10 @@ hidden part and its sidecar (results/records_file.py) in the folder it wrote to.
 module reads them back — every whole, valid line; a line cut by the kill ends the
 records — rebuilds the records, and writes the result the run would have written, with
 ``"recovered": true`` in its ``servelab`` section and its requests accounted by
-records.RunEnding's rule: the requests meant without a record are ``cut`` (whether they
-were sent is not known after a kill: ``never_sent`` is null). The records get their
+records.RunEnding's rule: of the requests meant without a record, those the run had not
+sent by its last count in the sidecar (results/records_file.py: written every ``FLUSH_S``)
+are ``never_sent``, the rest ``cut`` (a run whose sidecar has no count: all ``cut`` and
+``never_sent`` null, not known). The records get their
 final name beside it. Only a part whose writer is gone is touched: a running run's is not.
 
 A recovered result is flagged and never counts as a finished study repeat
@@ -25,7 +27,7 @@ from servelab.metrics.summary import NS_PER_MS, summarize_tally
 from servelab.metrics.tally import FAILED, OK, Tally
 from servelab.records import RequestRecord, RunEnding
 from servelab.results import store
-from servelab.results.records_file import PART_PREFIX, PART_SUFFIX, sidecar_of, write_atomic
+from servelab.results.records_file import FLUSH_S, PART_PREFIX, PART_SUFFIX, sidecar_of, write_atomic
 
 RECOVERED = "killed (recovered)"
 UNSAVED_DIR = ".servelab"  # under a results folder: unsaved runs' records (measure/sink.py)
@@ -129,8 +131,11 @@ def recover_one(part: Path, folder: Path, say=print) -> Path | None:
     write_atomic(path, store.json_chunks(result))
     sidecar_of(part).unlink(missing_ok=True)
     ending = result["servelab"]["ending"]
+    unsent = "" if ending["never_sent"] is None else \
+        f", {ending['never_sent']} never sent by the run's last count, written every {FLUSH_S:g} s"
     say(f"servelab: recovered {ending['completed']} completed and {ending['failed']} failed of "
-        f"{ending['meant']} requests ({ending['cut']} without a record) into {path}; records in {records}")
+        f"{ending['meant']} requests ({ending['cut']} sent without a record{unsent}) into {path}; "
+        f"records in {records}")
     return path
 
 
@@ -146,8 +151,9 @@ def _whole_bytes(part: Path, n: int) -> int:
 def _result(header: dict, tally: Tally, lines: list[dict]) -> tuple[dict, str]:
     """The result the run would have written, over what it recorded."""
     status = tally.col["status"]
-    ending = RunEnding(RECOVERED, int(header.get("requests_meant", len(lines))), int((status == OK).sum()),
-                       int((status == FAILED).sum()), None)
+    meant = int(header.get("requests_meant", len(lines)))
+    ending = RunEnding(RECOVERED, meant, int((status == OK).sum()), int((status == FAILED).sum()),
+                       _never_sent(header.get("sent"), meant, len(lines)))
     end_ns = max(int(round(x["done_ms"] * NS_PER_MS)) for x in lines)
     summary = summarize_tally(tally, end_ns, header.get("metric_percentiles") or [99.0],
                               header.get("goodput") or None)
@@ -155,12 +161,19 @@ def _result(header: dict, tally: Tally, lines: list[dict]) -> tuple[dict, str]:
     head = {**header["head"], "date": date}
     extra = {"version": header.get("servelab_version"), "recovered": True, "ending": ending.to_dict(),
              "wall_start": datetime.fromtimestamp(header["wall_start"]).isoformat(timespec="milliseconds"),
-             "t0_perf_ns": header.get("t0_perf_ns"), "interrupted": True, "not_sent": None,
+             "t0_perf_ns": header.get("t0_perf_ns"), "interrupted": True, "not_sent": ending.never_sent,
              "flush": header.get("flush"), "argv": header.get("argv")}
     metrics = header.get("percentile_metrics") or ["ttft", "tpot", "itl"]
     result = store.build_result(head=head, summary=summary, tally=tally, selected=metrics, save_detailed=False,
                                 extra=extra)
     return result, date
+
+
+def _never_sent(sent, meant: int, recorded: int) -> int | None:
+    """The requests not sent by the run's last count (None: no count); every record was sent."""
+    if sent is None:
+        return None
+    return max(0, meant - max(int(sent), recorded))
 
 
 def _paths(header: dict, folder: Path, date: str) -> tuple[Path, Path]:

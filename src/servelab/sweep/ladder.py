@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec, OutputSpec, check_spec
+from servelab.config import BenchSpec, OutputSpec, check_saturation_rule, check_spec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files
@@ -112,6 +112,27 @@ class SweepOutcome:
         return self.points[self.knee.saturated_index] if self.knee.saturated else None
 
     @property
+    def not_run(self) -> list[float]:
+        """The ladder's loads that were never measured (``not_run_why`` says why)."""
+        measured = {p.load for p in self.points}
+        return [x for x in self.plan.ladder if x not in measured]
+
+    @property
+    def not_run_why(self) -> str | None:
+        """Why the ladder's top loads were not run: the one rule that ended the ladder."""
+        if not self.not_run:
+            return None
+        name, top = self.plan.load_name, self.ladder_points[-1].load if self.ladder_points else None
+        if self.over_saturated is not None:
+            return f"{name} {self.over_saturated:g} was judged over-saturated (--stop-when-saturated)"
+        if self.slo is not None:
+            return (f"the SLO search stops at the first ladder load that misses the SLO ({name} {top:g}) and "
+                    "bisects below it; a higher load is taken to miss it too")
+        if self.knee.saturated:
+            return f"the knee ended the climb ({name} {self.saturated_at.load:g} saturated)"
+        return "the sweep ended before them"
+
+    @property
     def stopped_early(self) -> bool:
         """The knee ended the climb before the ladder's top (an SLO search stops on its own rule)."""
         return (self.slo is None and self.knee.saturated and bool(self.ladder_points)
@@ -166,6 +187,7 @@ def check_plan(plan: SweepPlan) -> None:
         raise InputError("the load ladder needs at least one load, each > 0")
     if LOADS[plan.over][3] and any(x != int(x) for x in plan.ladder):
         raise InputError("concurrency loads must be whole numbers")
+    check_saturation_rule(point_workload(plan, plan.ladder[0]).spec)  # before the engine starts
 
 
 def load_given(spec: BenchSpec, over: str) -> bool:
@@ -311,6 +333,9 @@ def verdict_lines(outcome: SweepOutcome) -> list[str]:
                      "(--stop-when-saturated: outstanding requests and TTFT both rising, 95 % one-sided)")
     if outcome.slo is not None:
         lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {}, further(plan))
+    if outcome.not_run:
+        lines.append(f"not run: {plan.load_name} {', '.join(f'{x:g}' for x in outcome.not_run)} of the ladder — "
+                     f"{outcome.not_run_why}")
     return lines
 
 
@@ -322,15 +347,15 @@ def further(plan: SweepPlan) -> str:
 def _saturation_line(outcome: SweepOutcome) -> str:
     k, name = outcome.knee, outcome.plan.load_name
     if not k.saturated and not outcome.judged:
+        if outcome.over_saturated is not None:
+            return (f"knee: not reached — the ladder stopped at {name} {outcome.over_saturated:g} (judged "
+                    "over-saturated) before any step saturated by the knee rule")
         return (f"knee: not reached — the SLO search stopped at {name} {outcome.ladder_points[-1].load:g} "
                 "before any step saturated (run without --slo to find it)")
     if not k.saturated:  # "not saturated" only while the top load is the best by more than min_gain
         verdict = "not saturated" if k.climbing else "no knee"
         return f"{verdict}: {k.reason} ({further(outcome.plan)} to look further)"
-    at = outcome.saturated_at.load
-    skipped = [f"{x:g}" for x in outcome.plan.ladder if x > outcome.ladder_points[-1].load]
-    tail = f"; stopped early ({', '.join(skipped)} not run)" if skipped and not outcome.slo else ""
-    return f"saturated at {name} {at:g}: {k.reason}{tail}"
+    return f"saturated at {name} {outcome.saturated_at.load:g}: {k.reason}"
 
 
 def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float], more: str = "raise --stop") -> list[str]:
@@ -369,6 +394,7 @@ def summary(outcome: SweepOutcome) -> dict:
                  "saturated_load": outcome.saturated_at.load if k.saturated else None,
                  "reason": k.reason, "stopped_early": outcome.stopped_early},
         "slo": None if slo is None else _slo_dict(slo, plan.slo or {}), "over_saturated_load": outcome.over_saturated,
+        "not_run": {"loads": outcome.not_run, "why": outcome.not_run_why} if outcome.not_run else None,
         "verdict": verdict_lines(outcome), "plots": [str(p) for p in outcome.plots],
     }
 
