@@ -160,7 +160,7 @@ def simulated_label(section: dict | None) -> str | None:
     """What produced a simulated run's numbers, in a few words; None for a measured run."""
     if not section:
         return None
-    return f"no engine ran: {section.get('engine') or 'simulated engine'} ({section.get('mode', '?')} mode)"
+    return f"no engine ran: {section.get('engine') or 'a simulated engine'}, {section.get('mode', 'unknown')} mode"
 
 
 def host_from_result(ours: dict) -> Host | None:
