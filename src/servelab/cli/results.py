@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.results.recover import recover
+    from servelab.telemetry.recorder import recover_into
 
-    recover(args.dir)
+    recover(args.dir, telemetry=recover_into)
     return 0

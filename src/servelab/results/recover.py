@@ -99,8 +99,11 @@ def record_from_line(d: dict) -> RequestRecord:
         http_status=d.get("http_status"), finished=bool(d.get("finished", True)))
 
 
-def recover(folder: str | Path, say=print) -> list[Path]:
-    """Every orphaned run in ``folder`` as a result; returns the results written."""
+def recover(folder: str | Path, say=print, telemetry=None) -> list[Path]:
+    """Every orphaned run in ``folder`` as a result; returns the results written. ``telemetry``
+    (telemetry/recorder.py's ``recover_into``, passed by the caller: this layer does not read the
+    scraper's files) rebuilds a run's timeline beside its result: (sidecar header, folder,
+    records, end ns from t0, result path, date) -> the result's telemetry section, or None."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"results recover: {folder} is not a folder")
@@ -108,29 +111,33 @@ def recover(folder: str | Path, say=print) -> list[Path]:
     if not parts:
         say(f"servelab: nothing to recover in {folder} (no records left by a killed run)")
         return []
-    return [path for part in parts if (path := recover_one(part, folder, say)) is not None]
+    return [path for part in parts if (path := recover_one(part, folder, say, telemetry)) is not None]
 
 
-def recover_one(part: Path, folder: Path, say=print) -> Path | None:
+def recover_one(part: Path, folder: Path, say=print, telemetry=None) -> Path | None:
     """One killed run's records → its result (in ``folder``) and its named records file."""
     header = _header(part)
     lines = read_lines(part)
     if not lines or "wall_start" not in header:
         say(f"servelab: {part.name}: no request had finished when the run was killed; nothing to recover")
         return None
-    tally = Tally(lines)
-    for i, line in enumerate(lines):
-        tally.add(i, record_from_line(line))
+    tally, made = Tally(lines), [record_from_line(line) for line in lines]
+    for i, record in enumerate(made):
+        tally.add(i, record)
     result, date = _result(header, tally, lines)
     path, records = _paths(header, folder, date)
     result["servelab"]["records_file"] = str(records)
+    section = telemetry(header, part.parent, made, max(r.done_ns for r in made), path, date) if telemetry else None
+    if section is not None:
+        result["servelab"]["telemetry"] = section
     os.truncate(part, _whole_bytes(part, len(lines)))  # a cut tail is not a record: whole lines only
     os.replace(part, records)
     write_atomic(path, store.json_chunks(result))
     sidecar_of(part).unlink(missing_ok=True)
     ending = result["servelab"]["ending"]
+    timeline = f"; timeline in {section['timeline_file']}" if section else ""
     say(f"servelab: recovered {ending['completed']} completed and {ending['failed']} failed of "
-        f"{ending['meant']} requests ({ending['cut']} without a record) into {path}; records in {records}")
+        f"{ending['meant']} requests ({ending['cut']} without a record) into {path}; records in {records}{timeline}")
     return path
 
 
