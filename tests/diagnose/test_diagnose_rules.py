@@ -166,9 +166,9 @@ def test_no_limit_found_says_what_was_checked():
             client_cpu_fraction=0.1, schedule_lag_p99_ms=0.2)
     assert d.top.id == "no-limit-found" and d.top.level == "low"  # the GPU was not seen
     assert d.checked[0] == "client CPU 10% of a core, schedule lag p99 0.20 ms"
-    assert "engine running mean 3.0, max 3; waiting mean 0.0, median 0 (while loaded), max 0; KV usage mean 10%, " \
+    assert "engine running mean 3.0, max 3; waiting mean 0.0, median 0, max 0; KV usage mean 10%, " \
            "max 10%; 0 preemptions" in d.checked
-    assert "client in flight mean 3.0 over the run, max 3 (sampled; no cap), waiting for a slot mean 0.0" in d.checked
+    assert "client in flight mean 3.0, max 3 (sampled; no cap), waiting for a slot mean 0.0" in d.checked
     assert d.not_checked == ("GPU (NVML): NVML unavailable (test)", "max_num_seqs not known (a cap is inferred from a plateau)")
 
 

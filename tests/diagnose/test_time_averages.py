@@ -21,7 +21,7 @@ def sparse(i: int) -> dict:
 def test_means_are_over_the_run_window_and_the_max_is_the_exact_peak():
     tl = make_timeline(n=32, client=sparse, engine=lambda i: {"running": 1.0 if i == 5 else 0.0, "waiting": 0.0})
     d = diagnose(evidence(facts_from_result(RESULT), tl))
-    assert "client in flight mean 0.03 over the run, max 4 (exact, from the records; sampled 1; no cap), " \
+    assert "client in flight mean 0.03, max 4 (exact, from the records; sampled 1; no cap), " \
            "waiting for a slot mean 0.0" in d.checked
     assert any(x.startswith("engine running mean 0.03, max 1;") for x in d.checked)
     assert "client in flight at most 4 (exact, from the records; sampled 1), no cap" in d.top.summary
@@ -30,4 +30,4 @@ def test_means_are_over_the_run_window_and_the_max_is_the_exact_peak():
 def test_without_an_exact_peak_the_max_says_it_was_sampled():
     tl = make_timeline(n=32, client=sparse)
     d = diagnose(evidence(facts_from_result({k: v for k, v in RESULT.items() if k != "max_concurrent_requests"}), tl))
-    assert "client in flight mean 0.03 over the run, max 1 (sampled; no cap), waiting for a slot mean 0.0" in d.checked
+    assert "client in flight mean 0.03, max 1 (sampled; no cap), waiting for a slot mean 0.0" in d.checked

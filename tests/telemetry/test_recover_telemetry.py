@@ -62,7 +62,7 @@ def test_recover_rebuilds_the_timeline_and_diagnose_judges_by_it(tmp_path, capsy
     d = json.loads(capsys.readouterr().out)
     assert d["verdict"] == "scheduler-cap" and d["timeline"] == str(timeline)  # running 2, 6 waiting
     # the client's view from the records: 2 in flight at a time, the rest dispatched at t0 and waiting
-    assert d["checked"][0].startswith("client in flight mean 1.9 over the run, max 2 (cap 8), waiting for a slot")
+    assert d["checked"][0].startswith("client in flight mean 1.9, max 2 (cap 8), waiting for a slot")
 
 
 def test_a_killed_run_without_telemetry_is_not_judged(tmp_path, capsys):

@@ -90,7 +90,7 @@ def checked_lines(ev: Evidence) -> list[str]:
     if c is not None:
         peak, how = _peak(f, c)
         cap = f"cap {f.max_concurrency}" if f.max_concurrency else "no cap"
-        out.append(f"client in flight mean {number(c.in_flight_avg)} over the run, max {peak} "
+        out.append(f"client in flight mean {number(c.in_flight_avg)}, max {peak} "
                    f"({'; '.join([*how, cap])}), waiting for a slot mean {number(c.waiting_avg)}")
     if e is not None:
         out.append(_engine_line(e))
@@ -117,7 +117,7 @@ def _peak(f, c) -> tuple[int, list[str]]:
 def _engine_line(e) -> str:
     kv = f"KV usage mean {e.kv_avg:.0%}, max {max(e.kv):.0%}" if e.kv else "KV usage not reported"
     return (f"engine running mean {number(e.running_avg)}, max {max(e.running):.0f}; waiting mean "
-            f"{number(e.waiting_avg)}, median {statistics.median(e.waiting):.0f} (while loaded), max "
+            f"{number(e.waiting_avg)}, median {statistics.median(e.waiting):.0f}, max "
             f"{max(e.waiting):.0f}; {kv}; {preemptions_text(e.preemptions)}")
 
 
