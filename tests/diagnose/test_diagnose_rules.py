@@ -276,3 +276,17 @@ def test_a_small_engine_that_computes_on_the_gpu_is_the_gpus_even_with_little_me
     small = lambda i: [{"util": 12, "mem_util": 3, "mem_used_gib": 2.0, "power_w": 150.0}]
     tl = make_timeline(client=client_at(2), engine=engine_at(2, 0), gpu=small, gpu_devices=[H200])
     assert verdict_ids(tl) == ["gpu-underutilized"]
+
+
+def test_a_hot_gpu_under_a_pinned_batch_is_the_cap_not_the_bandwidth():
+    """Issue 34 item 1's GPU analogue: the same hot GPU, with running pinned at max_num_seqs 16 and
+    requests waiting — every decode step re-reads the weights for only 16, and a larger batch
+    spreads that read: the cap is the first limit, not the bytes per token."""
+    tl = make_timeline(client=client_at(64), engine=engine_at(16, 5, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    ids = verdict_ids(tl, output_throughput=3100.0, weights_gib=16.0, max_num_seqs=16)
+    assert ids[0] == "scheduler-cap" and "memory-bandwidth-bound" not in ids
+    unpinned = make_timeline(client=client_at(16), engine=engine_at(16, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                             gpu_devices=[H200])  # running below max_num_seqs 64, nothing waiting
+    assert verdict_ids(unpinned, output_throughput=3100.0, weights_gib=16.0, max_num_seqs=64)[0] == \
+        "memory-bandwidth-bound"
