@@ -290,3 +290,12 @@ def test_a_hot_gpu_under_a_pinned_batch_is_the_cap_not_the_bandwidth():
                              gpu_devices=[H200])  # running below max_num_seqs 64, nothing waiting
     assert verdict_ids(unpinned, output_throughput=3100.0, weights_gib=16.0, max_num_seqs=64)[0] == \
         "memory-bandwidth-bound"
+
+
+def test_a_timeline_with_no_sample_in_flight_is_not_judged():
+    """Issue 34 item 4: no engine sample and no client sample with work in it — a verdict there would be
+    about nothing: it says it cannot judge, and why, and asks for no more load."""
+    d = run(make_timeline(client=client_at(0), engine_absent="unreachable (refused)"), max_concurrency=8)
+    assert [v.id for v in d.verdicts] == ["not-judged"] and d.top.level == "low"
+    assert "Cannot judge" in d.top.summary and "engine /metrics: unreachable (refused)" in d.top.summary
+    assert "offered load" not in d.top.next and "telemetry" in d.top.next

@@ -6,7 +6,7 @@ with whose work. Full CPUs mean different things by who needed them:
 * a CPU engine (vLLM's CPU build, llama.cpp) is meant to use the cores, and keeps them
   busy at any batch, as a GPU reads 100 % utilized at batch 1: busy is not saturated.
   Full CPUs are its compute limit (``cpu-compute-bound``) only when no cap pins the
-  batch (``rules.pinned``: running below every cap, nothing waiting for a slot, in all
+  batch (``pinned.pinned``: running below every cap, nothing waiting for a slot, in all
   but a burst) — with a cap pinned, the cap is the verdict and a larger batch may use
   the same cores better; whether it did is the next run's to measure (``optimize``
   raises the cap and keeps the change only beyond noise);
@@ -26,7 +26,8 @@ under ``checked:`` shows it.
 from __future__ import annotations
 
 from servelab.diagnose.evidence import Evidence, Host
-from servelab.diagnose.rules import LAG_P99_LIMIT_MS, late_lag_ms, pinned
+from servelab.diagnose.pinned import pinned
+from servelab.diagnose.rules import LAG_P99_LIMIT_MS, late_lag_ms
 from servelab.diagnose.verdict import Verdict
 
 
@@ -65,7 +66,7 @@ def host_contention(ev: Evidence) -> Verdict | None:
 
 def cpu_compute_bound(ev: Evidence) -> Verdict | None:
     h = ev.facts.host
-    if h is None or not (h.cpu_engine and h.saturated) or starved(ev) or pinned(ev) is not None:
+    if h is None or not (h.cpu_engine and h.saturated) or starved(ev) or pinned(ev) is not False:
         return None
     return Verdict("cpu-compute-bound", 0.8,
                    f"The engine computes on this machine's CPUs, and all {h.cpus} were {h.busy:.0%} busy "

@@ -223,8 +223,8 @@ def _cap_seen_by_client(ev: Evidence) -> Verdict | None:
         return None
     name, next_step, key = KNOWN_CAP[engine]
     during = [x for x, m in zip(c.in_flight, over) if m]
-    summary = (f"The engine's gauges were not seen ({ev.missing.get('engine') or 'no samples'}), but the client kept more requests in "
-               f"flight than {name.format(s=seqs)} lets run, for {held.text()}: then {statistics.median(during):.0f} "
+    summary = (f"The engine's gauges were not seen ({ev.missing.get('engine') or 'no samples'}), but the client "
+               f"kept more requests in flight than {name.format(s=seqs)} lets run, for {held.text()}: then {statistics.median(during):.0f} "
                f"in flight (median; max {max(during)}), so at least {statistics.median(during) - seqs:.0f} waited at "
                "the engine. Inferred from the client's count.")
     evidence = {key: seqs, "limit": key, "inferred_from": "client in flight", "at_cap_share": rounded(held.share),
@@ -232,32 +232,6 @@ def _cap_seen_by_client(ev: Evidence) -> Verdict | None:
                 "client_in_flight_max": max(c.in_flight)}
     return Verdict("scheduler-cap", partial(UNSEEN_CAP, held), summary, evidence,
                    next_step.format(s=seqs, s2=2 * seqs, s4=4 * seqs))
-
-
-# A cap pins the batch in a sample when the engine runs at its known count cap, or anything waits
-# for a slot: at the engine (its count, token budget or cache held it) or at the client (its
-# --max-concurrency). Busy compute under a pinned batch is not a compute limit: a CPU engine keeps
-# its cores busy at any batch, as a GPU reads 100 % utilized at batch 1, and a larger batch uses the
-# same compute better. Pinned in ≥ PARTIAL of the loaded samples (the engine's, or the client's) is
-# a cap, named by its own rule; below, it is a burst being admitted.
-def pinned(ev: Evidence) -> str | None:
-    """Which cap pinned the batch, in words (None: none did); "unknown" when the engine was not
-    seen and the client's count cannot rule its caps out."""
-    f, e, c = ev.facts, ev.engine, ev.client
-    found = []
-    if c is not None:
-        cap = f.max_concurrency
-        marks = [w >= 1 or (cap is not None and x >= cap) for x, w in zip(c.in_flight, c.waiting)]
-        found.append((spell(c.t_s, marks, ev.tick_s), "the client's --max-concurrency"))
-    if e is not None:
-        seqs = known_cap(f, family(e))
-        marks = [w >= 1 or (seqs is not None and r >= seqs) for r, w in zip(e.running, e.waiting)]
-        found.append((spell(e.t_s, marks, ev.tick_s), "the engine's scheduler (its count cap, token budget or cache)"))
-    held = [(s, what) for s, what in found if s.share >= PARTIAL]
-    if held:
-        s, what = max(held, key=lambda x: x[0].share)
-        return f"{what}, for {s.text()}"
-    return "unknown" if e is None else None
 
 
 def _limit(ev: Evidence, conf: float, what: str, next_step: str, evidence: dict, marks: list[bool]) -> Limit:
