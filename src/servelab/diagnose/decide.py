@@ -52,10 +52,12 @@ def _after_no_limit(ev: Evidence) -> str:
     """More load finds a limit only where nothing queued; a queue that held (≥ PARTIAL of the run)
     with no cap, budget or cache seen holding it needs the engine's limits stated, not more load."""
     e = ev.engine
-    if e is not None and spell(e.t_s, [w >= 1 for w in e.waiting], ev.tick_s).share >= PARTIAL:
+    queued = spell(e.t_s, [w >= 1 for w in e.waiting], ev.tick_s).share if e is not None else 0.0
+    if queued >= PARTIAL:
         return ("Requests queued, so more load would only lengthen the queue: state the engine's limits "
                 "(diagnose --max-num-seqs N --max-num-batched-tokens N, the values it ran with) and diagnose again.")
-    return (f"To find the deployment's limit, {more_load(ev)} until something queues; a run that "
+    until = "a queue holds (the burst here cleared at once)" if queued else "something queues"
+    return (f"To find the deployment's limit, {more_load(ev)} until {until}; a run that "
             "limits nothing measures the workload, not the deployment.")
 
 
