@@ -1,7 +1,8 @@
 """The diagnosis property at scale: thousands of timelines from known regimes (scheduler
-cap, token budget, KV capacity, client cap, no limit, and a budget-then-cap mixture, each
-with a ramp and a long tail), each checked as ``tests/diagnose/test_verdict_properties.py``
-checks its 50: the first verdict names the regime's limit and quotes its exact share.
+cap, token budget, KV capacity, client cap, client cap equal to max_num_seqs, no limit, and a
+budget-then-cap mixture, each with a ramp and a long tail), each checked as
+``tests/diagnose/test_verdict_properties.py`` checks its 50: the first verdict names the
+regime's limit and quotes its exact share.
 
     PYTHONPATH=src python bench/diagnose_property.py [CASES] [SEED]
 

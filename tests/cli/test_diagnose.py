@@ -42,7 +42,7 @@ EXPECTED = [
     "  next: Raise --max-num-seqs from 2 (e.g. to 4, 8) and re-run the same load; watch KV usage and "
     "preemptions as it rises. If that buys nothing, the token budget holds the queue too: raise "
     "--max-num-batched-tokens.",
-    "  checked: client CPU 5% of a core, schedule lag p99 0.10 ms; client in flight mean 32.0, max 32 (cap 32), "
+    "  checked: client CPU 5% of a core, schedule lag p99 0.10 ms; client in flight mean 32.0, max 32 (sampled; cap 32), "
     "waiting for a slot mean 32.0; engine running mean 2.0, max 2; waiting mean 30.0, median 30, max 30; "
     "KV usage mean 1%, max 1%; 0 preemptions",
     "  not checked: GPU (NVML): NVML unavailable (no driver)",
@@ -87,7 +87,7 @@ def test_the_last_run_of_an_appended_file(tmp_path, capsys):
 def test_without_a_timeline(tmp_path, capsys):
     assert main(["diagnose", str(save_run(tmp_path, timeline=False))]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("servelab diagnosis: no-limit-found") and "no timeline" in out
+    assert out.startswith("servelab diagnosis: not-judged") and "no timeline" in out  # no samples: it cannot judge
     assert main(["diagnose", str(tmp_path / "bench.json"), "--plot", str(tmp_path / "p")]) == 2
     assert "no timeline beside it to plot" in capsys.readouterr().err
 

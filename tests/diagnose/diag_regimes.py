@@ -17,7 +17,7 @@ from diag_timelines import make_timeline, run
 
 from servelab.diagnose.rules import PARTIAL
 
-REGIMES = ("scheduler", "token", "kv", "client", "none", "mix")
+REGIMES = ("scheduler", "token", "kv", "client", "both", "none", "mix")
 BUDGET = 8192  # max_num_batched_tokens in every case
 STEPS = 10  # engine steps per sample interval (the iteration-token histogram's count rises by this)
 
@@ -28,7 +28,7 @@ class Case:
     lead: int  # samples before the limit binds (the load ramps up)
     bound: int  # samples in which the regime's limit holds (none: requests waiting, below any limit)
     tail: int  # samples draining after it, no queue
-    cap: int  # max_num_seqs; the client's --max-concurrency for "client"
+    cap: int  # max_num_seqs; the client's --max-concurrency for "client" and "both" (there equal to max_num_seqs)
     extra: int = 0  # mix: samples at the count cap after the token-budget phase
     finite_rate: bool = False
 
@@ -39,7 +39,7 @@ class Case:
     def facts(self) -> dict:
         seqs = 4 * self.cap if self.regime == "client" else self.cap
         return {"max_num_seqs": seqs, "max_num_batched_tokens": BUDGET,
-                "max_concurrency": self.cap if self.regime == "client" else None,
+                "max_concurrency": self.cap if self.regime in ("client", "both") else None,
                 "request_rate": 20.0 if self.finite_rate else float("inf")}
 
     def expected(self) -> tuple[str, str | None, float]:
@@ -52,7 +52,8 @@ class Case:
         share = self.bound / self.n
         verdict, limit = {"scheduler": ("scheduler-cap", "max_num_seqs"),
                           "token": ("scheduler-cap", "max_num_batched_tokens"),
-                          "kv": ("kv-capacity", None), "client": ("client-concurrency-cap", None)}[self.regime]
+                          "kv": ("kv-capacity", None), "client": ("client-concurrency-cap", None),
+                          "both": ("client-concurrency-cap", None)}[self.regime]
         if self.regime != "kv" and share < PARTIAL:  # preemptions are named however briefly they came
             return "no-limit-found", None, 0.0
         return verdict, limit, share
@@ -138,6 +139,13 @@ def _client(case: Case, phase: str, j: int):
     return float(case.cap), 0.0, 0.2, float(case.cap), 0.0, (case.cap, j % 9)
 
 
+def _both(case: Case, phase: str, j: int):
+    """The client's cap equal to max_num_seqs: running sits at it, the rest wait for a client slot."""
+    if phase != "bound":
+        return _quiet(case, phase, j)
+    return float(case.cap), 0.0, 0.2, float(case.cap), 0.0, (case.cap, 1 + j % 9)
+
+
 def _none(case: Case, phase: str, j: int):
     """A burst admitted below every limit (keep ``bound`` under PARTIAL of the run): requests
     wait a moment, running stays below the cap, steps far below the budget."""
@@ -147,4 +155,5 @@ def _none(case: Case, phase: str, j: int):
     return running, float(1 + j % 4), 0.2, running + 8.0, 0.0, (int(running) + 1 + j % 4, 0)
 
 
-ROWS = {"scheduler": _scheduler, "token": _token, "kv": _kv, "client": _client, "none": _none, "mix": _token}
+ROWS = {"scheduler": _scheduler, "token": _token, "kv": _kv, "client": _client, "both": _both, "none": _none,
+        "mix": _token}

@@ -166,8 +166,9 @@ def test_no_limit_found_says_what_was_checked():
             client_cpu_fraction=0.1, schedule_lag_p99_ms=0.2)
     assert d.top.id == "no-limit-found" and d.top.level == "low"  # the GPU was not seen
     assert d.checked[0] == "client CPU 10% of a core, schedule lag p99 0.20 ms"
-    assert "engine running mean 3.0, max 3; waiting mean 0.0, median 0, max 0; KV usage mean 10%, max 10%; " \
-           "0 preemptions" in d.checked
+    assert "engine running mean 3.0, max 3; waiting mean 0.0, median 0, max 0; KV usage mean 10%, " \
+           "max 10%; 0 preemptions" in d.checked
+    assert "client in flight mean 3.0, max 3 (sampled; no cap), waiting for a slot mean 0.0" in d.checked
     assert d.not_checked == ("GPU (NVML): NVML unavailable (test)", "max_num_seqs not known (a cap is inferred from a plateau)")
 
 
@@ -206,7 +207,8 @@ def test_no_timeline_uses_the_result_alone():
     d = run(None, client_cpu_fraction=0.95, max_concurrency=4)
     assert [v.id for v in d.verdicts] == ["client-bound"]
     assert d.not_checked == ("engine, GPU and client: no timeline (telemetry was off, or its file is gone)",)
-    assert run(None, client_cpu_fraction=0.2).top.id == "no-limit-found"
+    blind = run(None, client_cpu_fraction=0.2).top  # no samples: it cannot judge, and says why
+    assert blind.id == "not-judged" and "no timeline" in blind.summary and "offered load" not in blind.next
 
 
 def test_llamacpp_has_no_kv_gauge_and_still_shows_its_slot_cap():
@@ -288,3 +290,26 @@ def test_a_small_engine_that_computes_on_the_gpu_is_the_gpus_even_with_little_me
     small = lambda i: [{"util": 12, "mem_util": 3, "mem_used_gib": 2.0, "power_w": 150.0}]
     tl = make_timeline(client=client_at(2), engine=engine_at(2, 0), gpu=small, gpu_devices=[H200])
     assert verdict_ids(tl) == ["gpu-underutilized"]
+
+
+def test_a_hot_gpu_under_a_pinned_batch_is_the_cap_not_the_bandwidth():
+    """Issue 34 item 1's GPU analogue: the same hot GPU, with running pinned at max_num_seqs 16 and
+    requests waiting — every decode step re-reads the weights for only 16, and a larger batch
+    spreads that read: the cap is the first limit, not the bytes per token."""
+    tl = make_timeline(client=client_at(64), engine=engine_at(16, 5, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                       gpu_devices=[H200])
+    ids = verdict_ids(tl, output_throughput=3100.0, weights_gib=16.0, max_num_seqs=16)
+    assert ids[0] == "scheduler-cap" and "memory-bandwidth-bound" not in ids
+    unpinned = make_timeline(client=client_at(16), engine=engine_at(16, 0, kv=0.5), gpu=_gpu(97, 72, 620.0),
+                             gpu_devices=[H200])  # running below max_num_seqs 64, nothing waiting
+    assert verdict_ids(unpinned, output_throughput=3100.0, weights_gib=16.0, max_num_seqs=64)[0] == \
+        "memory-bandwidth-bound"
+
+
+def test_a_timeline_with_no_sample_in_flight_is_not_judged():
+    """Issue 34 item 4: no engine sample and no client sample with work in it — a verdict there would be
+    about nothing: it says it cannot judge, and why, and asks for no more load."""
+    d = run(make_timeline(client=client_at(0), engine_absent="unreachable (refused)"), max_concurrency=8)
+    assert [v.id for v in d.verdicts] == ["not-judged"] and d.top.level == "low"
+    assert "Cannot judge" in d.top.summary and "engine /metrics: unreachable (refused)" in d.top.summary
+    assert "offered load" not in d.top.next and "telemetry" in d.top.next

@@ -20,9 +20,9 @@ def test_render_is_exact():
         "  next: Raise --max-num-seqs from 2 (e.g. to 4, 8) and re-run the same load; watch KV usage and "
         "preemptions as it rises. If that buys nothing, the token budget holds the queue too: raise "
         "--max-num-batched-tokens.",
-        "  checked: client CPU 12% of a core, schedule lag p99 0.05 ms; client in flight mean 32.0, max 32 (cap 32), "
-        "waiting for a slot mean 0.0; engine running mean 2.0, max 2; waiting mean 30.0, median 30, max 30; "
-        "KV usage mean 2%, max 2%; 0 preemptions",
+        "  checked: client CPU 12% of a core, schedule lag p99 0.05 ms; client in flight mean 32.0, max 32 "
+        "(sampled; cap 32), waiting for a slot mean 0.0; engine running mean 2.0, max 2; waiting mean 30.0, "
+        "median 30, max 30; KV usage mean 2%, max 2%; 0 preemptions",
         "  not checked: GPU (NVML): NVML unavailable (test)",
     ]
 

@@ -27,15 +27,61 @@ def at_client_cap(host: Host, **facts):
     return run(tl, max_concurrency=2, max_num_seqs=128, host=host, **facts)
 
 
-def test_a_cpu_engine_on_full_cores_is_its_compute_limit_not_room():
+def test_full_cores_under_a_pinned_client_cap_are_not_the_limit_the_cap_is():
+    """Issue 34 item 1: busy is not saturated. The client's cap pins the batch (in flight at 2,
+    10 waiting for a slot), so the cap is the verdict, with the full cores said beside it."""
     d = at_client_cap(scaled(0.9998))
-    assert [v.id for v in d.verdicts] == ["cpu-compute-bound", "client-concurrency-cap"]
-    assert "all 2 were 100% busy" in d.top.summary and "compute limit" in d.top.summary
-    cap = d.verdicts[1]
-    assert cap.confidence == 0.5 and "but the 2 CPUs it computes on were 100% busy" in cap.summary
-    assert "engine knobs" not in cap.next and "the engine had room" not in cap.summary
+    assert [v.id for v in d.verdicts] == ["client-concurrency-cap"]
+    cap = d.top
+    assert cap.confidence == 0.5 and "its 2 CPUs were 100% busy, as a CPU engine's are at any batch" in cap.summary
+    assert "the engine's scheduler had room: 0.0 waiting, 2.0 running of its max_num_seqs 128" in cap.summary
+    assert "engine knobs" not in cap.next and "batch more on the same full cores" in cap.next
     assert "machine 2 CPUs 100% busy (servelab and the engine 100%, others 0%; a CPU engine, " \
            "2 replica(s) × 1 thread(s) each)" in d.checked
+
+
+def test_full_cores_with_no_cap_pinning_the_batch_are_the_compute_limit():
+    """Running below every cap (2 of 128, the client below its 8) and nothing waiting for a slot."""
+    tl = make_timeline(client=client_at(2), engine=engine_at(2, 0, kv=0.02))
+    d = run(tl, max_concurrency=8, max_num_seqs=128, host=scaled(0.9998))
+    assert d.top.id == "cpu-compute-bound" and "no cap pinned the batch" in d.top.summary
+
+
+def test_the_readme_example_client_cap_equal_to_max_num_seqs_pins_both():
+    """`optimize --max-concurrency 2 -- --max-num-seqs 2` on 2 full cores: running sat at the cap
+    of 2 (1.9 on average), 14 waiting for a client slot — not cpu-compute-bound, and not "room"."""
+    engine = lambda i: {"running": 1.0 if i % 10 == 0 else 2.0, "waiting": 0.0, "kv_usage": 0.01}
+    tl = make_timeline(client=client_at(2, waiting=14), engine=engine)
+    d = run(tl, max_concurrency=2, max_num_seqs=2, host=scaled(0.9998, replicas=1))
+    assert [v.id for v in d.verdicts] == ["client-concurrency-cap"]
+    top = d.top
+    assert "had room" not in top.summary
+    assert "the engine's max_num_seqs is 2 too (1.9 running on average, at most 2): running sat at it for 90% " \
+           "of that time, so both caps pin the batch" in top.summary
+    assert "--max-num-seqs" in top.next and "--max-concurrency" in top.next  # both raised in one step
+    assert top.evidence["max_num_seqs"] == 2 and top.level == "medium"
+
+
+def test_ci_case_no_engine_samples_and_the_client_pinned_is_a_cap_not_compute():
+    """The CI run that failed: --max-num-seqs 2 under --max-concurrency 32, the engine's /metrics
+    samples missing; the client in flight at 32 for 69% of the run, 22.4 waiting for a slot on
+    average; 2 full cores. Rule: in flight past a known max_num_seqs waits at the engine
+    (scheduler-cap, inferred from the client); with no known engine cap, the client's cap."""
+    def client(i: int) -> dict:
+        return ({"in_flight": 32, "waiting": round(64 - 64 * i / 69)} if i < 69 else
+                {"in_flight": max(1, 31 - (i - 69)), "waiting": 0})
+    tl = make_timeline(n=100, client=client, engine=lambda i: {"running": 0.0, "waiting": 0.0})
+    host = scaled(0.99, replicas=1)
+    d = run(tl, max_concurrency=32, max_num_seqs=2, host=host)
+    assert "engine /metrics: no engine samples during the run" in d.not_checked
+    c = d.top
+    assert "cpu-compute-bound" not in [v.id for v in d.verdicts]
+    assert c.id == "scheduler-cap" and c.evidence["limit"] == "max_num_seqs" and c.evidence["max_num_seqs"] == 2
+    assert c.evidence["inferred_from"] == "client in flight" and c.evidence["bound"]["share"] == 0.98
+    assert "in flight than max_num_seqs 2 lets run" in c.summary and "Raise --max-num-seqs from 2" in c.next
+    unknown = run(tl, max_concurrency=32, host=host)  # the engine's cap not known: the client's cap
+    assert [v.id for v in unknown.verdicts] == ["client-concurrency-cap"]
+    assert unknown.top.evidence["at_cap_share"] == 0.69 and unknown.top.evidence["client_waiting_mean"] == 22.4
 
 
 @pytest.mark.parametrize("host, facts, reason", [

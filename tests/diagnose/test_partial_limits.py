@@ -61,6 +61,7 @@ def test_a_short_burst_is_no_limit_and_the_summary_says_the_queue_it_saw():
     assert d.top.summary.startswith("No limit held for long: requests waited at the engine for 5% of the run, "
                                     "0–0.5 s (a burst being admitted, not a limit); running at most 4 of its cap 64")
     assert "raise the offered load" in d.top.next  # a finite rate: more load is the next experiment
+    assert "until a queue holds (the burst here cleared at once)" in d.top.next  # not "until something queues"
 
 
 def test_no_limit_on_an_unbounded_run_asks_for_more_requests_not_more_load():

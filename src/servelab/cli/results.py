@@ -18,5 +18,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from servelab.results.recover import recover
+    from servelab.telemetry.recorder import recover_into
 
-    return 0 if recover(args.dir) else 1  # nothing recovered is said in one line (recover's), and fails a script
+    return 0 if recover(args.dir, telemetry=recover_into) else 1  # nothing recovered is said in one line (recover's), and fails a script

@@ -10,8 +10,8 @@ import statistics
 from servelab.diagnose.evidence import Evidence
 from servelab.diagnose.host import cpu_compute_bound, host_contention, host_line
 from servelab.diagnose.gpu import GPU_RULES
-from servelab.diagnose.rules import (PARTIAL, RULES, family, known_cap, mean, more_load, offered_unbounded,
-                                     preemptions_text)
+from servelab.diagnose.rules import (PARTIAL, RULES, family, known_cap, mean, more_load, number,
+                                     offered_unbounded, preemptions_text)
 from servelab.diagnose.spans import spell
 from servelab.diagnose.verdict import Diagnosis, Verdict, ranked
 
@@ -24,21 +24,41 @@ def diagnose(ev: Evidence) -> Diagnosis:
     verdicts = [v for v in (rule(ev) for rule in ALL_RULES) if v is not None]
     checked, not_checked = tuple(checked_lines(ev)), tuple(not_checked_lines(ev))
     if not verdicts:
-        verdicts = [no_limit_found(ev, checked, not_checked)]
-    return Diagnosis(ranked(verdicts), checked, not_checked)
+        verdicts = [no_limit_found(ev, checked, not_checked) if ev.engine or ev.client else not_judged(ev, not_checked)]
+    return Diagnosis(ranked(verdicts), checked, not_checked, ev.facts.simulated)
+
+
+def not_judged(ev: Evidence, not_checked: tuple[str, ...]) -> Verdict:
+    """No engine or client sample with work in it: nothing to judge a limit by. Saying
+    "no limit" (or "offer more load") there would be a verdict on no evidence."""
+    why = "; ".join(not_checked) or "the timeline holds no sample with a request in flight"
+    return Verdict("not-judged", 0.0,
+                   f"Cannot judge what limits this run: no engine or client samples to look at ({why}).",
+                   {"not_checked": list(not_checked)},
+                   "Re-run with telemetry on (the default; not --no-telemetry) and keep the timeline file beside the "
+                   "result; a killed run's telemetry comes back with `servelab results recover DIR`.")
 
 
 def no_limit_found(ev: Evidence, checked: tuple[str, ...], not_checked: tuple[str, ...]) -> Verdict:
     # Confidence falls with what could not be looked at: absent sources may hide the limit.
     conf = 0.6 if not not_checked else 0.3
-    seen = quiet_parts(ev)
-    summary = ("No limit held for long: " + "; ".join(seen) + "." if seen else
-               "No limit could be seen: there are no engine or client samples to look at.")
     unbounded = offered_unbounded(ev)
-    return Verdict("no-limit-found", conf, summary,
+    return Verdict("no-limit-found", conf, "No limit held for long: " + "; ".join(quiet_parts(ev)) + ".",
                    {"checked": list(checked), "not_checked": list(not_checked), "offered_unbounded": unbounded},
-                   f"To find the deployment's limit, {more_load(ev)} until something queues; a run that "
-                   "limits nothing measures the workload, not the deployment.")
+                   _after_no_limit(ev))
+
+
+def _after_no_limit(ev: Evidence) -> str:
+    """More load finds a limit only where nothing queued; a queue that held (≥ PARTIAL of the run)
+    with no cap, budget or cache seen holding it needs the engine's limits stated, not more load."""
+    e = ev.engine
+    queued = spell(e.t_s, [w >= 1 for w in e.waiting], ev.tick_s).share if e is not None else 0.0
+    if queued >= PARTIAL:
+        return ("Requests queued, so more load would only lengthen the queue: state the engine's limits "
+                "(diagnose --max-num-seqs N --max-num-batched-tokens N, the values it ran with) and diagnose again.")
+    until = "a queue holds (the burst here cleared at once)" if queued else "something queues"
+    return (f"To find the deployment's limit, {more_load(ev)} until {until}; a run that "
+            "limits nothing measures the workload, not the deployment.")
 
 
 def quiet_parts(ev: Evidence) -> list[str]:
@@ -55,7 +75,8 @@ def quiet_parts(ev: Evidence) -> list[str]:
         out.append(f"running at most {max(e.running):.0f}" + (f" of its cap {seqs}" if seqs else ""))
         out.append(f"KV usage at most {max(e.kv):.0%}" if e.kv else "KV usage not reported")
     if c is not None:
-        out.append(f"client in flight at most {max(c.in_flight)}" +
+        peak, how = _peak(f, c)
+        out.append(f"client in flight at most {peak}" + "".join(f" ({x})" for x in how) +
                    (f", below its cap {f.max_concurrency} most of the run" if f.max_concurrency else ", no cap"))
     if f.client_cpu_fraction is not None:
         out.append(f"client CPU {f.client_cpu_fraction:.0%} of a core")
@@ -69,9 +90,10 @@ def checked_lines(ev: Evidence) -> list[str]:
         lag = f", schedule lag p99 {f.schedule_lag_p99_ms:.2f} ms" if f.schedule_lag_p99_ms is not None else ""
         out.append(f"client CPU {f.client_cpu_fraction:.0%} of a core{lag}")
     if c is not None:
-        cap = f" (cap {f.max_concurrency})" if f.max_concurrency else " (no cap)"
-        out.append(f"client in flight mean {mean(c.in_flight):.1f}, max {max(c.in_flight)}{cap}, "
-                   f"waiting for a slot mean {mean(c.waiting):.1f}")
+        peak, how = _peak(f, c)
+        cap = f"cap {f.max_concurrency}" if f.max_concurrency else "no cap"
+        out.append(f"client in flight mean {number(c.in_flight_avg)}, max {peak} "
+                   f"({'; '.join([*how, cap])}), waiting for a slot mean {number(c.waiting_avg)}")
     if e is not None:
         out.append(_engine_line(e))
     for g in ev.gpus:
@@ -83,11 +105,22 @@ def checked_lines(ev: Evidence) -> list[str]:
     return out
 
 
+def _peak(f, c) -> tuple[int, list[str]]:
+    """The most in flight, and how it is known: the exact peak (a sweep over the records) where the
+    result gives one, with the samples' own maximum beside it when they missed it (a 4 Hz sampler
+    misses short peaks); else the samples' maximum, said to be sampled."""
+    sampled = max(c.in_flight)
+    if f.peak_concurrency is None:
+        return sampled, ["sampled"]
+    return f.peak_concurrency, ([f"exact, from the records; sampled {sampled}"]
+                                if f.peak_concurrency != sampled else [])
+
+
 def _engine_line(e) -> str:
-    kv = f"KV usage mean {mean(e.kv):.0%}, max {max(e.kv):.0%}" if e.kv else "KV usage not reported"
-    return (f"engine running mean {mean(e.running):.1f}, max {max(e.running):.0f}; waiting mean "
-            f"{mean(e.waiting):.1f}, median {statistics.median(e.waiting):.0f}, max {max(e.waiting):.0f}; {kv}; "
-            f"{preemptions_text(e.preemptions)}")
+    kv = f"KV usage mean {e.kv_avg:.0%}, max {max(e.kv):.0%}" if e.kv else "KV usage not reported"
+    return (f"engine running mean {number(e.running_avg)}, max {max(e.running):.0f}; waiting mean "
+            f"{number(e.waiting_avg)}, median {statistics.median(e.waiting):.0f}, max "
+            f"{max(e.waiting):.0f}; {kv}; {preemptions_text(e.preemptions)}")
 
 
 def not_checked_lines(ev: Evidence) -> list[str]:

@@ -6,7 +6,10 @@ values and return values. A view is None when its source is absent, and
 
 "Loaded" samples are the ones with work in the system (engine: running +
 waiting ≥ 1; client: in flight + waiting ≥ 1): ramp-up and drain are kept, idle
-moments before and after are not. Each view keeps its samples' times (``t_s``),
+moments before and after are not. The rules mark states in those; a mean a verdict
+prints is a time average over the whole run window (``*_avg``: every sample from t0 to
+the end, idle ones too — the sampler ticks evenly, so a sample mean is a time mean): at
+50 req/s of short requests the loaded samples say "1 in flight", the run held 0.03. Each view keeps its samples' times (``t_s``),
 so a rule can say when a state held and for how long (``spans.spell``), and the
 engine's counters become per-sample rates (tokens per step, preemptions) for the
 same reason: a run-wide mean hides a limit that bound for a third of a long tail.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -44,6 +48,8 @@ class RunFacts:
     tensor_parallel: int | None = None  # the engine's --tensor-parallel-size
     slots: int | None = None  # llama.cpp's request slots, from its memory report: a known cap
     host: Host | None = None  # the machine's CPUs during the run (result["servelab"]["machine"])
+    peak_concurrency: int | None = None  # exact: the sweep over the records' [sent, done) intervals
+    simulated: str | None = None  # what produced the numbers when no engine ran (result["servelab"]["simulated"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,9 @@ class EngineView:
     tokens_per_step: float | None = None
     generation_tok_s: float | None = None
     names: dict = field(default_factory=dict)
+    running_avg: float = 0.0  # time averages over the run window (see the module's docstring)
+    waiting_avg: float = 0.0
+    kv_avg: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,8 @@ class ClientView:
     cpu: tuple[float, ...]
     lag_ms_max: float | None = None
     t_s: tuple[float, ...] = ()
+    in_flight_avg: float = 0.0  # time averages over the run window
+    waiting_avg: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +149,19 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         kv_cache_tokens=memory.get("kv_cache_tokens"), slots=memory.get("slots"),
         tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
         weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"),
-        host=host_from_result(ours))
+        host=host_from_result(ours), peak_concurrency=_whole(result.get("max_concurrent_requests")),
+        simulated=simulated_label(ours.get("simulated")))
+
+
+def _whole(x) -> int | None:
+    return None if x is None else int(x)
+
+
+def simulated_label(section: dict | None) -> str | None:
+    """What produced a simulated run's numbers, in a few words; None for a measured run."""
+    if not section:
+        return None
+    return f"no engine ran: {section.get('engine') or 'a simulated engine'}, {section.get('mode', 'unknown')} mode"
 
 
 def host_from_result(ours: dict) -> Host | None:
@@ -225,12 +248,14 @@ def no_engine_view(timeline: Timeline) -> str:
 
 def engine_view(timeline: Timeline) -> EngineView | None:
     end = timeline.duration_ms
-    rows = [(s, *_since(prev, s)) for prev, s in pairwise([None, *timeline.of("engine")])
+    samples = timeline.of("engine")
+    rows = [(s, tokens, preempted) for s, (tokens, preempted) in zip(samples, _steps(samples))
             if 0.0 <= s["t_ms"] <= end and (s.get("running") or 0) + (s.get("waiting") or 0) >= 1]
     if not rows:
         return None
     loaded = [s for s, _, _ in rows]
-    kv = values(loaded, "kv_usage")
+    window = timeline.during("engine")
+    kv, kv_all = values(loaded, "kv_usage"), values(window, "kv_usage")
     duration_s = timeline.duration_ms / 1000.0
     return EngineView(
         running=tuple(s.get("running") or 0.0 for s in loaded),
@@ -242,29 +267,52 @@ def engine_view(timeline: Timeline) -> EngineView | None:
         tokens_per_step=ratio(increase(timeline, "iteration_tokens_sum"),
                               increase(timeline, "iteration_tokens_count")),
         generation_tok_s=ratio(increase(timeline, "generation_tokens"), duration_s),
-        names=(timeline.header.get("engine") or {}).get("names", {}))
+        names=(timeline.header.get("engine") or {}).get("names", {}),
+        running_avg=_avg(window, "running"), waiting_avg=_avg(window, "waiting"),
+        kv_avg=statistics.fmean(kv_all) if kv_all else None)
 
 
-def _since(prev: dict | None, s: dict) -> tuple[float | None, float]:
-    """(mean tokens per engine step, preemptions) between the sample before and this one:
-    Δ iteration-token histogram sum ÷ Δ its count; None when no step ended or it is not reported."""
+def _avg(samples: list[dict], field: str) -> float:
+    """A gauge's time average over the run window: every sample from t0 to the end (a missing
+    gauge reads 0, as the loaded view reads it)."""
+    return statistics.fmean(s.get(field) or 0.0 for s in samples) if samples else 0.0
+
+
+def _steps(samples: list[dict]) -> list[tuple[float | None, float]]:
+    """Per sample, (mean tokens per engine step, preemptions) since the sample before. Where no
+    step ended in between (a step longer than the tick: a full prefill chunk on a large model
+    takes ~0.4 s), the sample caught the engine mid-step, not idle: the step still running is
+    taken to carry what the last one did, so a run of 2,048-token steps reads full at every tick."""
+    out, last = [], None
+    for prev, s in pairwise([None, *samples]):
+        tokens, preempted, ended = _since(prev, s)
+        last = tokens if ended else last if ended == 0 else None
+        out.append((last, preempted))
+    return out
+
+
+def _since(prev: dict | None, s: dict) -> tuple[float | None, float, float | None]:
+    """(mean tokens per engine step, preemptions, steps ended) between the sample before and this
+    one: Δ iteration-token histogram sum ÷ Δ its count; None when no step ended or it is not reported."""
     def rise(field: str) -> float | None:
         a, b = (prev or {}).get(field), s.get(field)
         return max(0.0, b - a) if a is not None and b is not None else None
 
     steps = rise("iteration_tokens_count")
-    return ratio(rise("iteration_tokens_sum"), steps), rise("preemptions") or 0.0
+    return ratio(rise("iteration_tokens_sum"), steps), rise("preemptions") or 0.0, steps
 
 
 def client_view(timeline: Timeline) -> ClientView | None:
-    loaded = [s for s in timeline.during("client") if s["in_flight"] + s["waiting"] >= 1]
+    window = timeline.during("client")
+    loaded = [s for s in window if s["in_flight"] + s["waiting"] >= 1]
     if not loaded:
         return None
     return ClientView(in_flight=tuple(s["in_flight"] for s in loaded),
                       waiting=tuple(s["waiting"] for s in loaded),
                       cpu=tuple(values(timeline.during("client"), "cpu")),
                       lag_ms_max=max(values(loaded, "lag_ms"), default=None),
-                      t_s=tuple(s["t_ms"] / 1000.0 for s in loaded))
+                      t_s=tuple(s["t_ms"] / 1000.0 for s in loaded),
+                      in_flight_avg=_avg(window, "in_flight"), waiting_avg=_avg(window, "waiting"))
 
 
 def gpu_views(timeline: Timeline, used: list[int]) -> tuple[GpuView, ...]:

@@ -1,10 +1,15 @@
 """Rules that read the GPU's own counters (NVML): a GPU idling under load, and one bound by
-memory bandwidth. Thresholds beside each; the CPU-side and scheduler rules are in rules.py."""
+memory bandwidth. Thresholds beside each; the CPU-side and scheduler rules are in rules.py.
+
+A hot GPU is not bandwidth-bound while a cap pins the batch (``pinned.pinned``): at batch 2
+every decode step re-reads the weights, and a larger batch spreads that read over more
+tokens — the cap is the first limit, as for a CPU engine's busy cores (host.py)."""
 
 from __future__ import annotations
 
 from servelab.diagnose import changes
 from servelab.diagnose.evidence import Evidence
+from servelab.diagnose.pinned import pinned
 from servelab.diagnose.rules import mean, more_load, rounded
 from servelab.diagnose.verdict import Verdict
 
@@ -57,8 +62,8 @@ def weight_read_share(ev: Evidence, g) -> float | None:
 
 def memory_bandwidth_bound(ev: Evidence) -> Verdict | None:
     hot = [g for g in ev.gpus if g.util and g.power_w and _hot(g)]
-    if not hot:
-        return None
+    if not hot or pinned(ev):
+        return None  # a batch pinned at a cap: the cap, not the bytes per token, is the first limit
     g = hot[0]
     power, tok_s = mean(g.power_w), ev.facts.output_throughput
     share = weight_read_share(ev, g)

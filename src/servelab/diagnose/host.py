@@ -3,9 +3,13 @@
 The result's machine share (``telemetry/machine.py``) says how busy all CPUs were and
 with whose work. Full CPUs mean different things by who needed them:
 
-* a CPU engine (vLLM's CPU build, llama.cpp) is meant to use the cores: there, full
-  CPUs are the engine's compute limit, as a busy GPU would be (``cpu-compute-bound``),
-  and a client cap beside them did not leave the engine "room";
+* a CPU engine (vLLM's CPU build, llama.cpp) is meant to use the cores, and keeps them
+  busy at any batch, as a GPU reads 100 % utilized at batch 1: busy is not saturated.
+  Full CPUs are its compute limit (``cpu-compute-bound``) only when no cap pins the
+  batch (``pinned.pinned``: running below every cap, nothing waiting for a slot, in all
+  but a burst) — with a cap pinned, the cap is the verdict and a larger batch may use
+  the same cores better; whether it did is the next run's to measure (``optimize``
+  raises the cap and keeps the change only beyond noise);
 * the host is named first (``host-contention``) only when the client or the replicas
   were starved of it: other programs took ≥ 25 % of the machine (the bench's own
   neighbour warning), the replicas' threads outnumber the cores, or the client's
@@ -22,6 +26,7 @@ under ``checked:`` shows it.
 from __future__ import annotations
 
 from servelab.diagnose.evidence import Evidence, Host
+from servelab.diagnose.pinned import pinned
 from servelab.diagnose.rules import LAG_P99_LIMIT_MS, late_lag_ms
 from servelab.diagnose.verdict import Verdict
 
@@ -61,12 +66,13 @@ def host_contention(ev: Evidence) -> Verdict | None:
 
 def cpu_compute_bound(ev: Evidence) -> Verdict | None:
     h = ev.facts.host
-    if h is None or not (h.cpu_engine and h.saturated) or starved(ev):
+    if h is None or not (h.cpu_engine and h.saturated) or starved(ev) or pinned(ev) is not False:
         return None
     return Verdict("cpu-compute-bound", 0.8,
                    f"The engine computes on this machine's CPUs, and all {h.cpus} were {h.busy:.0%} busy "
                    f"(servelab and the engine {h.busy - h.others:.0%}, other programs {h.others:.0%}): the cores "
-                   "are the engine's compute limit, as a busy GPU would be.",
+                   "are the engine's compute limit, as a busy GPU would be: no cap pinned the batch (running stayed "
+                   "below every cap, with nothing waiting for a slot).",
                    _numbers(h),
                    "More throughput needs less work per token or more compute: a smaller or quantized model, more "
                    "cores per replica (fewer replicas), or a GPU. More concurrency helps only as far as larger "

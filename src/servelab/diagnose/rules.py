@@ -103,10 +103,12 @@ def client_concurrency_cap(ev: Evidence) -> Verdict | None:
     held = spell(c.t_s, at_cap, ev.tick_s)
     if held.share < PARTIAL:
         return None
-    evidence = {"max_concurrency": cap, "in_flight_mean": rounded(mean(c.in_flight), 2), "at_cap_share": rounded(held.share),
-                "bound": held.to_dict(), "client_waiting_mean": rounded(mean(c.waiting), 2)}
+    evidence = {"max_concurrency": cap, "in_flight_mean": rounded(c.in_flight_avg, 2), "at_cap_share": rounded(held.share),
+                "bound": held.to_dict(), "client_waiting_mean": rounded(c.waiting_avg, 2),
+                "max_num_seqs": ev.facts.max_num_seqs}
     head = (f"The client's --max-concurrency {cap} limits the load: in flight at the cap for {held.text()} "
-            f"({mean(c.in_flight):.1f} in flight on average, {mean(c.waiting):.1f} more waiting for a slot)")
+            f"({number(c.in_flight_avg)} in flight on average over the run, {number(c.waiting_avg)} more waiting "
+            "for a slot)")
     room = _engine_room(ev, cap, [t for t, m in zip(c.t_s, at_cap) if m], evidence)
     if room is None:
         return None
@@ -115,25 +117,39 @@ def client_concurrency_cap(ev: Evidence) -> Verdict | None:
 
 
 def _engine_room(ev: Evidence, cap: int, bound_t: list[float], evidence: dict) -> tuple[float, str, str] | None:
-    """(confidence, sentence, next step) when the engine could have taken more while the
-    client's cap bound; None when the engine queued then itself (its own limit binds)."""
+    """(confidence, sentence, next step) when the client's cap bound; None when the engine's own
+    limit bound first: it queued then (scheduler-cap / kv-capacity name it), or, unseen, its
+    max_num_seqs is below the cap (in flight past it must wait there: scheduler-cap infers it).
+    The engine "had room" only where running stayed below its max_num_seqs: one equal to the
+    client's cap is pinned with it (both caps bind; the knob table raises both in one step)."""
     e, seqs, host = ev.engine, ev.facts.max_num_seqs, ev.facts.host
     if e is None:
-        return 0.5, "; the engine's state is unknown (no /metrics).", _raise_concurrency(cap)
+        if seqs is not None and seqs < cap:
+            return None
+        both = (f"; the engine's max_num_seqs is {seqs} too, so it ran at most that many: both caps pin the "
+                "batch" if seqs == cap else "")
+        return 0.5, f"; the engine's state is unknown (no /metrics){both}.", _raise_concurrency(cap, seqs)
     if share(bound_t, lambda t: _at(e.t_s, e.waiting, t) >= 1) >= QUEUED:
         return None
     kv_max = max(e.kv) if e.kv else None
-    evidence.update(engine_waiting_mean=rounded(mean(e.waiting), 2), engine_running_mean=rounded(mean(e.running), 2),
-                    kv_usage_max=rounded(kv_max), max_num_seqs=seqs)
-    room = f"; the engine's scheduler had room: {mean(e.waiting):.1f} waiting, {mean(e.running):.1f} running"
-    room += f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
-    if host is not None and host.cpu_engine and host.saturated:  # its compute had none: cpu-compute-bound
-        return 0.5, room + (f", but the {host.cpus} CPUs it computes on were {host.busy:.0%} busy."), \
-            changes.says("vllm", "client-concurrency-cap:cpu").format(c=cap, c2=2 * cap)
-    if seqs is not None and seqs <= cap:
-        return 0.6, room + f". The engine's max_num_seqs is {seqs} too: past it, requests will queue there.", \
-            changes.says("vllm", "client-concurrency-cap:seqs").format(c=cap, c2=2 * cap, s=seqs)
-    return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room + ".", _raise_concurrency(cap)
+    evidence.update(engine_waiting_mean=rounded(e.waiting_avg, 2), engine_running_mean=rounded(e.running_avg, 2),
+                    kv_usage_max=rounded(kv_max))
+    kv = f", KV usage at most {kv_max:.0%}" if kv_max is not None else " (KV usage not reported)"
+    cpus = (f"; its {host.cpus} CPUs were {host.busy:.0%} busy, as a CPU engine's are at any batch"
+            if host is not None and host.cpu_engine and host.saturated else "")
+    if seqs is not None and seqs <= cap:  # no room past the engine's own cap: raise both
+        full = share(bound_t, lambda t: _at(e.t_s, e.running, t) >= seqs)
+        said = (f"running sat at it for {full:.0%} of that time, so both caps pin the batch" if full >= QUEUED else
+                "past it, requests will queue there")
+        return 0.6, (f"; the engine's max_num_seqs is {seqs} too ({number(e.running_avg)} running on average, at "
+                     f"most {max(e.running):.0f}): {said}{cpus}."), _raise_concurrency(cap, seqs)
+    where = f" of its max_num_seqs {seqs}" if seqs is not None else ""
+    room = (f"; the engine queued nothing: {number(e.waiting_avg)} waiting, {number(e.running_avg)} running{where}"
+            if seqs is None else f"; the engine's scheduler had room: {number(e.waiting_avg)} waiting, "
+            f"{number(e.running_avg)} running{where}") + kv
+    if cpus:  # full cores: a larger batch uses them better, no further
+        return 0.5, room + cpus + ".", changes.says("vllm", "client-concurrency-cap:cpu").format(c=cap, c2=2 * cap)
+    return (0.85 if kv_max is None or kv_max < KV_ROOM else 0.55), room + ".", _raise_concurrency(cap, seqs)
 
 
 def _at(times: tuple[float, ...], xs: tuple[float, ...], t: float) -> float:
@@ -141,8 +157,16 @@ def _at(times: tuple[float, ...], xs: tuple[float, ...], t: float) -> float:
     return xs[max(bisect.bisect_right(times, t) - 1, 0)] if xs else 0.0
 
 
-def _raise_concurrency(cap: int) -> str:
+def _raise_concurrency(cap: int, seqs: int | None = None) -> str:
+    """The knob table's sentence: the client's cap alone, or with the engine's when that is no higher."""
+    if seqs is not None and seqs <= cap:
+        return changes.says("vllm", "client-concurrency-cap:seqs").format(c=cap, c2=2 * cap, s=seqs)
     return changes.says("vllm", "client-concurrency-cap").format(c=cap, c2=2 * cap, c4=4 * cap)
+
+
+def number(x: float) -> str:
+    """A mean as a verdict prints it: one decimal, two below 1 (0.03 in flight is not "0.0")."""
+    return f"{x:.2f}" if 0 < abs(x) < 1 else f"{x:.1f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +184,7 @@ class Limit:
 def scheduler_cap(ev: Evidence) -> Verdict | None:
     e = ev.engine
     if e is None:
-        return None
+        return _cap_seen_by_client(ev)
     found = [x for x in (_count_cap(ev), _token_budget(ev)) if x is not None and x.held.share >= PARTIAL]
     found = found or [x for x in (_unknown_budget(ev),) if x is not None]
     if not found:
@@ -175,10 +199,39 @@ def scheduler_cap(ev: Evidence) -> Verdict | None:
     kv = f"KV usage at most {max(e.kv):.0%}" if e.kv else "KV usage not reported"
     summary = (f"Requests wait at the engine while {top.what}, for {top.held.text()}{also}: then "
                f"{statistics.median(waiting):.0f} waiting (median; max {max(waiting):.0f}) and "
-               f"{statistics.median(running):.0f} running; over the whole run running mean {mean(e.running):.1f}, "
-               f"waiting mean {mean(e.waiting):.1f}; {kv}, {preemptions_text(e.preemptions)}.")
+               f"{statistics.median(running):.0f} running; over the whole run running mean {number(e.running_avg)}, "
+               f"waiting mean {number(e.waiting_avg)}; {kv}, {preemptions_text(e.preemptions)}.")
     evidence = {**top.evidence, "at_cap_share": rounded(top.held.share), "bound": top.held.to_dict(), **_queue_numbers(e)}
     return Verdict("scheduler-cap", conf, summary, evidence, top.next)
+
+
+# Without engine samples, a known count cap is still seen from the client: requests in flight
+# past max_num_seqs (or llama.cpp's slots) cannot all run, so the excess waits at the engine.
+# 0.6: the count is the client's, the engine's own gauges were not seen (0.9 when they were).
+UNSEEN_CAP = 0.6
+
+
+def _cap_seen_by_client(ev: Evidence) -> Verdict | None:
+    f, c = ev.facts, ev.client
+    engine = "llamacpp" if f.slots else "vllm"
+    seqs = known_cap(f, engine)
+    if c is None or seqs is None:
+        return None
+    over = [x > seqs for x in c.in_flight]
+    held = spell(c.t_s, over, ev.tick_s)
+    if held.share < PARTIAL:
+        return None
+    name, next_step, key = KNOWN_CAP[engine]
+    during = [x for x, m in zip(c.in_flight, over) if m]
+    summary = (f"The engine's gauges were not seen ({ev.missing.get('engine') or 'no samples'}), but the client "
+               f"kept more requests in flight than {name.format(s=seqs)} lets run, for {held.text()}: then {statistics.median(during):.0f} "
+               f"in flight (median; max {max(during)}), so at least {statistics.median(during) - seqs:.0f} waited at "
+               "the engine. Inferred from the client's count.")
+    evidence = {key: seqs, "limit": key, "inferred_from": "client in flight", "at_cap_share": rounded(held.share),
+                "bound": held.to_dict(), "client_in_flight_mean": rounded(c.in_flight_avg, 2),
+                "client_in_flight_max": max(c.in_flight)}
+    return Verdict("scheduler-cap", partial(UNSEEN_CAP, held), summary, evidence,
+                   next_step.format(s=seqs, s2=2 * seqs, s4=4 * seqs))
 
 
 def _limit(ev: Evidence, conf: float, what: str, next_step: str, evidence: dict, marks: list[bool]) -> Limit:
@@ -267,9 +320,10 @@ def preemptions_text(n: float | None) -> str:
 
 
 def _queue_numbers(e) -> dict:
-    return {"running_mean": rounded(mean(e.running), 2), "running_max": max(e.running),
-            "waiting_mean": rounded(mean(e.waiting), 2), "waiting_median": statistics.median(e.waiting),
-            "waiting_max": max(e.waiting), "kv_usage_mean": rounded(mean(e.kv)) if e.kv else None,
+    """Means over the run window; the median and maxima over the loaded samples."""
+    return {"running_mean": rounded(e.running_avg, 2), "running_max": max(e.running),
+            "waiting_mean": rounded(e.waiting_avg, 2), "waiting_median": statistics.median(e.waiting),
+            "waiting_max": max(e.waiting), "kv_usage_mean": rounded(e.kv_avg) if e.kv else None,
             "kv_usage_max": rounded(max(e.kv)) if e.kv else None, "preemptions": e.preemptions}
 
 
@@ -277,7 +331,7 @@ def kv_capacity(ev: Evidence) -> Verdict | None:
     e = ev.engine
     if e is None or (not e.kv and not e.preemptions):
         return None
-    kv_mean, kv_max = (mean(e.kv), max(e.kv)) if e.kv else (None, None)
+    kv_mean, kv_max = (e.kv_avg, max(e.kv)) if e.kv else (None, None)
     full = [p > 0 or (kv is not None and kv >= KV_HIGH and w >= 1)
             for p, kv, w in zip(e.preempted or [0.0] * len(e.waiting), e.kv or [None] * len(e.waiting), e.waiting)]
     held = spell(e.t_s, full, ev.tick_s)
@@ -294,7 +348,7 @@ def kv_capacity(ev: Evidence) -> Verdict | None:
     when = f" (full with requests waiting, or preempting, for {held.text()})" if held.share else ""
     usage = f"KV usage mean {kv_mean:.0%}, max {kv_max:.0%}" if e.kv else "KV usage not reported"
     return Verdict("kv-capacity", conf,
-                   f"The KV cache is the limit: {head}{when}; {usage}; {mean(e.waiting):.1f} waiting on average.",
+                   f"The KV cache is the limit: {head}{when}; {usage}; {number(e.waiting_avg)} waiting on average.",
                    {**_queue_numbers(e), "bound": held.to_dict()}, _free_kv(ev))
 
 

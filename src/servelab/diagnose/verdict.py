@@ -11,6 +11,10 @@ Verdict ids are stable (scripts and reports key on them):
     gpu-underutilized        the GPU idles under load: too little batching
     memory-bandwidth-bound   the GPU is busy and hot: bytes per token, not batching, limit it
     no-limit-found           nothing above was seen; says what was checked
+    not-judged               no engine or client samples to judge by: says why, names no limit
+
+A diagnosis of a simulated run says so (``simulated``): first on its console line, and in
+its JSON — its numbers came from a model of the scheduler, not an engine.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 IDS = ("host-contention", "client-bound", "kv-capacity", "scheduler-cap", "client-concurrency-cap",
-       "cpu-compute-bound", "memory-bandwidth-bound", "gpu-underutilized", "no-limit-found")
+       "cpu-compute-bound", "memory-bandwidth-bound", "gpu-underutilized", "no-limit-found", "not-judged")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +49,15 @@ class Diagnosis:
     verdicts: tuple[Verdict, ...]
     checked: tuple[str, ...] = ()
     not_checked: tuple[str, ...] = ()
+    simulated: str | None = None  # what produced a simulated run's numbers; None: measured
 
     @property
     def top(self) -> Verdict:
         return self.verdicts[0]
 
     def to_dict(self) -> dict:
-        return {"verdict": self.top.id, "verdicts": [v.to_dict() for v in self.verdicts],
+        said = {"simulated": self.simulated} if self.simulated else {}
+        return {"verdict": self.top.id, **said, "verdicts": [v.to_dict() for v in self.verdicts],
                 "checked": list(self.checked), "not_checked": list(self.not_checked)}
 
 
@@ -62,7 +68,8 @@ def ranked(verdicts: list[Verdict]) -> tuple[Verdict, ...]:
 def render(d: Diagnosis) -> str:
     """The text block printed by ``servelab diagnose`` and at the end of ``bench``."""
     top = d.top
-    lines = [f"servelab diagnosis: {top.id} (confidence {top.confidence:.2f}, {top.level})",
+    label = f" — SIMULATED ({d.simulated})" if d.simulated else ""
+    lines = [f"servelab diagnosis: {top.id} (confidence {top.confidence:.2f}, {top.level}){label}",
              f"  {top.summary}", f"  next: {top.next}"]
     for v in d.verdicts[1:]:
         lines.append(f"  also {v.id} ({v.confidence:.2f}, {v.level}): {v.summary}")

@@ -75,7 +75,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
         card = models.get() if kind.served else simulated.card(config.model)
         console.notes(spec, config)
         console.preamble(config)
-        sink = run_sink.sink(spec, kind, work, model)
+        sink = run_sink.sink(spec, kind, work, model, recorder.recovery() if recorder is not None else None)
         with run_sink.discard_on_error(sink):
             with _machine_share(kind, config) as shared, _hooks(spec, kind, work, sink, recorder, on_start) as hooks:
                 drove = kind.run(Bench(spec, config, work, tokenizer, hooks), sink)
@@ -166,8 +166,8 @@ def _recorder(spec: BenchSpec, kind: DriverKind, config: BenchConfig):
     if not spec.output.telemetry or not kind.served:
         yield None
         return
-    with Recorder(metrics_url(config.base_url), spec.output.telemetry_interval_s,
-                  insecure=not config.verify_tls) as recorder:
+    with Recorder(metrics_url(config.base_url), spec.output.telemetry_interval_s, insecure=not config.verify_tls,
+                  folder=run_sink.records_dir(spec)) as recorder:  # beside the records: a kill leaves both
         recorder.start()
         yield recorder
 

@@ -35,9 +35,10 @@ def records_dir(spec: BenchSpec) -> Path:
     return base if saved(spec) else base / UNSAVED_DIR
 
 
-def sink(spec: BenchSpec, kind: DriverKind, work, model: str) -> records_file.RecordSink:
+def sink(spec: BenchSpec, kind: DriverKind, work, model: str, telemetry: dict | None = None) -> records_file.RecordSink:
     """The run's tally and its records file, once the folder is checked. A multi-turn run's
-    tally keeps every turn's text: the run holds them anyway (its histories)."""
+    tally keeps every turn's text: the run holds them anyway (its histories). ``telemetry``:
+    where the run's scrape file is (telemetry/recorder.py), for a recovery to rebuild its timeline."""
     out = spec.output
     requests = kind.requests(work)
     tally = Tally(requests, detailed=out.save_detailed or kind.work == "conversations")
@@ -47,7 +48,7 @@ def sink(spec: BenchSpec, kind: DriverKind, work, model: str) -> records_file.Re
     offer_recovery(Path(spec.output.result_dir or "."))
     tokens = max((r.expected_output_len or 0 for r in requests[:1000]), default=0)
     records_file.check_room(folder, len(requests), tokens)
-    header = {"requests_meant": len(requests), **planned(spec, model)}
+    header = {"requests_meant": len(requests), **planned(spec, model), **({"telemetry": telemetry} if telemetry else {})}
     return records_file.RecordSink(tally, records_file.RecordsFile(folder, header))
 
 

@@ -101,8 +101,11 @@ def record_from_line(d: dict) -> RequestRecord:
         http_status=d.get("http_status"), finished=bool(d.get("finished", True)))
 
 
-def recover(folder: str | Path, say=print) -> list[Path]:
-    """Every orphaned run in ``folder`` as a result; returns the results written."""
+def recover(folder: str | Path, say=print, telemetry=None) -> list[Path]:
+    """Every orphaned run in ``folder`` as a result; returns the results written. ``telemetry``
+    (telemetry/recorder.py's ``recover_into``, passed by the caller: this layer does not read the
+    scraper's files) rebuilds a run's timeline beside its result: (sidecar header, folder,
+    records, end ns from t0, result path, date) -> the result's telemetry section, or None."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"results recover: {folder} is not a folder")
@@ -110,22 +113,25 @@ def recover(folder: str | Path, say=print) -> list[Path]:
     if not parts:
         say(f"servelab: nothing to recover in {folder} (no records left by a killed run)")
         return []
-    return [path for part in parts if (path := recover_one(part, folder, say)) is not None]
+    return [path for part in parts if (path := recover_one(part, folder, say, telemetry)) is not None]
 
 
-def recover_one(part: Path, folder: Path, say=print) -> Path | None:
+def recover_one(part: Path, folder: Path, say=print, telemetry=None) -> Path | None:
     """One killed run's records → its result (in ``folder``) and its named records file."""
     header = _header(part)
     lines = read_lines(part)
     if not lines or "wall_start" not in header:
         say(f"servelab: {part.name}: no request had finished when the run was killed; nothing to recover")
         return None
-    tally = Tally(lines)
-    for i, line in enumerate(lines):
-        tally.add(i, record_from_line(line))
+    tally, made = Tally(lines), [record_from_line(line) for line in lines]
+    for i, record in enumerate(made):
+        tally.add(i, record)
     result, date = _result(header, tally, lines)
     path, records = _paths(header, folder, date)
     result["servelab"]["records_file"] = str(records)
+    section = telemetry(header, part.parent, made, max(r.done_ns for r in made), path, date) if telemetry else None
+    if section is not None:
+        result["servelab"]["telemetry"] = section
     os.truncate(part, _whole_bytes(part, len(lines)))  # a cut tail is not a record: whole lines only
     os.replace(part, records)
     write_atomic(path, store.json_chunks(result))
@@ -133,9 +139,10 @@ def recover_one(part: Path, folder: Path, say=print) -> Path | None:
     ending = result["servelab"]["ending"]
     unsent = "" if ending["never_sent"] is None else \
         f", {ending['never_sent']} never sent by the run's last count, written every {FLUSH_S:g} s"
+    timeline = f"; timeline in {section['timeline_file']}" if section else ""
     say(f"servelab: recovered {ending['completed']} completed and {ending['failed']} failed of "
         f"{ending['meant']} requests ({ending['cut']} sent without a record{unsent}) into {path}; "
-        f"records in {records}")
+        f"records in {records}{timeline}")
     return path
 
 

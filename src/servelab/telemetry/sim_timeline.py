@@ -15,7 +15,7 @@ from servelab.records import RequestRecord
 from servelab.sim.model import EngineLimits
 from servelab.sim.simulate import StepTrace
 from servelab.telemetry.names import COUNTERS, GAUGES
-from servelab.telemetry.timeline import VERSION, Timeline
+from servelab.telemetry.timeline import VERSION, Timeline, client_samples
 
 # timeline field -> the simulator's series of the same meaning
 SERIES = {"running": "running", "waiting": "waiting", "kv_usage": "kv_usage", "preemptions": "preemptions",
@@ -34,7 +34,7 @@ def build(sim: StepTrace, records: list[RequestRecord], t0_ns: int, end_ns: int,
               "client": {"status": "ok"}}
     step = max(1, round(interval_s * 1e9))
     ticks = range(0, end_ns - t0_ns + step, step)
-    samples = [_engine(sim, t) for t in ticks] + _client(records, t0_ns, ticks)
+    samples = [_engine(sim, t) for t in ticks] + client_samples(records, t0_ns, ticks)
     samples.sort(key=lambda s: (s["t_ms"], s["src"]))
     return Timeline(header, samples)
 
@@ -54,15 +54,3 @@ def _engine(sim: StepTrace, t: int) -> dict:
         sample[field] = float(getattr(sim, series)[i]) if i >= 0 else 0.0
     sample["iteration_tokens_count"] = float(i + 1)
     return sample
-
-
-def _client(records: list[RequestRecord], t0_ns: int, ticks) -> list[dict]:
-    sent = sorted(r.sent_ns - t0_ns for r in records)
-    done = sorted(r.done_ns - t0_ns for r in records)
-    dispatched = sorted(r.dispatched_ns - t0_ns for r in records)
-    out = []
-    for t in ticks:
-        n_sent, n_done = bisect_right(sent, t), bisect_right(done, t)
-        out.append({"t_ms": round(t / 1e6, 3), "src": "client", "in_flight": n_sent - n_done,
-                    "waiting": bisect_right(dispatched, t) - n_sent})
-    return out

@@ -17,6 +17,7 @@ An engine sample that failed carries ``error`` instead of values.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,22 @@ def build(raw: list[dict], t0_ns: int, end_ns: int, interval_s: float, metrics_u
         sample = {k: v for k, v in line.items() if k != "t_ns"}
         samples.append({"t_ms": round((line["t_ns"] - t0_ns) / 1e6, 3), **sample})
     return Timeline(header, samples)
+
+
+def client_samples(records, t0_ns: int, ticks) -> list[dict]:
+    """The client's view at each tick (ns from t0), from records alone: in flight = sent and not
+    done, waiting = dispatched and not sent. For runs whose sampler did not run (a simulated run)
+    or whose rows were lost (a run killed hard): no CPU or lag, and a request without a record
+    (cut by a kill) is not counted."""
+    sent = sorted(r.sent_ns - t0_ns for r in records)
+    done = sorted(r.done_ns - t0_ns for r in records)
+    dispatched = sorted(r.dispatched_ns - t0_ns for r in records)
+    out = []
+    for t in ticks:
+        n_sent, n_done = bisect_right(sent, t), bisect_right(done, t)
+        out.append({"t_ms": round(t / 1e6, 3), "src": "client", "in_flight": n_sent - n_done,
+                    "waiting": bisect_right(dispatched, t) - n_sent})
+    return out
 
 
 def _engine_header(raw: list[dict]) -> dict:
