@@ -17,6 +17,9 @@ from servelab.errors import InputError
 # servelab samples is ``datasets.SAMPLERS``; the others stop with a one-line reason.
 DATASET_NAMES = ("sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
                  "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace")
+# servelab's own: agentic sessions replayed as DAGs of calls (datasets/sessions.py), by the
+# "sessions" driver — weka: a WEKA trace; agentic: synthetic sessions
+AGENTIC_DATASETS = ("weka", "agentic")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
 ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
@@ -68,6 +71,8 @@ class DatasetSpec:
     timed_trace_label_input_length: str = "input_length"
     timed_trace_label_output_length: str = "output_length"
     timed_trace_label_hash_ids: str = "hash_ids"
+    # weka / agentic (datasets/agentic.py): every length scaled by this, sharing kept
+    trace_scale: float = 1.0
     # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
     hf_name: str | None = None
     hf_split: str | None = None  # None: the recipe's default split, as vLLM
@@ -211,6 +216,8 @@ class BenchSpec:
             return "simulated"
         if self.multi_turn.enabled:
             return "conversations"
+        if self.dataset.name in AGENTIC_DATASETS:
+            return "sessions"
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
