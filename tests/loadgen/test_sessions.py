@@ -1,0 +1,121 @@
+"""Agentic session replay (loadgen/sessions.py) against the mock's own record of what it
+received (order, token ids, its clock), and the trace's ideal prefix-cache hit rate against
+the simulator's block manager."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
+from servelab.datasets.agentic import Blocks, Call, Session
+from servelab.datasets.sessions import read_sessions
+from servelab.loadgen.hooks import Hooks
+from servelab.loadgen.sessions import ideal_prefix_hits
+from servelab.measure.drivers import DRIVERS, Bench
+from servelab.measure.run import _prepare
+from servelab.measure.target import bench_config
+from servelab.metrics.tally import Tally
+from servelab.results.store import RecordSink
+from servelab.sim.model import EngineLimits, SimRequest, StepModel
+from servelab.sim.simulate import simulate
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_weka.jsonl"
+VOCAB = list(range(1000, 3000))
+
+
+def replay(mock, tok: str, **load):
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
+                     load=LoadSpec(**{"num_warmups": 0, **load}),
+                     dataset=DatasetSpec(name="weka", path=str(EXAMPLE), request_id_prefix="r-"),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=tok)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    sink = RecordSink(Tally(kind.requests(work)))
+    mock.reset_truth()
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    return work, drove, sink.tally.records(), mock.truth()
+
+
+def test_each_call_goes_as_its_blocks_token_ids_in_dag_order_with_its_waits(mock_server, qwen3_path):
+    mock = mock_server(ttft_ms=30, itl_ms=5, keep_requests=True)
+    work, drove, records, truth = replay(mock, qwen3_path)
+    got = {r.request_id: r for r in truth.requests}
+    bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in truth.received}
+    assert len(got) == 8 and len(bodies) == 8
+    blocks = Blocks(work.blocks.vocab)
+    for s in work.sessions:
+        for k, call in enumerate(s.calls):
+            body = bodies[f"r-{s.session_id}-{k}"]
+            assert body["prompt"] == blocks.prompt(s, k) and len(body["prompt"]) == call.input_len
+            assert body["max_tokens"] == call.output_len
+    fix = {k: got[f"r-fix-bug-{k}"] for k in range(5)}
+    # the two sub-agents start after call 0 ended and run side by side (each arrived before the other ended)
+    for k in (1, 3):
+        assert fix[k].recv_ns > fix[0].end_ns
+    assert fix[1].recv_ns < fix[3].end_ns and fix[3].recv_ns < fix[1].end_ns
+    # explore1's second call 0.2 s after its first; the join 0.3 s after the last of all it waits for
+    assert fix[2].recv_ns - fix[1].end_ns >= 200_000_000
+    assert fix[4].recv_ns - max(fix[0].end_ns, fix[2].end_ns, fix[3].end_ns) >= 300_000_000
+    # add-test: a background sub-agent after the last call of its parent
+    add = {k: got[f"r-add-test-{k}"] for k in range(3)}
+    assert add[1].recv_ns - add[0].end_ns >= 500_000_000 and add[2].recv_ns > add[1].end_ns
+    # the prompts that share blocks carry the same ids: explore1's call 2 starts with its call 1's block
+    assert bodies["r-fix-bug-2"]["prompt"][:64] == bodies["r-fix-bug-1"]["prompt"][:64]
+    assert bodies["r-fix-bug-1"]["prompt"][:64] != bodies["r-fix-bug-0"]["prompt"][:64]  # its own scope
+    section = drove.sections["agentic"]
+    assert [(s["session"], s["calls"], s["sent"], s["cut"]) for s in section["per_session"]] == [
+        ("fix-bug", 5, 5, False), ("add-test", 3, 3, False)]
+    # the makespan: its first send to its last reply, at least the mock's own span of the session
+    span = (max(r.end_ns for r in fix.values()) - min(r.recv_ns for r in fix.values())) / 1e9
+    assert section["per_session"][0]["makespan_s"] >= span
+    assert {(r.conversation_id, r.turn) for r in records} == {
+        (s.session_id, k) for s in work.sessions for k in range(len(s.calls))}
+    assert all(r.ttft_ns > 0 and r.e2el_ns >= r.ttft_ns for r in records)
+    assert section["scaled"] is False and section["ideal_at_block_size"] == 16
+
+
+def test_a_failed_call_cuts_its_session_and_its_dependants_are_never_sent(mock_server, qwen3_path):
+    mock = mock_server(error_rate=1.0, keep_requests=True)
+    _, drove, records, truth = replay(mock, qwen3_path, ready_check_timeout_s=0)
+    assert sorted(r.request_id for r in truth.requests) == ["r-add-test-0", "r-fix-bug-0"]  # the roots only
+    assert [(s["failed"], s["abandoned"], s["cut"]) for s in drove.sections["agentic"]["per_session"]] == [
+        (1, 4, True), (1, 2, True)]
+    assert len(records) == 2 and all(r.error for r in records)
+    assert drove.run.outcome.not_sent == 6 and not drove.run.outcome.interrupted
+
+
+def test_ideal_prefix_hits_count_full_blocks_seen_before_leaving_the_last_token_to_compute():
+    a = list(range(10))
+    assert ideal_prefix_hits([a], 4) == (0, 10)
+    assert ideal_prefix_hits([a, a], 4) == (8, 20)  # 2 full blocks found again
+    assert ideal_prefix_hits([a[:8], a[:8]], 4) == (4, 16)  # a prompt found whole keeps its last block
+    assert ideal_prefix_hits([a, [99] + a[1:]], 4) == (0, 20)  # a chain: a changed first block breaks it
+
+
+def sim_rate(prompts: list[list[int]], num_blocks: int) -> tuple[float, float]:
+    """(the simulator's prefix-cache hit rate, the ideal) for ``prompts`` sent one at a time."""
+    requests = [SimRequest(i * 1_000_000_000, len(p), 1, tuple(p)) for i, p in enumerate(prompts)]
+    counters = simulate(requests, EngineLimits(num_blocks=num_blocks, block_size=16), StepModel()).counters
+    hits, queries = ideal_prefix_hits(prompts, 16)
+    return counters.prefix_hits / counters.prefix_queries, hits / queries
+
+
+def test_a_trace_smaller_than_the_cache_gets_its_ideal_rate_on_the_simulator_and_a_larger_one_less():
+    sessions, _ = read_sessions(DatasetSpec(name="weka", path=str(EXAMPLE)))
+    blocks = Blocks(VOCAB)
+    prompts = [blocks.prompt(s, k) for s in sessions for k in range(len(s.calls))]
+    measured, ideal = sim_rate(prompts, num_blocks=4096)
+    # explore1's call 2 finds its block 1 (64 tokens); each main agent's later call its blocks 1-2 (128);
+    # add-test's block 3, 12 tokens in its first call, is no full block at 16 there: 320 of 1,260 tokens
+    assert ideal == 320 / 1260 and measured == ideal
+    # one long context and 8 others, each reused after the rest: an LRU cache of 24 blocks holds none
+    long = [Session(f"s{i}", 64, (Call("", (1, 2, 3, 4), 256, 1), Call("", (1, 2, 3, 4), 300, 1, (0,))))
+            for i in range(3)]
+    firsts = [blocks.prompt(s, 0) for s in long]
+    prompts = firsts + [blocks.prompt(s, 1) for s in long]
+    small, ideal = sim_rate(prompts, num_blocks=24)
+    assert ideal == pytest.approx(3 * 256 / (3 * 256 + 3 * 300)) and small < ideal
+    assert sim_rate(prompts, num_blocks=4096)[0] == ideal
