@@ -297,6 +297,7 @@ def check_spec(spec: BenchSpec) -> None:
     if spec.output.gpu_hour_cost is not None and not 0 < spec.output.gpu_hour_cost < math.inf:
         raise InputError("--gpu-hour-cost must be a positive number of dollars")
     check_multi_turn(spec)
+    _check_agentic(spec)
     _check_ramp_up(load)
     _check_self_timed(spec)
     if not load.probe_request_rate >= 0:
@@ -316,6 +317,20 @@ def _check_stop_rules(spec: BenchSpec) -> None:
                          "run (not with --workers, --ray, --multi-turn or --simulate)")
     if load.stop_on_errors is not None and load.stop_on_errors < 1:
         raise InputError("--stop-on-errors must be >= 1")
+
+
+def _check_agentic(spec: BenchSpec) -> None:
+    """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
+    name, scale = spec.dataset.name, spec.dataset.trace_scale
+    if name not in AGENTIC_DATASETS:
+        if scale != 1:
+            raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
+        return
+    if not scale > 0:
+        raise InputError(f"--trace-scale must be > 0, not {scale}")
+    if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
+        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
+                         "--multi-turn, --workers or --ray")
 
 
 def check_multi_turn(spec: BenchSpec) -> None:

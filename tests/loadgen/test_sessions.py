@@ -13,7 +13,7 @@ from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Server
 from servelab.datasets.agentic import Blocks, Call, Session
 from servelab.datasets.sessions import read_sessions
 from servelab.loadgen.hooks import Hooks
-from servelab.loadgen.sessions import ideal_prefix_hits
+from servelab.loadgen.sessions import ideal_prefix_hits, summary_line
 from servelab.measure.drivers import DRIVERS, Bench
 from servelab.measure.run import _prepare
 from servelab.measure.target import bench_config
@@ -74,7 +74,16 @@ def test_each_call_goes_as_its_blocks_token_ids_in_dag_order_with_its_waits(mock
     assert {(r.conversation_id, r.turn) for r in records} == {
         (s.session_id, k) for s in work.sessions for k in range(len(s.calls))}
     assert all(r.ttft_ns > 0 and r.e2el_ns >= r.ttft_ns for r in records)
+    by_call = {(r.conversation_id, r.turn): r for r in records}
+    for s in section["per_session"]:  # each call's TTFT and E2E, in call order, as its record has them
+        assert s["ttft_ms"] == [round(by_call[s["session"], k].ttft_ns / 1e6, 3) for k in range(s["calls"])]
+        assert s["e2e_ms"] == [round(by_call[s["session"], k].e2el_ns / 1e6, 3) for k in range(s["calls"])]
     assert section["scaled"] is False and section["ideal_at_block_size"] == 16
+    spans = sorted(s["makespan_s"] for s in section["per_session"])
+    assert summary_line(section) == (
+        f"servelab: agentic: 2 sessions, 8 calls, 3 sub-agents (fan-out up to 2); makespan {spans[1]:.2f} s median, "
+        f"{spans[1]:.2f} s max; 0 cut; ideal prefix-cache hit rate 25.4% at block size 16 (the engine's: "
+        "telemetry's prefix_cache_hit_rate)")
 
 
 def test_a_failed_call_cuts_its_session_and_its_dependants_are_never_sent(mock_server, qwen3_path):
@@ -84,6 +93,7 @@ def test_a_failed_call_cuts_its_session_and_its_dependants_are_never_sent(mock_s
     assert [(s["failed"], s["abandoned"], s["cut"]) for s in drove.sections["agentic"]["per_session"]] == [
         (1, 4, True), (1, 2, True)]
     assert len(records) == 2 and all(r.error for r in records)
+    assert drove.sections["agentic"]["per_session"][1]["ttft_ms"] == [None, None, None]
     assert drove.run.outcome.not_sent == 6 and not drove.run.outcome.interrupted
 
 

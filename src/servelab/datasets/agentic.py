@@ -145,5 +145,19 @@ def describe(sessions: list[Session] | tuple[Session, ...]) -> dict:
             "block_size": sorted({s.block_size for s in sessions}),
             "input_tokens": sum(c.input_len for c in calls), "output_tokens": sum(c.output_len for c in calls),
             "max_input_len": max((c.input_len for c in calls), default=0),
-            "wait_s": {"total": round(sum(waits), 3), "max": waits[-1] if waits else 0.0,
-                       "median": waits[len(waits) // 2] if waits else 0.0}}
+            "wait_s": {"total": round(sum(waits), 3), "max": round(waits[-1], 3) if waits else 0.0,
+                       "median": round(waits[len(waits) // 2], 3) if waits else 0.0}}
+
+
+def report(figures: dict) -> str:
+    """``describe``'s figures (and what made the sessions) as ``data inspect`` prints them."""
+    waits = figures["wait_s"]
+    made = f"trace {figures['trace']}" if "trace" in figures else f"synthetic, seed {figures['synthetic']['seed']}"
+    scaled = f", scaled ×{figures['trace_scale']}" if figures.get("scaled") else ""
+    return (f"Agentic sessions ({made}{scaled})\n"
+            f"  sessions {figures['sessions']} · calls {figures['calls']} · sub-agents {figures['sub_agents']} · "
+            f"max fan-out {figures['max_fan_out']}\n"
+            f"  blocks {figures['blocks']} of {'/'.join(map(str, figures['block_size']))} tokens · input tokens "
+            f"{figures['input_tokens']} (longest call {figures['max_input_len']}) · output tokens "
+            f"{figures['output_tokens']}\n"
+            f"  waits (tool / think time): total {waits['total']} s, median {waits['median']} s, max {waits['max']} s\n")

@@ -51,12 +51,12 @@ class Agentic:
     attempts: dict[int, Attempt] = field(default_factory=dict)  # request index -> its attempt
     failed: dict[int, int] = field(default_factory=dict)  # session -> its failed calls
     abandoned: dict[int, int] = field(default_factory=dict)  # session -> calls never sent for a failed parent
+    timing: dict[int, tuple[int, int]] = field(default_factory=dict)  # request index -> (TTFT, E2E) ns, answered
 
     def section(self, engine_block_size: int = ENGINE_BLOCK_SIZE) -> dict:
         """The result's ``agentic`` section: where the sessions came from, the ideal hit rate,
         and each session's makespan, calls and TTFT / E2E per call (ms)."""
-        hits, queries = ideal_prefix_hits(_prompts(self.work), engine_block_size)
-        return {**self.work.about, "ideal_prefix_cache_hit_rate": round(hits / queries, 4) if queries else None,
+        return {**self.work.about, "ideal_prefix_cache_hit_rate": round(ideal_rate(self.work, engine_block_size), 4),
                 "ideal_at_block_size": engine_block_size, "per_session": self.per_session()}
 
     def per_session(self) -> list[dict]:
@@ -67,9 +67,29 @@ class Agentic:
             out.append({"session": s.session_id, "calls": len(s.calls), "sent": len(done),
                         "failed": self.failed.get(si, 0), "abandoned": self.abandoned.get(si, 0),
                         "cut": bool(self.failed.get(si)) or len(done) < len(s.calls),
+                        "ttft_ms": [_ms(self.timing, first[si] + k, 0) for k in range(len(s.calls))],
+                        "e2e_ms": [_ms(self.timing, first[si] + k, 1) for k in range(len(s.calls))],
                         "makespan_s": round((max(a.response.done_ns for a in done)
                                              - min(a.sent_ns for a in done)) / 1e9, 6) if done else None})
         return out
+
+
+def summary_line(section: dict) -> str:
+    """The run's sessions in one console line (the result's ``agentic`` section has them all)."""
+    spans = sorted(s["makespan_s"] for s in section["per_session"] if s["makespan_s"] is not None)
+    cut = sum(s["cut"] for s in section["per_session"])
+    scaled = f"; scaled ×{section['trace_scale']} (blocks of {'/'.join(map(str, section['block_size']))} tokens)" \
+        if section.get("scaled") else ""
+    made = f"{spans[len(spans) // 2]:.2f} s median, {spans[-1]:.2f} s max" if spans else "none completed"
+    return (f"servelab: agentic: {section['sessions']} sessions, {section['calls']} calls, {section['sub_agents']} "
+            f"sub-agents (fan-out up to {section['max_fan_out']}){scaled}; makespan {made}; {cut} cut; ideal "
+            f"prefix-cache hit rate {section['ideal_prefix_cache_hit_rate']:.1%} at block size "
+            f"{section['ideal_at_block_size']} (the engine's: telemetry's prefix_cache_hit_rate)")
+
+
+def _ms(timing: dict, i: int, which: int) -> float | None:
+    """A call's TTFT (0) or E2E (1) in ms; None: it failed or never went."""
+    return round(timing[i][which] / 1e6, 3) if i in timing else None
 
 
 def ideal_prefix_hits(prompts, block_size: int) -> tuple[int, int]:
@@ -89,10 +109,11 @@ def ideal_prefix_hits(prompts, block_size: int) -> tuple[int, int]:
     return hits, queries
 
 
-def _prompts(work: Sessions):
-    for s in work.sessions:
-        for k in range(len(s.calls)):
-            yield work.blocks.prompt(s, k)
+def ideal_rate(work: Sessions, block_size: int = ENGINE_BLOCK_SIZE) -> float:
+    """The sessions' ideal prefix-cache hit rate: every call's prompt in order (0 with no prompt token)."""
+    hits, queries = ideal_prefix_hits((work.blocks.prompt(s, k) for s in work.sessions for k in range(len(s.calls))),
+                                      block_size)
+    return hits / queries if queries else 0.0
 
 
 async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asyncio.Event,
@@ -138,6 +159,8 @@ async def _dispatch(pool, config, work: Sessions, offsets, stop, counters, agent
 
     def on_done(si: int, i: int, attempt: Attempt) -> None:
         record = to_record(config.kind, work.requests[i], attempt, tokenizer)
+        if record.error is None:
+            agentic.timing[i] = (record.ttft_ns, record.e2el_ns)
         sink.add(i, replace(record, conversation_id=work.sessions[si].session_id, turn=i - first[si]),
                  counters.t0_ns)
 

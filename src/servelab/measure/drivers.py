@@ -36,7 +36,7 @@ from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
-from servelab.loadgen.sessions import run_sessions
+from servelab.loadgen.sessions import run_sessions, summary_line
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
@@ -133,7 +133,9 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
         return run_sessions(bench.config, bench.work, bench.tokenizer, stop, counters, sink=sink, hooks=bench.hooks)
 
     run, agentic = in_loop(go, bench.hooks)
-    return DriverRun(run, sections={"agentic": agentic.section()})
+    section = agentic.section()
+    print(summary_line(section), flush=True)
+    return DriverRun(run, sections={"agentic": section})
 
 
 def workers(bench: Bench, sink: RecordSink) -> DriverRun:
