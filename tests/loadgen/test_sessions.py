@@ -129,3 +129,57 @@ def test_a_trace_smaller_than_the_cache_gets_its_ideal_rate_on_the_simulator_and
     small, ideal = sim_rate(prompts, num_blocks=24)
     assert ideal == pytest.approx(3 * 256 / (3 * 256 + 3 * 300)) and small < ideal
     assert sim_rate(prompts, num_blocks=4096)[0] == ideal
+
+
+@pytest.fixture
+def sim_server():
+    """The sim engine's server (engines/sim_main.SimServer) in a thread: its own block manager."""
+    import asyncio
+    import threading
+
+    from servelab.engines.sim_main import SimServer
+    from servelab.mock.config import MockConfig
+    from servelab.mock.server import new_event_loop
+
+    loops = []
+
+    def start(limits: EngineLimits):
+        loop = new_event_loop()
+        server = SimServer(MockConfig(port=0, default_max_tokens=16), limits, StepModel())
+        started = threading.Event()
+
+        def main():
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(server.start())
+            started.set()
+            loop.run_forever()
+
+        threading.Thread(target=main, daemon=True).start()
+        assert started.wait(10)
+        loops.append(loop)
+        return server
+
+    yield start
+    for loop in loops:
+        loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_replayed_on_the_sim_engine_the_trace_gets_its_ideal_hit_rate_from_its_block_manager(sim_server, scale,
+                                                                                              qwen3_path):
+    server = sim_server(EngineLimits(num_blocks=4096, block_size=16))
+    spec = BenchSpec(server=ServerSpec(base_url=server.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=1),  # the ready check and a warm-up: neither may warm the cache
+                     dataset=DatasetSpec(name="weka", path=str(EXAMPLE), trace_scale=scale),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    sink = RecordSink(Tally(kind.requests(work)))
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    c = server.engine.counters
+    warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
+    assert warm  # the ready check's probe and the warm-up went first: queried, never hit
+    probes = sum(r.prompt_tokens for r in warm)
+    assert c.prefix_queries - probes == sum(r.prompt_len for r in work.requests)
+    assert round(c.prefix_hits / (c.prefix_queries - probes), 4) == drove.sections["agentic"][
+        "ideal_prefix_cache_hit_rate"] == round(320 / 1260, 4)

@@ -140,9 +140,10 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
 
 
 async def _probe(config: BenchConfig, pool: Pool, work: Sessions) -> None:
-    """The ready check and warm-ups: the first call's prompt under its own id."""
+    """The ready check and warm-ups: a prompt as long as the first call's, of tokens no call
+    has, under its own id — the first call's own would warm the prefix cache with its blocks."""
     first = work.requests[0]
-    ids = work.blocks.prompt(work.sessions[0], 0)
+    ids = work.blocks.tokens("servelab-probe", first.prompt_len)
     rid = f"{first.request_id}-warmup"
     probe = serialize(config, replace(first, prompt=tuple(ids), request_id=rid), pool, rid)
     if config.load.ready_check_timeout_s > 0:
