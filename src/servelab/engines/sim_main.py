@@ -43,16 +43,16 @@ class SimServer(MockServer):
         self.seq_of: dict[int, Seq] = {}  # id(generation) -> its Seq
         self.stepping = False
         self._prompt = ""
-        self._ids: tuple[int, ...] | None = None  # a completions prompt sent as token ids
+        self._token_ids: tuple[int, ...] | None = None  # a completions prompt sent as token ids
         self._n = 0
 
     def _generate(self, conn, req, now: int, chat: bool) -> None:
         self._prompt = prompt_text(req.body, chat)  # the mock's parser keeps only a length
-        self._ids = None if chat else prompt_ids(req.body)
+        self._token_ids = None if chat else prompt_ids(req.body)
         super()._generate(conn, req, now, chat)
 
     def _queue_or_admit(self, gen, now: int) -> None:
-        text, ids = self._prompt, self._ids
+        text, ids = self._prompt, self._token_ids
         if ids is not None:  # token ids (a trace's blocks): the prefix cache sees exactly them
             n_prompt = len(ids)
         else:
