@@ -52,16 +52,22 @@ def test_each_call_goes_as_its_blocks_token_ids_in_dag_order_with_its_waits(mock
             assert body["prompt"] == blocks.prompt(s, k) and len(body["prompt"]) == call.input_len
             assert body["max_tokens"] == call.output_len
     fix = {k: got[f"r-fix-bug-{k}"] for k in range(5)}
+
+    def wrote_last(r) -> int:
+        """The mock's stamp of its last content write: before the client can see the reply end
+        (its end_ns is stamped after the final write, and may follow the client's own end)."""
+        return r.event_ns[-1]
+
     # the two sub-agents start after call 0 ended and run side by side (each arrived before the other ended)
     for k in (1, 3):
-        assert fix[k].recv_ns > fix[0].end_ns
+        assert fix[k].recv_ns > wrote_last(fix[0])
     assert fix[1].recv_ns < fix[3].end_ns and fix[3].recv_ns < fix[1].end_ns
     # explore1's second call 0.2 s after its first; the join 0.3 s after the last of all it waits for
-    assert fix[2].recv_ns - fix[1].end_ns >= 200_000_000
-    assert fix[4].recv_ns - max(fix[0].end_ns, fix[2].end_ns, fix[3].end_ns) >= 300_000_000
+    assert fix[2].recv_ns - wrote_last(fix[1]) >= 200_000_000
+    assert fix[4].recv_ns - max(wrote_last(fix[k]) for k in (0, 2, 3)) >= 300_000_000
     # add-test: a background sub-agent after the last call of its parent
     add = {k: got[f"r-add-test-{k}"] for k in range(3)}
-    assert add[1].recv_ns - add[0].end_ns >= 500_000_000 and add[2].recv_ns > add[1].end_ns
+    assert add[1].recv_ns - wrote_last(add[0]) >= 500_000_000 and add[2].recv_ns > wrote_last(add[1])
     # the prompts that share blocks carry the same ids: explore1's call 2 starts with its call 1's block
     assert bodies["r-fix-bug-2"]["prompt"][:64] == bodies["r-fix-bug-1"]["prompt"][:64]
     assert bodies["r-fix-bug-1"]["prompt"][:64] != bodies["r-fix-bug-0"]["prompt"][:64]  # its own scope
