@@ -189,3 +189,36 @@ def test_replayed_on_the_sim_engine_the_trace_gets_its_ideal_hit_rate_from_its_b
     assert c.prefix_queries - probes == sum(r.prompt_len for r in work.requests)
     assert round(c.prefix_hits / (c.prefix_queries - probes), 4) == drove.sections["agentic"][
         "ideal_prefix_cache_hit_rate"] == round(320 / 1260, 4)
+
+
+def test_synthetic_sessions_keep_every_parent_before_its_child_on_the_mocks_clock(mock_server, qwen3_path):
+    """Fan-out and joins drawn from the seed: each call arrived after every parent's reply
+    was written, plus its wait; each went once, as its own token ids."""
+    import numpy as np
+
+    from servelab.datasets.agentic import bundle, describe
+    from servelab.datasets.agentic_synth import Shape, synthesize
+
+    mock = mock_server(ttft_ms=5, itl_ms=1, keep_requests=True)
+    sessions = synthesize(4, Shape(tool_wait_s=0.02, fan_out_p=0.5), np.random.default_rng(5))
+    assert any(c.agent for s in sessions for c in s.calls)  # the draw has sub-agents to check
+    work = bundle(sessions, "r-", describe(sessions), Blocks(VOCAB))
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0, max_concurrency=4),
+                     dataset=DatasetSpec(name="agentic"), output=OutputSpec(progress=False, telemetry=False),
+                     tokenizer=qwen3_path)
+    kind = DRIVERS["sessions"]
+    tokenizer, _ = _prepare(spec, kind, "mock")
+    sink = RecordSink(Tally(kind.requests(work)))
+    kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    truth = mock.truth()
+    got = {r.request_id: r for r in truth.requests}
+    bodies = {r["headers"]["x-request-id"]: json.loads(r["body"])["prompt"] for r in truth.received}
+    assert sorted(got) == sorted(r.request_id for r in work.requests)
+    for s in sessions:
+        for k, call in enumerate(s.calls):
+            me = got[f"r-{s.session_id}-{k}"]
+            assert bodies[me.request_id] == work.blocks.prompt(s, k)
+            for p in call.parents:
+                assert me.recv_ns - got[f"r-{s.session_id}-{p}"].event_ns[-1] >= round(call.wait_s * 1e9)
+    assert max(truth.open_n) <= 4  # the cap holds calls in flight
