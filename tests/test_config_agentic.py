@@ -29,3 +29,8 @@ def test_a_bad_trace_scale_is_refused():
     with pytest.raises(InputError, match="^--trace-scale is for --dataset-name weka or agentic, not random$"):
         check_spec(BenchSpec(dataset=DatasetSpec(trace_scale=0.5)))
     check_spec(BenchSpec(dataset=DatasetSpec(name="weka", path="t", trace_scale=0.5)))  # accepted
+
+
+def test_an_agentic_shape_on_another_dataset_is_refused():
+    with pytest.raises(InputError, match="^--agentic-shape is for --dataset-name agentic, not random$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(agentic_shape=(("turns", "2:3"),))))

@@ -73,6 +73,7 @@ class DatasetSpec:
     timed_trace_label_hash_ids: str = "hash_ids"
     # weka / agentic (datasets/agentic.py): every length scaled by this, sharing kept
     trace_scale: float = 1.0
+    agentic_shape: tuple[tuple[str, str], ...] = ()  # agentic: --agentic-shape KEY=VALUE pairs over Shape's defaults
     # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
     hf_name: str | None = None
     hf_split: str | None = None  # None: the recipe's default split, as vLLM
@@ -325,6 +326,8 @@ def _check_agentic(spec: BenchSpec) -> None:
     if name not in AGENTIC_DATASETS:
         if scale != 1:
             raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
+        if spec.dataset.agentic_shape:
+            raise InputError(f"--agentic-shape is for --dataset-name agentic, not {name}")
         return
     if not scale > 0:
         raise InputError(f"--trace-scale must be > 0, not {scale}")

@@ -153,3 +153,18 @@ def test_synthetic_fan_out_starts_sub_agents_after_a_call_and_joins_them_at_the_
 def test_a_bad_shape_is_one_line():
     with pytest.raises(DatasetError, match=r"^agentic shape: turns must be a range 1 <= low <= high, not 3\.\.2$"):
         Shape(turns=(3, 2))
+
+
+def test_agentic_shape_pairs_override_the_defaults_each_typed_and_a_bad_one_is_one_line():
+    from servelab.datasets.agentic_synth import shape_from
+
+    shape = shape_from((("turns", "2:5"), ("fan_out", "3"), ("fan_out_p", "1"), ("system_tokens", "64")))
+    assert (shape.turns, shape.fan_out, shape.fan_out_p, shape.system_tokens) == ((2, 5), (3, 3), 1.0, 64)
+    assert shape.output_tokens == Shape().output_tokens  # the rest keep their defaults
+    with pytest.raises(DatasetError, match=r"^--agentic-shape: system_tokens='1\.5' is not an integer$"):
+        shape_from((("system_tokens", "1.5"),))
+    with pytest.raises(DatasetError, match=r"^--agentic-shape: unknown key 'foo' \(keys: turns, "):
+        shape_from((("foo", "1"),))
+    sessions, about = read_sessions(DatasetSpec(name="agentic", num_prompts=3, seed=2,
+                                                agentic_shape=(("turns", "2:2"), ("fan_out_p", "0"))))
+    assert [len(s.calls) for s in sessions] == [2, 2, 2] and about["synthetic"]["shape"]["turns"] == (2, 2)

@@ -49,6 +49,29 @@ class Shape:
             raise DatasetError("agentic shape: block_size must be >= 1, token counts and tool_wait_s >= 0")
 
 
+RANGES = ("turns", "fan_out", "sub_turns")
+
+
+def shape_from(pairs: tuple[tuple[str, str], ...], flag: str = "--agentic-shape") -> Shape:
+    """A Shape with ``pairs`` (``--agentic-shape turns=2:5 fan_out_p=0.5``) over the defaults:
+    a range is ``LO:HI`` (or one N), a count an integer, the rest numbers; a bad one is one line."""
+    fields = {name: getattr(Shape(), name) for name in Shape.__slots__}
+    values = {}
+    for key, text in pairs:
+        if key not in fields:
+            raise DatasetError(f"{flag}: unknown key {key!r} (keys: {', '.join(fields)})")
+        try:
+            if key in RANGES:
+                low, _, high = text.partition(":")
+                values[key] = (int(low), int(high or low))
+            else:
+                values[key] = type(fields[key])(text)
+        except ValueError:
+            kind = "a range LO:HI" if key in RANGES else f"a{'n integer' if isinstance(fields[key], int) else ' number'}"
+            raise DatasetError(f"{flag}: {key}={text!r} is not {kind}") from None
+    return Shape(**{**fields, **values})
+
+
 def synthesize(n: int, shape: Shape, rng: np.random.Generator) -> list[Session]:
     """``n`` sessions drawn from ``shape`` with ``rng``."""
     return [_session(f"syn{i}", shape, rng) for i in range(n)]

@@ -8,7 +8,7 @@ import numpy as np
 
 from servelab.config import DatasetSpec
 from servelab.datasets.agentic import Blocks, Sessions, bundle, describe, scale
-from servelab.datasets.agentic_synth import Shape, synthesize
+from servelab.datasets.agentic_synth import shape_from, synthesize
 from servelab.datasets.weka import read_weka
 from servelab.errors import DatasetError
 
@@ -22,7 +22,7 @@ def read_sessions(spec: DatasetSpec) -> tuple[list, dict]:
             raise DatasetError("--dataset-path is required for --dataset-name weka (a WEKA agentic trace)")
         sessions, source = read_weka(spec.path)[: max(spec.num_prompts, 0)], {"trace": spec.path}
     else:
-        shape = Shape()
+        shape = shape_from(spec.agentic_shape)
         sessions, source = synthesize(max(spec.num_prompts, 1), shape, np.random.default_rng(spec.seed)), {
             "synthetic": {"seed": spec.seed, "shape": {k: getattr(shape, k) for k in shape.__slots__}}}
     scaled = scale(sessions, spec.trace_scale)

@@ -138,6 +138,9 @@ def _add_other_datasets(parser) -> None:
                    help="weka / agentic: every length times this (block size, contexts, outputs), the blocks' "
                         "sharing kept, to fit long agent contexts to a small engine; the result says so "
                         "(default: %(default)s)")
+    g.add_argument("--agentic-shape", metavar="KEY=VALUE", nargs="*", default=None,
+                   help="agentic: the synthetic sessions' distributions over their defaults (docs/agentic.md), "
+                        "e.g. turns=2:5 fan_out_p=0.5 tool_wait_s=2 output_tokens=64")
     _add_multimodal(parser)
     g = parser.add_argument_group("other vLLM dataset options")
     g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf blazedit (default: %(default)s)")
@@ -209,6 +212,7 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         hf_stream=not args.no_stream, blazedit_min_distance=args.blazedit_min_distance,
         blazedit_max_distance=args.blazedit_max_distance,
         **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS}, trace_scale=args.trace_scale,
+        agentic_shape=tuple(key_values(args.agentic_shape, "--agentic-shape").items()),
     )
 
 
@@ -230,6 +234,21 @@ def general_lengths(args: argparse.Namespace) -> argparse.Namespace:
     if getattr(args, "output_len", None) is not None:
         changes.update({dest: args.output_len for dest in OUTPUT_LEN_DESTS})
     return argparse.Namespace(**{**vars(args), **changes})
+
+
+def key_values(items: list[str] | None, flag: str, *, strip: bool = True) -> dict[str, str]:
+    """``KEY=VALUE`` items (``--header``, ``--metadata``, an engine's ``--env``) as a dict, the
+    last of a repeated key winning; ``strip``: drop the blanks around each key and value (an
+    environment value is kept as given)."""
+    from servelab.errors import InputError
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key.strip() if strip else key] = value.strip() if strip else value
+    return out
 
 
 def json_object(text: str | None, flag: str) -> dict:
