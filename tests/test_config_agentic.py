@@ -34,3 +34,10 @@ def test_a_bad_trace_scale_is_refused():
 def test_an_agentic_shape_on_another_dataset_is_refused():
     with pytest.raises(InputError, match="^--agentic-shape is for --dataset-name agentic, not random$"):
         check_spec(BenchSpec(dataset=DatasetSpec(agentic_shape=(("turns", "2:3"),))))
+
+
+def test_a_wait_cap_is_for_agentic_datasets_and_not_negative():
+    with pytest.raises(InputError, match="^--trace-max-wait is for --dataset-name weka or agentic, not random$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(trace_max_wait_s=10.0)))
+    with pytest.raises(InputError, match=r"^--trace-max-wait must be >= 0 seconds, not -1\.0$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(name="agentic", trace_max_wait_s=-1.0)))

@@ -73,6 +73,7 @@ class DatasetSpec:
     timed_trace_label_hash_ids: str = "hash_ids"
     # weka / agentic (datasets/agentic.py): every length scaled by this, sharing kept
     trace_scale: float = 1.0
+    trace_max_wait_s: float | None = None  # weka / agentic: each call's wait capped here (None: as stated)
     agentic_shape: tuple[tuple[str, str], ...] = ()  # agentic: --agentic-shape KEY=VALUE pairs over Shape's defaults
     # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
     hf_name: str | None = None
@@ -328,9 +329,13 @@ def _check_agentic(spec: BenchSpec) -> None:
             raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         if spec.dataset.agentic_shape:
             raise InputError(f"--agentic-shape is for --dataset-name agentic, not {name}")
+        if spec.dataset.trace_max_wait_s is not None:
+            raise InputError(f"--trace-max-wait is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         return
     if not scale > 0:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
+    if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
+        raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
     if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
         raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
                          "--multi-turn, --workers or --ray")

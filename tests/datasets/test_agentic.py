@@ -168,3 +168,10 @@ def test_agentic_shape_pairs_override_the_defaults_each_typed_and_a_bad_one_is_o
     sessions, about = read_sessions(DatasetSpec(name="agentic", num_prompts=3, seed=2,
                                                 agentic_shape=(("turns", "2:2"), ("fan_out_p", "0"))))
     assert [len(s.calls) for s in sessions] == [2, 2, 2] and about["synthetic"]["shape"]["turns"] == (2, 2)
+
+
+def test_trace_max_wait_caps_each_wait_and_says_how_many():
+    sessions, about = read_sessions(DatasetSpec(name="weka", path=str(EXAMPLE), trace_max_wait_s=0.25))
+    assert [c.wait_s for s in sessions for c in s.calls] == [0.0, 0.0, 0.2, 0.0, 0.25, 0.0, 0.25, 0.0]
+    assert (about["max_wait_s"], about["waits_capped"]) == (0.25, 2)
+    assert "max_wait_s" not in read_sessions(DatasetSpec(name="weka", path=str(EXAMPLE)))[1]

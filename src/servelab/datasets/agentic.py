@@ -106,6 +106,15 @@ def _scaled(call: Call, old: int, new: int, ratio: float) -> int:
     return full * new + round(rest * ratio)
 
 
+def cap_waits(sessions: list[Session], most_s: float | None) -> tuple[list[Session], int]:
+    """Every call's wait capped at ``most_s`` (None: unchanged), and how many were cut."""
+    if most_s is None:
+        return sessions, 0
+    cut = sum(c.wait_s > most_s for s in sessions for c in s.calls)
+    return [dataclasses.replace(s, calls=tuple(dataclasses.replace(c, wait_s=min(c.wait_s, most_s)) for c in s.calls))
+            for s in sessions], cut
+
+
 class Blocks:
     """Token ids of blocks and new tokens, each block made once (keyed by its scope)."""
 
@@ -154,6 +163,8 @@ def report(figures: dict) -> str:
     waits = figures["wait_s"]
     made = f"trace {figures['trace']}" if "trace" in figures else f"synthetic, seed {figures['synthetic']['seed']}"
     scaled = f", scaled ×{figures['trace_scale']}" if figures.get("scaled") else ""
+    if "max_wait_s" in figures:
+        scaled += f", waits capped at {figures['max_wait_s']} s ({figures['waits_capped']} cut)"
     return (f"Agentic sessions ({made}{scaled})\n"
             f"  sessions {figures['sessions']} · calls {figures['calls']} · sub-agents {figures['sub_agents']} · "
             f"max fan-out {figures['max_fan_out']}\n"

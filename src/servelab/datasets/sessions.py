@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from servelab.config import DatasetSpec
-from servelab.datasets.agentic import Blocks, Sessions, bundle, describe, scale
+from servelab.datasets.agentic import Blocks, Sessions, bundle, cap_waits, describe, scale
 from servelab.datasets.agentic_synth import shape_from, synthesize
 from servelab.datasets.weka import read_weka
 from servelab.errors import DatasetError
@@ -25,8 +25,9 @@ def read_sessions(spec: DatasetSpec) -> tuple[list, dict]:
         shape = shape_from(spec.agentic_shape)
         sessions, source = synthesize(max(spec.num_prompts, 1), shape, np.random.default_rng(spec.seed)), {
             "synthetic": {"seed": spec.seed, "shape": {k: getattr(shape, k) for k in shape.__slots__}}}
-    scaled = scale(sessions, spec.trace_scale)
-    return scaled, {**source, "trace_scale": spec.trace_scale, "scaled": spec.trace_scale != 1}
+    scaled, capped = cap_waits(scale(sessions, spec.trace_scale), spec.trace_max_wait_s)
+    waits = {} if spec.trace_max_wait_s is None else {"max_wait_s": spec.trace_max_wait_s, "waits_capped": capped}
+    return scaled, {**source, "trace_scale": spec.trace_scale, "scaled": spec.trace_scale != 1, **waits}
 
 
 def sample_sessions(spec: DatasetSpec, tokenizer) -> Sessions:

@@ -138,6 +138,9 @@ def _add_other_datasets(parser) -> None:
                    help="weka / agentic: every length times this (block size, contexts, outputs), the blocks' "
                         "sharing kept, to fit long agent contexts to a small engine; the result says so "
                         "(default: %(default)s)")
+    g.add_argument("--trace-max-wait", type=float, default=None, metavar="SECONDS", dest="trace_max_wait_s",
+                   help="weka / agentic: cap each call's tool or think wait (AgentX caps idle gaps at 10 s); "
+                        "the result says so (default: as stated)")
     g.add_argument("--agentic-shape", metavar="KEY=VALUE", nargs="*", default=None,
                    help="agentic: the synthetic sessions' distributions over their defaults (docs/agentic.md), "
                         "e.g. turns=2:5 fan_out_p=0.5 tool_wait_s=2 output_tokens=64")
@@ -211,7 +214,7 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         hf_name=args.hf_name, hf_split=args.hf_split, hf_subset=args.hf_subset, hf_output_len=args.hf_output_len,
         hf_stream=not args.no_stream, blazedit_min_distance=args.blazedit_min_distance,
         blazedit_max_distance=args.blazedit_max_distance,
-        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS}, trace_scale=args.trace_scale,
+        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS}, trace_scale=args.trace_scale, trace_max_wait_s=args.trace_max_wait_s,
         agentic_shape=tuple(key_values(args.agentic_shape, "--agentic-shape").items()),
     )
 
