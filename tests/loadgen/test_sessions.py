@@ -13,7 +13,9 @@ from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Server
 from servelab.datasets.agentic import Blocks, Call, Session
 from servelab.datasets.sessions import read_sessions
 from servelab.loadgen.hooks import Hooks
-from servelab.loadgen.sessions import ideal_prefix_hits, summary_line
+from servelab.datasets.agentic import ideal_hits
+from servelab.loadgen.sessions import summary_line
+from servelab.sim.kv import block_hashes
 from servelab.measure.drivers import DRIVERS, Bench
 from servelab.measure.run import _prepare
 from servelab.measure.target import bench_config
@@ -103,12 +105,48 @@ def test_a_failed_call_cuts_its_session_and_its_dependants_are_never_sent(mock_s
     assert drove.run.outcome.not_sent == 6 and not drove.run.outcome.interrupted
 
 
+def ideal_prefix_hits(prompts, block_size: int) -> tuple[int, int]:
+    """The ideal from the tokens themselves, chained block hashes as the simulator keys its cache
+    (sim/kv.py): the reference ``datasets.agentic.ideal_hits`` must equal."""
+    seen: set[int] = set()
+    hits = queries = 0
+    for ids in prompts:
+        hashes = block_hashes(ids, block_size)
+        run = 0
+        for h in hashes[:max(len(ids) - 1, 0) // block_size]:
+            if h not in seen:
+                break
+            run += 1
+        hits += run * block_size
+        queries += len(ids)
+        seen.update(hashes)
+    return hits, queries
+
+
 def test_ideal_prefix_hits_count_full_blocks_seen_before_leaving_the_last_token_to_compute():
     a = list(range(10))
     assert ideal_prefix_hits([a], 4) == (0, 10)
     assert ideal_prefix_hits([a, a], 4) == (8, 20)  # 2 full blocks found again
     assert ideal_prefix_hits([a[:8], a[:8]], 4) == (4, 16)  # a prompt found whole keeps its last block
     assert ideal_prefix_hits([a, [99] + a[1:]], 4) == (0, 20)  # a chain: a changed first block breaks it
+
+
+@pytest.mark.parametrize("block_size", [16, 5, 64, 100])
+@pytest.mark.parametrize("scale_by", [1.0, 0.3])
+def test_the_ideal_worked_out_from_the_model_equals_the_ideal_from_the_tokens(block_size, scale_by):
+    import numpy as np
+
+    from servelab.datasets.agentic import scale
+    from servelab.datasets.agentic_synth import Shape, synthesize
+
+    blocks = Blocks(VOCAB)
+    example, _ = read_sessions(DatasetSpec(name="weka", path=str(EXAMPLE)))
+    drawn = synthesize(6, Shape(fan_out_p=0.5), np.random.default_rng(4))
+    for sessions in (scale(example, scale_by), scale(drawn, scale_by)):
+        prompts = [blocks.prompt(s, k) for s in sessions for k in range(len(s.calls))]
+        hits, queries = ideal_hits(sessions, block_size)
+        assert (hits, queries) == ideal_prefix_hits(prompts, block_size) and queries > 0
+        assert hits > 0 or block_size >= 64  # the small blocks find reuse: the equality compares something
 
 
 def sim_rate(prompts: list[list[int]], num_blocks: int) -> tuple[float, float]:

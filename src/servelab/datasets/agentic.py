@@ -141,6 +141,43 @@ class Blocks:
         return ids
 
 
+def ideal_hits(sessions, block_size: int) -> tuple[int, int]:
+    """(hit tokens, prompt tokens) of an unbounded prefix cache of ``block_size``-token blocks
+    seeing every call's prompt in order, by vLLM's rule: a prompt of n tokens may hit at most
+    ⌊(n − 1) / block_size⌋ blocks, the longest run of its leading blocks seen before.
+
+    Worked out from the model, not the tokens (a real trace's prompts run to 10⁹ tokens): the
+    prompt's first p tokens, while within its blocks, are named by the chain of the block keys
+    they cover and the cut of the last — the same name, the same tokens (``Blocks.prompt``);
+    a cache block reaching into a call's new tokens is its own and never hits."""
+    seen: set[int] = set()
+    hits = queries = 0
+    for s in sessions:
+        size = s.block_size
+        for call in s.calls:
+            names = _prefix_names(s, call, size, block_size)
+            most = max(call.input_len - 1, 0) // block_size
+            run = 0
+            while run < min(most, len(names)) and names[run] in seen:
+                run += 1
+            hits += run * block_size
+            queries += call.input_len
+            seen.update(names)
+    return hits, queries
+
+
+def _prefix_names(s: Session, call: Call, size: int, block_size: int) -> list[int]:
+    """A name for each cache block of the call's prompt that lies within its trace blocks."""
+    covered = min(len(call.blocks) * size, call.input_len)
+    chain, names = [0], []  # chain[k]: the name of the first k trace blocks
+    for h in call.blocks[: -(-covered // size)]:
+        chain.append(hash((chain[-1], s.session_id, call.agent, h, size)))
+    for end in range(block_size, covered + 1, block_size):
+        k, cut = divmod(end, size)
+        names.append(hash((chain[k], s.session_id, call.agent, call.blocks[k], size, cut)) if cut else chain[k])
+    return names
+
+
 def describe(sessions: list[Session] | tuple[Session, ...]) -> dict:
     """Sessions, calls, blocks, waits and fan-out in figures (``data inspect``, the result)."""
     calls = [c for s in sessions for c in s.calls]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from servelab.client.http import Pool
 from servelab.clock import cpu_s
-from servelab.datasets.agentic import Sessions
+from servelab.datasets.agentic import Sessions, ideal_hits
 from servelab.errors import InputError
 from servelab.loadgen.control import wait_ready, warm_up
 from servelab.loadgen.drive import schedule
@@ -36,7 +36,6 @@ from servelab.loadgen.payloads import serialize
 from servelab.loadgen.responses import to_record
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.records import RecordSink, SampleRequest
-from servelab.sim.kv import block_hashes
 
 _now = time.perf_counter_ns
 
@@ -92,27 +91,9 @@ def _ms(timing: dict, i: int, which: int) -> float | None:
     return round(timing[i][which] / 1e6, 3) if i in timing else None
 
 
-def ideal_prefix_hits(prompts, block_size: int) -> tuple[int, int]:
-    """(hit tokens, prompt tokens) of an infinite prefix cache seeing ``prompts`` in order."""
-    seen: set[int] = set()
-    hits = queries = 0
-    for ids in prompts:
-        hashes = block_hashes(ids, block_size)
-        run = 0
-        for h in hashes[:max(len(ids) - 1, 0) // block_size]:
-            if h not in seen:
-                break
-            run += 1
-        hits += run * block_size
-        queries += len(ids)
-        seen.update(hashes)
-    return hits, queries
-
-
 def ideal_rate(work: Sessions, block_size: int = ENGINE_BLOCK_SIZE) -> float:
     """The sessions' ideal prefix-cache hit rate: every call's prompt in order (0 with no prompt token)."""
-    hits, queries = ideal_prefix_hits((work.blocks.prompt(s, k) for s in work.sessions for k in range(len(s.calls))),
-                                      block_size)
+    hits, queries = ideal_hits(work.sessions, block_size)
     return hits / queries if queries else 0.0
 
 
