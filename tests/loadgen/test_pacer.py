@@ -107,3 +107,21 @@ def test_stop_keeps_completed_and_counts_unsent():
     out, attempts = run(FakePool(service_s=0.01), list(range(20)), offsets, stop_at_send=3)
     assert out.interrupted and out.not_sent == 17
     assert [a.index for a in attempts] == [0, 1]  # the third was cut in flight: not handed on
+
+
+def test_wait_until_never_returns_before_its_instant():
+    """uvloop's millisecond timers fired early in 113 of 300 such waits before the pacer waited
+    again for what was left (the shared-t0 contract test saw a request 0.2 ms before t0)."""
+    from servelab.loadgen.loop import loop_run
+
+    async def main() -> list[int]:
+        stopper = asyncio.ensure_future(asyncio.Event().wait())
+        early = []
+        for i in range(300):
+            t = time.perf_counter_ns() + 300_000 + (i * 37_000) % 2_000_000
+            assert await runner.wait_until(t, stopper)
+            early.append(t - time.perf_counter_ns())
+        stopper.cancel()
+        return early
+
+    assert max(loop_run(main())) <= 0

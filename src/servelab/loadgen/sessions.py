@@ -161,16 +161,6 @@ async def _dispatch(pool, config, work: Sessions, offsets, stop, counters, agent
     return RunOutcome(done.t0_ns, end, done.stopped or not_sent > abandoned, not_sent)
 
 
-async def _at(t_ns: int, stopper) -> bool:
-    """``pacer.wait_until``, again until ``t_ns`` has passed: uvloop's timers count whole
-    milliseconds from a clock read at the top of its loop, so one may fire a fraction of a
-    millisecond early; a wait the trace states (a tool's time) is honoured in full."""
-    while await wait_until(t_ns, stopper):
-        if _now() >= t_ns:
-            return True
-    return False
-
-
 class _Session:
     """One session's calls, each a task waiting for its parents' futures."""
 
@@ -194,7 +184,7 @@ class _Session:
                 self.agentic.abandoned[self.si] = self.agentic.abandoned.get(self.si, 0) + 1
                 return ended.set_result(None)
             intended = max(parents, default=start_ns) + round(call.wait_s * 1e9)
-            if not await _at(intended, self.stopper):
+            if not await wait_until(intended, self.stopper):
                 return ended.set_result(None)
             ended.set_result(await self._send(k, intended))
         finally:
