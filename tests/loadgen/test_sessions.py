@@ -260,3 +260,25 @@ def test_synthetic_sessions_keep_every_parent_before_its_child_on_the_mocks_cloc
             for p in call.parents:
                 assert me.recv_ns - got[f"r-{s.session_id}-{p}"].event_ns[-1] >= round(call.wait_s * 1e9)
     assert max(truth.open_n) <= 4  # the cap holds calls in flight
+
+
+def test_a_stop_mid_run_keeps_what_completed_and_reports_the_unfinished_sessions_cut(mock_server, qwen3_path):
+    """The tick stops the run once the first calls were answered: a call waiting for its
+    parents or its wait is never sent, an answered one is kept, and nothing raises."""
+    mock = mock_server(ttft_ms=5, itl_ms=1)
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
+                     dataset=DatasetSpec(name="weka", path=str(EXAMPLE), request_id_prefix="r-"),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    sink = RecordSink(Tally(kind.requests(work)))
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer,
+                           Hooks(tick=lambda: "disk full" if sink.tally.records() else None)), sink)
+    records = sink.tally.records()
+    assert drove.run.ticked == "disk full" and drove.run.outcome.interrupted
+    assert 1 <= len(records) < 8 and all(r.error is None for r in records)  # add-test-1 waits 0.5 s: never sent
+    assert "r-add-test-1" not in {r.request_id for r in records}
+    cut = {s["session"]: s["cut"] for s in drove.sections["agentic"]["per_session"]}
+    assert cut == {"fix-bug": True, "add-test": True}
+    assert 1 <= drove.run.outcome.not_sent <= 8 - len(records)  # the unsent; a call cut in flight is neither
