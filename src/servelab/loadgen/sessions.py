@@ -12,10 +12,9 @@ call's ids as it is sent, so a run holds one copy of each block, not of each pro
 that fails cuts its session: the calls that depend on it are never sent (counted as
 ``abandoned``); the session is reported cut, with the calls it had done.
 
-The trace's ideal prefix-cache hit rate is an infinite cache seeing every prompt in call
-order at the engine's block size, vLLM's rule (sim/kv.py): a prompt of n tokens may hit at
-most ⌊(n − 1) / block_size⌋ full blocks; the rate is hit tokens / prompt tokens, the
-engine's own ``prefix_cache_hits / prefix_cache_queries``.
+The trace's ideal prefix-cache hit rate (datasets/agentic.ideal_hits): an unbounded cache
+seeing every prompt in call order at the engine's block size, by vLLM's rule; the rate is hit
+tokens / prompt tokens, as the engine's own ``prefix_cache_hits / prefix_cache_queries``.
 """
 
 from __future__ import annotations
