@@ -17,6 +17,9 @@ from servelab.errors import InputError
 # servelab samples is ``datasets.SAMPLERS``; the others stop with a one-line reason.
 DATASET_NAMES = ("sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
                  "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace")
+# servelab's own: agentic sessions replayed as DAGs of calls (datasets/sessions.py), by the
+# "sessions" driver — weka: a WEKA trace; agentic: synthetic sessions
+AGENTIC_DATASETS = ("weka", "agentic")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
 ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
@@ -68,6 +71,10 @@ class DatasetSpec:
     timed_trace_label_input_length: str = "input_length"
     timed_trace_label_output_length: str = "output_length"
     timed_trace_label_hash_ids: str = "hash_ids"
+    # weka / agentic (datasets/agentic.py): every length scaled by this, sharing kept
+    trace_scale: float = 1.0
+    trace_max_wait_s: float | None = None  # weka / agentic: each call's wait capped here (None: as stated)
+    agentic_shape: tuple[tuple[str, str], ...] = ()  # agentic: --agentic-shape KEY=VALUE pairs over Shape's defaults
     # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
     hf_name: str | None = None
     hf_split: str | None = None  # None: the recipe's default split, as vLLM
@@ -211,6 +218,8 @@ class BenchSpec:
             return "simulated"
         if self.multi_turn.enabled:
             return "conversations"
+        if self.dataset.name in AGENTIC_DATASETS:
+            return "sessions"
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
@@ -300,6 +309,7 @@ def check_spec(spec: BenchSpec) -> None:
     if spec.output.gpu_hour_cost is not None and not 0 < spec.output.gpu_hour_cost < math.inf:
         raise InputError("--gpu-hour-cost must be a positive number of dollars")
     check_multi_turn(spec)
+    _check_agentic(spec)
     _check_ramp_up(load)
     _check_self_timed(spec)
     if not load.probe_request_rate >= 0:
@@ -333,6 +343,26 @@ def check_saturation_rule(spec: BenchSpec) -> None:
     raise InputError(f"--stop-when-saturated needs arrivals paced in time (a finite --request-rate, or "
                      f"--ramp-up-strategy): --request-rate inf releases every request at t0, {loop}, so requests "
                      f"outstanding never rise and the rule could never fire")
+
+
+def _check_agentic(spec: BenchSpec) -> None:
+    """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
+    name, scale = spec.dataset.name, spec.dataset.trace_scale
+    if name not in AGENTIC_DATASETS:
+        if scale != 1:
+            raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
+        if spec.dataset.agentic_shape:
+            raise InputError(f"--agentic-shape is for --dataset-name agentic, not {name}")
+        if spec.dataset.trace_max_wait_s is not None:
+            raise InputError(f"--trace-max-wait is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
+        return
+    if not scale > 0:
+        raise InputError(f"--trace-scale must be > 0, not {scale}")
+    if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
+        raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
+    if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
+        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
+                         "--multi-turn, --workers or --ray")
 
 
 def check_multi_turn(spec: BenchSpec) -> None:

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from servelab.config import lora_rule
+from servelab.config import AGENTIC_DATASETS, DATASET_NAMES, lora_rule
 from servelab.flags.bench_serve import add_bench_arguments
 
 # Defaults that differ on purpose, each with its reason (the README lists them too).
@@ -21,6 +21,8 @@ DEFAULT_DIFFERS = {
 # Choices servelab extends on purpose: vLLM's own must all still be accepted (checked by the rule's parser).
 CHOICES_EXTENDED = {
     "lora_assignment": ("uniform, identical, distinct and zipf:ALPHA besides vLLM's two", lora_rule),
+    "dataset_name": ("weka and agentic (agentic sessions) besides vLLM's",
+                     lambda name: (name if name in DATASET_NAMES + AGENTIC_DATASETS else None,)),
 }
 
 

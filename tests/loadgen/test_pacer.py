@@ -139,3 +139,21 @@ def test_a_request_cancelled_while_connecting_was_never_sent():
     out, attempts = run(pool, list(range(5)), [0] * 5, conc=3, stop_at_send=1)
     assert out.interrupted and attempts == []
     assert pool.sent == 1 and out.not_sent == 4  # 2 taken but still connecting, 2 waiting for a slot
+
+
+def test_wait_until_never_returns_before_its_instant():
+    """uvloop's millisecond timers fired early in 113 of 300 such waits before the pacer waited
+    again for what was left (the shared-t0 contract test saw a request 0.2 ms before t0)."""
+    from servelab.loadgen.loop import loop_run
+
+    async def main() -> list[int]:
+        stopper = asyncio.ensure_future(asyncio.Event().wait())
+        early = []
+        for i in range(300):
+            t = time.perf_counter_ns() + 300_000 + (i * 37_000) % 2_000_000
+            assert await runner.wait_until(t, stopper)
+            early.append(t - time.perf_counter_ns())
+        stopper.cancel()
+        return early
+
+    assert max(loop_run(main())) <= 0

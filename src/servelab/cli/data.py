@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from servelab.config import AGENTIC_DATASETS
 from servelab.errors import InputError
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, tokenizer_spec_from_args
 
@@ -30,6 +31,24 @@ def run(args: argparse.Namespace) -> int:
     return commands[args.data_command](args)
 
 
+def _inspect_sessions(spec, args: argparse.Namespace) -> int:
+    """Agentic sessions: their shape (sessions, blocks, waits, fan-out), then their calls' lengths."""
+    from servelab.datasets import load_tokenizer
+    from servelab.datasets.agentic import report
+    from servelab.datasets.inspect import inspect_requests, render_report
+    from servelab.datasets.sessions import sample_sessions
+    from servelab.loadgen.sessions import ENGINE_BLOCK_SIZE, ideal_rate
+
+    tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
+    work = sample_sessions(spec, tokenizer)
+    print(report(work.about), end="")
+    print(f"  ideal prefix-cache hit rate {ideal_rate(work):.1%} (an unbounded cache at block size "
+          f"{ENGINE_BLOCK_SIZE}, every call in order)\n")
+    print(render_report(inspect_requests(work.requests), work.requests, f"{spec.name} calls", tokenizer.name, 0),
+          end="")
+    return 0
+
+
 def run_inspect(args: argparse.Namespace) -> int:
     from servelab.datasets import load_tokenizer, sample_requests
     from servelab.datasets.inspect import inspect_requests, render_report
@@ -44,6 +63,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     check_flags(args)  # the same one-line refusals as bench
     spec = dataset_spec_from_args(args)
     check_dataset(spec.name)
+    if spec.name in AGENTIC_DATASETS:
+        return _inspect_sessions(spec, args)
     with elapsed(f"sampling {args.num_prompts} requests ({spec.name})"):
         tokenizer = load_tokenizer(tokenizer_spec_from_args(args))
         requests = sample_requests(spec, tokenizer).requests

@@ -109,7 +109,7 @@ def simulated_line(engine) -> list[str]:
 def engine_entry(args: argparse.Namespace, name: str | None = None):
     """The engine: embedded (default), an external URL, or one given like ``servelab serve``."""
     from servelab.errors import InputError
-    from servelab.flags.bench_serve import key_values
+    from servelab.flags.dataset import key_values
     from servelab.study.entries import EngineEntry
 
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else list(args.engine_args)

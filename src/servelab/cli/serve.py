@@ -90,7 +90,7 @@ def build_spec(args: argparse.Namespace, planned_flags=()):
     from servelab.errors import InputError
 
     from servelab.engines.spec import DEFAULT_PORT, url_port
-    from servelab.flags.bench_serve import key_values
+    from servelab.flags.dataset import key_values
 
     extra = _strip_separator(args.engine_args)
     env = key_values(args.env, "--env", strip=False)

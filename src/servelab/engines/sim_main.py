@@ -43,17 +43,23 @@ class SimServer(MockServer):
         self.seq_of: dict[int, Seq] = {}  # id(generation) -> its Seq
         self.stepping = False
         self._prompt = ""
+        self._token_ids: tuple[int, ...] | None = None  # a completions prompt sent as token ids
         self._n = 0
 
     def _generate(self, conn, req, now: int, chat: bool) -> None:
         self._prompt = prompt_text(req.body, chat)  # the mock's parser keeps only a length
+        self._token_ids = None if chat else prompt_ids(req.body)
         super()._generate(conn, req, now, chat)
 
     def _queue_or_admit(self, gen, now: int) -> None:
-        text = self._prompt
-        n_prompt = len(self.tokenizer.encode(text)) if self.tokenizer else estimate_tokens(text)
+        text, ids = self._prompt, self._token_ids
+        if ids is not None:  # token ids (a trace's blocks): the prefix cache sees exactly them
+            n_prompt = len(ids)
+        else:
+            n_prompt = len(self.tokenizer.encode(text)) if self.tokenizer else estimate_tokens(text)
+            ids = pseudo_token_ids(text, n_prompt)
         gen.log.prompt_tokens = n_prompt
-        req = SimRequest(now, n_prompt, gen.plan.n_tokens, pseudo_token_ids(text, n_prompt))
+        req = SimRequest(now, n_prompt, gen.plan.n_tokens, ids)
         delay = self.engine.model.request_ns  # the API server's share, as the fast mode holds it back
         if delay > 0:
             self.scheduler.add(now + delay, Call(now + delay, partial(self._to_engine, gen, req)))
@@ -172,6 +178,17 @@ def prompt_text(body: bytes, chat: bool) -> str:
         return prompt if isinstance(prompt, str) else json.dumps(prompt)
     except (ValueError, AttributeError, TypeError):
         return ""
+
+
+def prompt_ids(body: bytes) -> tuple[int, ...] | None:
+    """A completions prompt sent as one list of token ids, else None."""
+    try:
+        prompt = json.loads(body).get("prompt")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return tuple(prompt)
+    return None
 
 
 def metrics_text(server: SimServer) -> bytes:

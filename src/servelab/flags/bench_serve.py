@@ -10,7 +10,7 @@ import dataclasses
 
 from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_lora,
                              check_num_prompts, check_spec)
-from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object
+from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
 
@@ -208,21 +208,6 @@ def _add_result_files(g, hidden: bool) -> None:
                               ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
     g.add_argument("--result-filename", default=None,
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
-
-
-def key_values(items: list[str] | None, flag: str, *, strip: bool = True) -> dict[str, str]:
-    """``KEY=VALUE`` items (``--header``, ``--metadata``, an engine's ``--env``) as a dict, the
-    last of a repeated key winning; ``strip``: drop the blanks around each key and value (an
-    environment value is kept as given)."""
-    from servelab.errors import InputError
-
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key.strip() if strip else key] = value.strip() if strip else value
-    return out
 
 
 def parse_goodput(items: list[str] | None) -> dict[str, float]:

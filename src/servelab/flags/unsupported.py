@@ -66,9 +66,10 @@ def check_skip_tokenizer(dataset: str, skip: bool) -> None:
 
 
 def check_dataset(name: str) -> None:
+    from servelab.config import AGENTIC_DATASETS
     from servelab.datasets import SAMPLERS, UNSUPPORTED
 
-    if name in SAMPLERS:
+    if name in SAMPLERS or name in AGENTIC_DATASETS:  # agentic ones: datasets/sessions.py
         return
     if name in UNSUPPORTED:  # the reasons live with the samplers (datasets/__init__.py)
         raise InputError(f"--dataset-name {name} is not supported: {UNSUPPORTED[name]}")

@@ -9,6 +9,8 @@ and reads what it needs to know of it from its ``DriverKind``, never from the sp
     ray            --ray: one shard per node of a Ray cluster (loadgen/ray_shards.py)
     simulated      --simulate: the simulated engine's fast mode, no server (measure/simulated.py)
     conversations  --multi-turn: conversations replayed turn by turn (loadgen/conversations.py)
+    sessions       --dataset-name weka / agentic: agentic sessions replayed as DAGs of calls
+                   (loadgen/sessions.py); its records are every session's calls
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
 This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
@@ -26,12 +28,15 @@ from typing import Literal, Protocol
 
 from servelab.config import BenchSpec
 from servelab.datasets import prepare_requests, sample_conversations
+from servelab.datasets.agentic import Sessions
 from servelab.datasets.sample import Sample
+from servelab.datasets.sessions import sample_sessions
 from servelab.loadgen.conversations import Replay, run_conversations, turns
 from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
+from servelab.loadgen.sessions import run_sessions, summary_line
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
@@ -49,7 +54,8 @@ class Bench:
 
     spec: BenchSpec
     config: BenchConfig
-    work: Sample | list[Conversation]  # the requests, or a multi-turn run's conversations (DriverKind.work)
+    work: Sample | list[Conversation] | Sessions  # the requests, a multi-turn run's conversations, or
+    # an agentic run's sessions (DriverKind.work)
     tokenizer: object
     hooks: Hooks = Hooks()  # t0, tick, glance, display: chosen once per bench (measure/run.py)
 
@@ -79,21 +85,23 @@ class DriverKind:
     # unsaved run keeps; False: the simulator's fast mode (its numbers are simulated)
     served: bool = True
     # what the run's records are indexed by: its requests, or every conversation's turns
-    work: Literal["requests", "conversations"] = "requests"
+    work: Literal["requests", "conversations", "sessions"] = "requests"
     # its responses are parsed after the run in this process (loadgen/digest.py), so the live
     # panel glances at each as it ends; the others hand the panel records as they make them
     glanced: bool = False
     # processes on this machine that make load the machine's share cannot attribute (Ray's actors)
     unattributed: str | None = None
 
-    def prepare(self, spec: BenchSpec, tokenizer) -> Sample | list[Conversation]:
-        """The run's work from its dataset: its requests, or its conversations."""
+    def prepare(self, spec: BenchSpec, tokenizer) -> Sample | list[Conversation] | Sessions:
+        """The run's work from its dataset: its requests, its conversations, or its sessions."""
         if self.work == "conversations":
             return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
+        if self.work == "sessions":
+            return sample_sessions(spec.dataset, tokenizer)
         return prepare_requests(spec.dataset, tokenizer)
 
-    def requests(self, work: Sample | list[Conversation]) -> Sequence[SampleRequest]:
-        """What the run's records are indexed by."""
+    def requests(self, work: Sample | list[Conversation] | Sessions) -> Sequence[SampleRequest]:
+        """What the run's records are indexed by (a session's: its calls)."""
         return turns(work) if self.work == "conversations" else work.requests
 
 
@@ -117,6 +125,17 @@ def conversations(bench: Bench, sink: RecordSink) -> DriverRun:
 
     run, replay = in_loop(go, bench.hooks)
     return DriverRun(run, replay=replay)
+
+
+def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
+    """Agentic sessions in this process; its records are every session's calls."""
+    def go(stop, counters):
+        return run_sessions(bench.config, bench.work, bench.tokenizer, stop, counters, sink=sink, hooks=bench.hooks)
+
+    run, agentic = in_loop(go, bench.hooks)
+    section = agentic.section()
+    print(summary_line(section), flush=True)
+    return DriverRun(run, sections={"agentic": section})
 
 
 def workers(bench: Bench, sink: RecordSink) -> DriverRun:
@@ -156,6 +175,7 @@ DRIVERS: dict[str, DriverKind] = {
     "ray": DriverKind(ray, unattributed=machine.RAY_ACTORS),
     "simulated": DriverKind(simulate, served=False),
     "conversations": DriverKind(conversations, work="conversations"),
+    "sessions": DriverKind(sessions, work="sessions"),
 }
 
 

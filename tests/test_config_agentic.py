@@ -1,0 +1,43 @@
+"""config.py for agentic sessions: which driver runs them, and the flags they refuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, check_spec
+from servelab.errors import InputError
+from servelab.sim.model import EngineLimits, StepModel
+
+
+@pytest.mark.parametrize("name", ["weka", "agentic"])
+def test_agentic_datasets_run_on_the_sessions_driver(name):
+    assert BenchSpec(dataset=DatasetSpec(name=name, path="t.jsonl")).driver == "sessions"
+
+
+@pytest.mark.parametrize("change", [dict(load=LoadSpec(workers=2)), dict(load=LoadSpec(ray="auto")),
+                                    dict(simulate=(EngineLimits(), StepModel()))], ids=["workers", "ray", "simulate"])
+def test_agentic_sessions_refuse_the_modes_that_split_or_simulate_them(change):
+    spec = BenchSpec(dataset=DatasetSpec(name="agentic"), **change)
+    with pytest.raises(InputError, match="^--dataset-name agentic runs its sessions in this process: not with "
+                                         "--simulate, --multi-turn, --workers or --ray$"):
+        check_spec(spec)
+
+
+def test_a_bad_trace_scale_is_refused():
+    with pytest.raises(InputError, match=r"^--trace-scale must be > 0, not -1\.0$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(name="weka", path="t", trace_scale=-1.0)))
+    with pytest.raises(InputError, match="^--trace-scale is for --dataset-name weka or agentic, not random$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(trace_scale=0.5)))
+    check_spec(BenchSpec(dataset=DatasetSpec(name="weka", path="t", trace_scale=0.5)))  # accepted
+
+
+def test_an_agentic_shape_on_another_dataset_is_refused():
+    with pytest.raises(InputError, match="^--agentic-shape is for --dataset-name agentic, not random$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(agentic_shape=(("turns", "2:3"),))))
+
+
+def test_a_wait_cap_is_for_agentic_datasets_and_not_negative():
+    with pytest.raises(InputError, match="^--trace-max-wait is for --dataset-name weka or agentic, not random$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(trace_max_wait_s=10.0)))
+    with pytest.raises(InputError, match=r"^--trace-max-wait must be >= 0 seconds, not -1\.0$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(name="agentic", trace_max_wait_s=-1.0)))
