@@ -161,6 +161,8 @@ def _capital(rng) -> Item:
 def _next_letter(rng) -> Item:
     k = int(rng.integers(1, 24))
     x, y = chr(ord("A") + k), chr(ord("A") + k + 1)
+    if y == "I":  # "I" is also a word: a wordy wrong answer would pass
+        x, y = "I", "J"
     return Item(f"Which letter comes right after {x} in the English alphabet? Answer with the letter only.",
                 "regex", rf"(?<![A-Za-z]){y}(?![A-Za-z])", y)
 
