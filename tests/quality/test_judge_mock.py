@@ -103,3 +103,24 @@ def test_bad_quality_input_is_one_line(mock_server, qwen3_path, tmp_path, capsys
     assert bench(mock.url, qwen3_path, tmp_path / "y.json", "--quality-reference", str(other)) == 2
     err = capsys.readouterr().err
     assert f"{N - 50} of its {N} prompts are not in the reference" in err and "Traceback" not in err
+
+
+def test_compare_shows_agreement_and_task_rows_with_verdicts(mock_server, qwen3_path, tmp_path):
+    from servelab.cli.compare import comparison_text
+
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps(answer_key(builtin())))
+    tasks = ("--quality-tasks", "builtin", "--max-concurrency", "16")
+    runs = [("ref-a", "fp32", {}), ("ref-b", "fp32", {"corrupt_rate": 0.02, "corrupt_seed": 1}),
+            ("lossy", "fp8", {"corrupt_rate": 0.2}), ("fast", "seqs", {})]
+    for name, label, fields in runs:
+        mock = mock_server(answers="prompt", answer_key=str(key), **fields)
+        assert bench(mock.url, qwen3_path, tmp_path / f"{name}.json", *tasks, "--label", label) == 0
+    text = comparison_text([str(tmp_path / f"{name}.json") for name, _, _ in runs])
+    agree = next(line for line in text.splitlines() if line.startswith("↑ agreement"))
+    task = next(line for line in text.splitlines() if line.startswith("↑ task score"))
+    assert "floor over 2 runs" in agree
+    assert agree.count("diverges beyond it") == 1 and agree.count("same within its own variation") == 1
+    assert agree.index("diverges beyond it") < agree.index("same within its own variation")  # fp8, then seqs
+    assert task.count("worse than the reference") == 1 and task.count("keeps the reference's score") == 1
+    assert "quality rule:" in text

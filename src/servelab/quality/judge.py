@@ -80,7 +80,7 @@ def judge(result: dict, name: str, references: list[tuple[str, dict]], items: li
         s = score.score_of(mine, run.failed)
         lines.append(score.line(name, s, p))
         section["task"] = {"right": s.right, "items": s.items, "score": s.share, "interval": list(s.interval),
-                           "failed": s.failed, **({} if p is None else {
+                           "failed": s.failed, "graded": mine, **({} if p is None else {
                                "reference_score": p.ref_score, "paired_items": p.items, "ratio": ratio,
                                "margin": p.margin, "margin_interval": [p.low, p.high], "verdict": p.verdict})}
     return Quality(lines, {SECTION: section})
