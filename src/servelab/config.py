@@ -213,7 +213,7 @@ class BenchSpec:
     # workload later (tune --simulate, optimize --simulate-first) with
     # sim.options.engine_from_flags, and so a run's identity holds them. () : the defaults.
     sim_flags: tuple[tuple[str, Any], ...] = ()
-    quality: QualitySpec = QualitySpec()
+    quality: QualitySpec | None = None  # None: the answers are not judged
     argv: tuple[str, ...] = ()
 
     @property

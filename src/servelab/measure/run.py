@@ -92,7 +92,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
 def _quality(m: Finished, extra: dict) -> dict:
     """--quality-*: the run's answers judged (quality/judge.py), its lines printed; after the run."""
     q = m.spec.quality
-    if not q.judged:
+    if q is None or not q.judged:
         return {}
     refs = [(path, judge.read_result(path)) for path in q.references]
     items = tasks.load(q.tasks, q.tasks_seed) if q.tasks is not None else None

@@ -27,7 +27,7 @@ def judged(spec: BenchSpec, quality: QualitySpec, sampling_seed: int | None = No
         extra["seed"] = sampling_seed
     request = dataclasses.replace(spec.request, sampling=tuple(sampling.items()), extra_body=tuple(extra.items()))
     output = dataclasses.replace(spec.output, save_detailed=True)
-    return dataclasses.replace(spec, request=request, output=output, quality=quality)
+    return dataclasses.replace(spec, request=request, output=output, quality=quality if quality.judged else None)
 
 
 def with_tasks(spec: BenchSpec, folder: str | Path) -> BenchSpec:
