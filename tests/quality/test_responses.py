@@ -49,3 +49,21 @@ def test_keys_hash_token_ids_so_the_same_ids_pair_whatever_their_form():
 
     assert prompt_key("hi", Tok()) == prompt_key((104, 105), None) and prompt_key("hi", Tok())[1] == "token_ids"
     assert prompt_key("hi", None)[1] == "text"
+
+
+def test_the_section_keys_a_run_by_token_ids_in_one_batch():
+    from servelab.quality.responses import section
+    from servelab.records import SampleRequest
+
+    class Tok:
+        batches = 0
+
+        def encode_batch(self, texts):
+            Tok.batches += 1
+            return [[ord(c) for c in t] for t in texts]
+
+    reqs = [SampleRequest("hi", 2, 4, "r0"), SampleRequest((104, 105), 2, 4, "r1"), SampleRequest("yo", 2, 4, "r2")]
+    kept = section(reqs, [2, 0, 1], Tok(), False, sampling_of({"temperature": 0.0}, {}))["responses"]
+    assert Tok.batches == 1 and kept["key_of"] == "token_ids"
+    assert kept["keys"][1] == kept["keys"][2] != kept["keys"][0]  # "hi" as text and as ids: one key
+    assert kept["prompts"] == ["yo", "hi", None]

@@ -21,12 +21,14 @@ SECTION = "responses"
 def prompt_key(prompt, tokenizer) -> tuple[str, str]:
     """(key, key_of): the hash of the prompt's token ids, or of its text without a tokenizer."""
     if isinstance(prompt, tuple | list):
-        ids = list(prompt)
-    elif tokenizer is not None:
-        ids = tokenizer.encode(prompt)
-    else:
-        return hashlib.sha256(prompt.encode()).hexdigest()[:24], "text"
-    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:24], "token_ids"
+        return _hash(prompt), "token_ids"
+    if tokenizer is not None:
+        return _hash(tokenizer.encode(prompt)), "token_ids"
+    return hashlib.sha256(prompt.encode()).hexdigest()[:24], "text"
+
+
+def _hash(ids) -> str:
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:24]
 
 
 def sampling_of(sampling: dict, extra_body: dict) -> dict:
@@ -38,14 +40,21 @@ def sampling_of(sampling: dict, extra_body: dict) -> dict:
 
 def section(requests, indices, tokenizer, simulated: bool, sampling: dict) -> dict:
     """``servelab.responses`` for the requests at ``indices`` (the run's order, as
-    ``generated_texts``); ``simulated``: no server answered (quality is not judged)."""
-    keys, prompts, key_of = [], [], "token_ids"
-    for i in indices:
-        prompt = requests[int(i)].prompt
-        key, key_of = prompt_key(prompt, tokenizer)
-        keys.append(key)
-        prompts.append(prompt if isinstance(prompt, str) else None)
-    return {SECTION: {"keys": keys, "key_of": key_of, "prompts": prompts, "sampling": sampling,
+    ``generated_texts``); ``simulated``: no server answered (quality is not judged).
+    Text prompts are tokenized in one batch."""
+    prompts = [requests[int(i)].prompt for i in indices]
+    texts = [p for p in prompts if isinstance(p, str)]
+    if tokenizer is not None and texts:
+        ids = iter(tokenizer.encode_batch(texts))
+        keys = [_hash(next(ids) if isinstance(p, str) else p) for p in prompts]
+        key_of = "token_ids"
+    else:
+        keys, key_of = [], "token_ids"
+        for p in prompts:
+            key, key_of = prompt_key(p, None)
+            keys.append(key)
+    shown = [p if isinstance(p, str) else None for p in prompts]
+    return {SECTION: {"keys": keys, "key_of": key_of, "prompts": shown, "sampling": sampling,
                       "simulated": simulated}}
 
 
