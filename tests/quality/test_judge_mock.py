@@ -124,3 +124,5 @@ def test_compare_shows_agreement_and_task_rows_with_verdicts(mock_server, qwen3_
     assert agree.index("diverges beyond it") < agree.index("same within its own variation")  # fp8, then seqs
     assert task.count("worse than the reference") == 1 and task.count("keeps the reference's score") == 1
     assert "quality rule:" in text
+    md = comparison_text([str(tmp_path / f"{name}.json") for name, _, _ in runs], form="md")  # the report's table
+    assert "| ↑ agreement (identical answers) | " in md and "| ↑ task score | " in md

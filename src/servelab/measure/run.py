@@ -118,7 +118,7 @@ def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, conte
     if said := ending.line(extra["ending"]):
         print(said)
     extra.update(beyond_vllm(spec, m.tally, m.summary, drove.replay, m.timeline))
-    if spec.output.save_detailed and not spec.multi_turn.enabled:  # the answers kept for quality/
+    if spec.output.save_detailed:  # the answers kept for quality/ (per turn in a multi-turn run)
         extra.update(responses.section(m.tally.requests, m.tally.indices(), tokenizer, m.simulated,
                                        responses.sampling_of(dict(spec.request.sampling), dict(spec.request.extra_body))))
         extra.update(_quality(m, extra))
