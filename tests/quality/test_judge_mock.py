@@ -126,3 +126,13 @@ def test_compare_shows_agreement_and_task_rows_with_verdicts(mock_server, qwen3_
     assert "quality rule:" in text
     md = comparison_text([str(tmp_path / f"{name}.json") for name, _, _ in runs], form="md")  # the report's table
     assert "| ↑ agreement (identical answers) | " in md and "| ↑ task score | " in md
+
+
+def test_a_missing_or_unreadable_reference_is_one_line(mock_server, qwen3_path, tmp_path, capsys):
+    mock = mock_server(answers="prompt")
+    junk = tmp_path / "junk.json"
+    junk.write_text("not json")
+    for ref, says in ((tmp_path / "none.json", "no such result file"), (junk, "not a result JSON")):
+        assert bench(mock.url, qwen3_path, tmp_path / "x.json", "--quality-reference", str(ref)) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1

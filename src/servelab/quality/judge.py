@@ -4,7 +4,6 @@ floor from its repeats) and a task score, as console lines and the result's
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from servelab.errors import InputError
 from servelab.quality import agreement, score
 from servelab.quality.responses import Responses
 from servelab.quality.tasks import Item
+from servelab.results import runs
 
 SECTION = "quality"
 
@@ -23,19 +23,11 @@ class Quality:
 
 
 def read_result(path: str) -> dict:
-    """A result file (the last run of an appended one)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"--quality-reference {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:  # --append-result: one JSON object a line; the last run
-        return json.loads(text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise InputError(f"--quality-reference {path}: not a servelab or vLLM result JSON") from None
+    """A reference's result file (results/runs.py reads it: the last run of an appended one);
+    a file that is not there is one line naming the flag."""
+    if not Path(path).is_file():
+        raise InputError(f"--quality-reference {path}: no such result file")
+    return runs.read_result(Path(path))
 
 
 def grades(items: list[Item], run: Responses) -> dict[str, bool]:
