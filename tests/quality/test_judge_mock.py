@@ -136,3 +136,40 @@ def test_a_missing_or_unreadable_reference_is_one_line(mock_server, qwen3_path, 
         assert bench(mock.url, qwen3_path, tmp_path / "x.json", "--quality-reference", str(ref)) == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1
+
+
+def test_a_study_names_a_quality_workload_and_compare_judges_it(mock_server, qwen3_path, tmp_path):
+    """Two external engines (mocks): the reference, and a lossy one whose answers are 20 % wrong."""
+    from servelab.cli.compare import comparison_text
+
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps(answer_key(builtin())))
+    ref = mock_server(answers="prompt", answer_key=str(key))
+    lossy = mock_server(answers="prompt", answer_key=str(key), corrupt_rate=0.2)
+    study = tmp_path / "study.toml"
+    study.write_text(f"""
+[study]
+name = "q"
+repeats = 2
+
+[engines.fp32]
+kind = "external"
+url = "{ref.url}"
+
+[engines.fp8]
+kind = "external"
+url = "{lossy.url}"
+
+[workloads.tasks]
+args = ["--quality-tasks", "builtin", "--tokenizer", "{qwen3_path}", "--max-concurrency", "16", "--disable-tqdm"]
+
+[[runs]]
+engines = ["fp32", "fp8"]
+workloads = ["tasks"]
+""")
+    assert main(["study", "run", str(study), "--results", str(tmp_path / "r"), "--no-report"]) == 0
+    text = comparison_text([str(tmp_path / "r" / "q")])
+    task = next(line for line in text.splitlines() if line.startswith("↑ task score"))
+    agree = next(line for line in text.splitlines() if line.startswith("↑ agreement"))
+    assert "100.0% [99%–100%] of 320" in task and task.endswith("worse than the reference")
+    assert "floor over 2 runs" in agree and agree.endswith("diverges beyond it")

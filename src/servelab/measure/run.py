@@ -35,7 +35,7 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
-from servelab.quality import judge, responses, tasks
+from servelab.quality import judge, responses, tasks, workload
 from servelab.results import store
 from servelab.results.records_file import FLUSH_S
 from servelab.telemetry import machine
@@ -58,6 +58,15 @@ class BenchOutcome:
 
 
 def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
+    """One run (``_run``); with --quality-*, its references checked first and its tasks sent
+    as its requests (quality/workload.py)."""
+    if spec.quality is not None:
+        judge.check_references(spec.quality.references)
+    with workload.with_tasks(spec) as sent:
+        return _run(sent, context=context, on_start=on_start)
+
+
+def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
     """Run one bench from its spec (checked where it was built: config.check_spec); print
     vLLM's block; write files if asked. Mutates nothing.
 

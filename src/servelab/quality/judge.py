@@ -30,6 +30,12 @@ def read_result(path: str) -> dict:
     return runs.read_result(Path(path))
 
 
+def check_references(paths) -> None:
+    """Before the run: each reference is readable and kept its answers (one line if not)."""
+    for path in paths:
+        Responses.of_result(read_result(path), path)
+
+
 def grades(items: list[Item], run: Responses) -> dict[str, bool]:
     """{prompt key: right?} for every answered request whose prompt is (or contains) an item's
     (a prompt is sent inside the chat template)."""
