@@ -13,7 +13,7 @@ LAYERS = {
     "__init__": 0, "records": 0, "config": 0, "clock": 0,
     "datasets": 1, "client": 1, "metrics": 1, "mock": 1, "sim": 1,
     "loadgen": 2, "engines": 2, "flags": 2, "telemetry": 2, "results": 2,
-    "search": 3, "diagnose": 3, "planner": 3,
+    "search": 3, "diagnose": 3, "planner": 3, "quality": 3,
     "measure": 4, "reports": 4, "selftest": 4,
     "study": 4.1, "scale": 4.1, "sweep": 4.2,
     "optimize": 4.3,

@@ -182,6 +182,21 @@ class MultiTurnSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class QualitySpec:
+    """``--quality-*``: judge the run's answers after it (quality/): against a reference run's
+    (then its repeats, the floor) and on tasks with known answers (``builtin`` or a JSONL)."""
+
+    references: tuple[str, ...] = ()  # result files: the reference, then its repeats
+    tasks: str | None = None
+    tasks_seed: int = 0
+    ratio: float = 0.99  # the candidate's task score must be >= ratio x the reference's
+
+    @property
+    def judged(self) -> bool:
+        return bool(self.references) or self.tasks is not None
+
+
+@dataclass(frozen=True, slots=True)
 class BenchSpec:
     """One bench run's settings, parsed once where they enter (flags, a study file, a
     sweep) and varied with ``dataclasses.replace``. ``argv`` is identity only: what is
@@ -205,6 +220,7 @@ class BenchSpec:
     # workload later (tune --simulate, optimize --simulate-first) with
     # sim.options.engine_from_flags, and so a run's identity holds them. () : the defaults.
     sim_flags: tuple[tuple[str, Any], ...] = ()
+    quality: QualitySpec | None = None  # None: the answers are not judged
     argv: tuple[str, ...] = ()
 
     @property

@@ -34,6 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the model card's root in /v1/models, as vLLM shows the served path (default: --model)")
     parser.add_argument("--keep-requests", action="store_true",
                         help="record every request received (method, path, headers, body) in the truth")
+    q = parser.add_argument_group("answers (quality tests: what the mock says)")
+    q.add_argument("--answers", default="cycle", choices=["cycle", "prompt"],
+                   help="cycle: the same words for every request (default); prompt: each prompt its own "
+                        "answer, the same on every run (greedy)")
+    q.add_argument("--corrupt-rate", type=float, default=0.0, metavar="SHARE",
+                   help="with --answers prompt: this share of prompts get a corrupted answer (a lossy stand-in)")
+    q.add_argument("--corrupt-seed", type=int, default=0, help="which prompts are corrupted, and where")
+    q.add_argument("--ignore-temperature", action="store_true",
+                   help="answer greedily even when a request asks temperature > 0 (a server that ignores it)")
+    q.add_argument("--answer-key", default=None, metavar="FILE.json",
+                   help="a JSON object {prompt: reply}: prompts it holds (or that contain one) get that reply")
     parser.add_argument("--truth-file", default=None, help="write the recorded truth here (JSON) on exit")
 
 
@@ -55,6 +66,8 @@ def config_from_args(args: argparse.Namespace):
         failure_kinds=kinds, seed=args.seed, model=args.model, host=args.host, port=args.port,
         close_after_response=args.close_after_response, max_open=args.max_open, root=args.root,
         keep_requests=args.keep_requests, reasoning_len=args.reasoning_len, record_messages=args.record_messages,
+        answers=args.answers, corrupt_rate=args.corrupt_rate, corrupt_seed=args.corrupt_seed,
+        ignore_temperature=args.ignore_temperature, answer_key=args.answer_key,
     )
 
 

@@ -35,6 +35,9 @@ class Change:
     evidence_key: str | None = None  # where the verdict's evidence states the value the engine ran with
     also: tuple[str, ...] = ()  # flags doubled together with it (llama.cpp: --ctx-size with --parallel)
     mention: str | None = None  # how the next-step sentence names it, when not by ``name``
+    # it can change what the model answers (a dtype, a quantized or other checkpoint): optimize keeps
+    # it only when its answers stay within the reference's own variation (optimize/quality_check.py)
+    alters_outputs: bool = False
 
     @property
     def said_as(self) -> str:
@@ -53,13 +56,13 @@ CONCURRENCY = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concu
 CONCURRENCY_SEQS = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concurrency",
                           also=("--max-num-seqs",))
 WORKERS = Change(CLIENT, "workers", "double", 16, "1", None, mention="--workers")
-KV_FP8 = Change(FLAG, "--kv-cache-dtype", "set:fp8", None, "auto")
+KV_FP8 = Change(FLAG, "--kv-cache-dtype", "set:fp8", None, "auto", alters_outputs=True)
 GPU_UTIL = Change(FLAG, "--gpu-memory-utilization", "plus:0.04", 0.96, "0.9")
 CPU_KV = Change(ENV, "VLLM_CPU_KVCACHE_SPACE", "double", 64, "1")  # GiB; engines/vllm.py sets 1 for the CPU build
 SIM_KV = Change(FLAG, "--kv-cache-tokens", "double", 1 << 22, "65536", "kv_cache_tokens")
 # A checkpoint the user names (``optimize --alternative-model``): smaller weights free memory for the
 # KV cache and bytes read per decode step. No value of its own: only offered when the user gave one.
-ALT_MODEL = Change(MODEL, "model", "given", mention="--alternative-model")
+ALT_MODEL = Change(MODEL, "model", "given", mention="--alternative-model", alters_outputs=True)
 PARALLEL = Change(FLAG, "--parallel", "double", 64, "1", "slots", also=("--ctx-size",))
 
 SAYS_SEQS = ("Raise --max-num-seqs from {s} (e.g. to {s2}, {s4}) and re-run the same load; watch KV usage and "

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_lora,
-                             check_num_prompts, check_spec)
+from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, QualitySpec, RequestSpec, ServerSpec,
+                             check_lora, check_num_prompts, check_spec)
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
@@ -37,6 +37,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False,
     _add_load(p, ray_help)
     _add_requests(p)
     _add_sampling(p)
+    _add_quality(p)
     _add_results(p, hidden=runs_owned)
     add_multi_turn_arguments(p)
     p.add_argument("--simulate", action="store_true",
@@ -147,6 +148,39 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
                         "requests); zipf:ALPHA: each request draws the adapter of rank r (1 = the first "
                         "named) with probability proportional to r^-ALPHA, over the k named (0 = uniform). "
                         "The result's servelab.lora counts each adapter's requests")
+
+
+def _add_quality(p: argparse.ArgumentParser) -> None:
+    """Quality, judged after the run on its kept answers (quality/); servelab only."""
+    q = p.add_argument_group(
+        "quality (judged after the run on its kept answers; each implies --save-detailed and, "
+        "unless given, --temperature 0)")
+    q.add_argument("--quality-reference", nargs="+", metavar="RESULT.json",
+                   help="a reference run of the same requests (then its repeats, which measure its own floor): "
+                        "the share of answers identical to it, the tokens before the first divergence, and the "
+                        "verdict 'same within its own variation' or 'diverges beyond it' (below the reference's "
+                        "own agreement beyond chance); a sampled run is 'not comparable: sampled'")
+    q.add_argument("--quality-tasks", metavar="builtin|FILE.jsonl",
+                   help="send prompts with known answers and score them (Wilson 95%% interval); 'builtin': "
+                        "320 seeded questions; a file: lines with prompt or messages and one of answer, regex, "
+                        "json_schema, choices. With a reference: 'keeps the reference's score' (>= "
+                        "--quality-ratio of it, paired by item), 'worse', or 'not distinguishable with N items'")
+    q.add_argument("--quality-ratio", type=float, default=0.99, metavar="R",
+                   help="the task score must be >= R x the reference's (default: MLPerf's %(default)s)")
+    q.add_argument("--sampling-seed", type=int, default=None, metavar="N",
+                   help="sent as every request's 'seed' (the server's sampling seed; not the dataset's --seed)")
+
+
+def _quality(args: argparse.Namespace) -> QualitySpec | None:
+    """--quality-*: None when the answers are not judged."""
+    refs = tuple(args.quality_reference or ())
+    if not refs and args.quality_tasks is None:
+        return None
+    if not 0 < args.quality_ratio <= 1:
+        from servelab.errors import InputError
+
+        raise InputError(f"--quality-ratio must be in (0, 1], got {args.quality_ratio}")
+    return QualitySpec(references=refs, tasks=args.quality_tasks, ratio=args.quality_ratio)
 
 
 def _add_sampling(p: argparse.ArgumentParser) -> None:
@@ -276,7 +310,7 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
                      multi_turn=multi_turn_spec(args), tokenizer=args.tokenizer,
                      trust_remote_code=args.trust_remote_code, tokenizer_mode=args.tokenizer_mode,
                      skip_tokenizer_init=args.skip_tokenizer_init, simulate=_simulate(args),
-                     sim_flags=_sim_flags(args), argv=tuple(argv))
+                     sim_flags=_sim_flags(args), quality=_quality(args), argv=tuple(argv))
     check_backend(spec.server.backend)
     check_dataset(spec.dataset.name)
     check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
@@ -324,9 +358,14 @@ SAMPLING_DESTS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty",
 
 def _request(args: argparse.Namespace) -> RequestSpec:
     sampling = {k: getattr(args, k) for k in SAMPLING_DESTS}
+    if _quality(args) is not None and sampling["temperature"] is None:
+        sampling["temperature"] = 0.0  # judged answers are greedy unless a temperature is given
+    extra = json_object(args.extra_body, "--extra-body")
+    if args.sampling_seed is not None:
+        extra["seed"] = args.sampling_seed  # vLLM's per-request sampling seed
     return RequestSpec(ignore_eos=args.ignore_eos,
                        sampling=tuple((k, v) for k, v in sampling.items() if v is not None),
-                       extra_body=tuple(json_object(args.extra_body, "--extra-body").items()),
+                       extra_body=tuple(extra.items()),
                        logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
                        lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search)
 
@@ -335,7 +374,7 @@ def _output(args: argparse.Namespace) -> OutputSpec:
     selected, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
     return OutputSpec(
         label=args.label, save_result=args.save_result, append_result=args.append_result,
-        save_detailed=args.save_detailed, result_dir=args.result_dir, result_filename=args.result_filename,
+        save_detailed=args.save_detailed or _quality(args) is not None, result_dir=args.result_dir, result_filename=args.result_filename,
         metadata=tuple(key_values(args.metadata, "--metadata").items()), percentile_metrics=tuple(selected),
         metric_percentiles=tuple(pcts), goodput=tuple(parse_goodput(args.goodput).items()),
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,

@@ -35,6 +35,8 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
+from servelab.quality import judge, responses, tasks, workload
+from servelab.results import store
 from servelab.results.records_file import FLUSH_S
 from servelab.telemetry import machine
 from servelab.telemetry.recorder import Recorder, metrics_url
@@ -56,6 +58,15 @@ class BenchOutcome:
 
 
 def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
+    """One run (``_run``); with --quality-*, its references checked first and its tasks sent
+    as its requests (quality/workload.py)."""
+    if spec.quality is not None:
+        judge.check_references(spec.quality.references)
+    with workload.with_tasks(spec) as sent:
+        return _run(sent, context=context, on_start=on_start)
+
+
+def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
     """Run one bench from its spec (checked where it was built: config.check_spec); print
     vLLM's block; write files if asked. Mutates nothing.
 
@@ -88,6 +99,20 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
     return outcome
 
 
+def _quality(m: Finished, extra: dict) -> dict:
+    """--quality-*: the run's answers judged (quality/judge.py), its lines printed; after the run."""
+    q = m.spec.quality
+    if q is None or not q.judged:
+        return {}
+    refs = [(path, judge.read_result(path)) for path in q.references]
+    items = tasks.load(q.tasks, q.tasks_seed) if q.tasks is not None else None
+    kept = {**store.per_request_lists(m.tally, ("generated_texts", "errors")), "servelab": extra}
+    judged = judge.judge(kept, "this run", refs, items, q.ratio)
+    for said in judged.lines:
+        print("servelab: quality · " + said)
+    return judged.section
+
+
 def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, context: dict, shared: dict,
             records_file) -> BenchOutcome:
     """After the run: vLLM's block and servelab's lines, the result (its files) and its diagnosis."""
@@ -103,6 +128,10 @@ def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, conte
     if said := ending.line(extra["ending"]):
         print(said)
     extra.update(beyond_vllm(spec, m.tally, m.summary, drove.replay, m.timeline))
+    if spec.output.save_detailed:  # the answers kept for quality/ (per turn in a multi-turn run)
+        extra.update(responses.section(m.tally.requests, m.tally.indices(), tokenizer, m.simulated,
+                                       responses.sampling_of(dict(spec.request.sampling), dict(spec.request.extra_body))))
+        extra.update(_quality(m, extra))
     console.warnings(drove.warnings)
     keys = {**(probes or {}), **rps_change_events(spec.load, m.tally, run)}
     result, path, diagnosis = build(m, shown, extra, keys, records_file)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from servelab.errors import InputError
+from servelab.mock.answers import ANSWER_MODES
 
 # http500: an error status with vLLM's JSON error body, sent at once, before any stream.
 # abort:   the connection is closed mid-stream, half way through the content events.
@@ -51,6 +52,13 @@ class MockConfig:
     record_messages: bool = False  # keep each chat request's messages in the truth
     root: str | None = None  # /v1/models' "root" (the path vLLM serves); None: the model name
     keep_requests: bool = False  # the truth keeps every request's method, path, headers and body
+    # what the mock says (mock/answers.py): "cycle" (the same words for every request) or
+    # "prompt" (per prompt, greedy: the same prompt gets the same answer on every run)
+    answers: str = "cycle"
+    corrupt_rate: float = 0.0  # with answers "prompt": the share of prompts whose answer is corrupted
+    corrupt_seed: int = 0  # which prompts, and from which token (another seed: other ones)
+    ignore_temperature: bool = False  # answer greedily even when a request asks temperature > 0
+    answer_key: str | None = None  # a JSON object {prompt: reply}: prompts it knows are answered so
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")
@@ -62,6 +70,11 @@ class MockConfig:
         _check(self.max_open is None or self.max_open >= 1, "--max-open must be >= 1")
         _check(self.eos_len is None or self.eos_len >= 1, "--eos-len must be >= 1")
         _check(self.reasoning_len >= 0, "--reasoning-len must be >= 0")
+        _check(self.answers in ANSWER_MODES, f"--answers: choose from {', '.join(ANSWER_MODES)}")
+        _check(0.0 <= self.corrupt_rate <= 1.0, "--corrupt-rate must be in [0, 1]")
+        quality = self.corrupt_rate > 0 or self.ignore_temperature or self.answer_key is not None
+        _check(self.answers == "prompt" or not quality,
+               "--corrupt-rate, --ignore-temperature and --answer-key need --answers prompt")
         lo, hi = self.output_len_range or (1, 1)
         _check(1 <= lo <= hi, "--output-len must be N or LO:HI with 1 <= LO <= HI")
 

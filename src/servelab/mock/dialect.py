@@ -50,10 +50,14 @@ def estimate_prompt_tokens(prompt: object) -> int:
 class Wire:
     """Pre-encoded events for one response (completions or chat, one choice)."""
 
-    __slots__ = ("chat", "head", "tail", "created", "rid", "model", "_cache", "_mid")
+    __slots__ = ("chat", "head", "tail", "created", "rid", "model", "_cache", "_mid", "tokens")
 
-    def __init__(self, chat: bool, rid: str, model: str, created: int) -> None:
+    def __init__(self, chat: bool, rid: str, model: str, created: int,
+                 tokens: tuple[str, ...] | None = None) -> None:
+        """``tokens``: this response's own words (mock/answers.py), one string a token;
+        None: the cycle of ``WORDS`` (its events cached, since they repeat)."""
         self.chat, self.rid, self.model, self.created = chat, rid, model, created
+        self.tokens = tokens
         obj = "chat.completion.chunk" if chat else "text_completion"
         self.head = (
             f'{{"id":{json.dumps(rid)},"object":"{obj}","created":{created},'
@@ -74,6 +78,8 @@ class Wire:
     def middle(self, j: int, tpe: int) -> bytes:
         """Content event j of a stream, not the last (fast path: cached by j mod len(WORDS),
         which fixes its text since every earlier event carried ``tpe`` tokens)."""
+        if self.tokens is not None:
+            return self._content(j * tpe, tpe, None)
         i = j % len(WORDS)
         ev = self._mid[i]
         if ev is None:
@@ -83,6 +89,8 @@ class Wire:
     def content(self, first_token: int, n_tokens: int, finish_reason: str | None,
                 reasoning: bool = False) -> bytes:
         """Tokens ``first_token``.. as one event; ``reasoning``: as a chat reasoning delta."""
+        if self.tokens is not None:
+            return self._content(first_token, n_tokens, finish_reason, reasoning)
         key = (first_token % len(WORDS), n_tokens, finish_reason, reasoning)
         ev = self._cache.get(key)
         if ev is None:
@@ -91,7 +99,7 @@ class Wire:
 
     def _content(self, first_token: int, n_tokens: int, finish_reason: str | None,
                  reasoning: bool = False) -> bytes:
-        text = json.dumps(text_for(first_token, n_tokens))
+        text = json.dumps(self.text(first_token, n_tokens))
         close = "}" if self.chat else ""
         fr = json.dumps(finish_reason)
         extra = "" if self.chat else ',"prompt_token_ids":null'
@@ -101,12 +109,17 @@ class Wire:
             f'"finish_reason":{fr},"stop_reason":null{extra},"token_ids":null}}]}}'
         )
 
+    def text(self, first_token: int, n_tokens: int) -> str:
+        if self.tokens is None:
+            return text_for(first_token, n_tokens)
+        return "".join(self.tokens[first_token:first_token + n_tokens])
+
     def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
         return sse(self.head + "[]," + '"usage":' + usage_json(prompt_tokens, completion_tokens) + "}")
 
     def full(self, n_tokens: int, finish_reason: str, prompt_tokens: int) -> bytes:
         """A non-streaming response body (vLLM's field order, trimmed of null extras)."""
-        text = json.dumps(text_for(0, n_tokens))
+        text = json.dumps(self.text(0, n_tokens))
         if self.chat:
             obj, choice = "chat.completion", f'"message":{{"role":"assistant","content":{text}}}'
         else:

@@ -25,7 +25,8 @@ from servelab.mock.config import MockConfig
 from servelab.mock.dialect import (
     Wire, error_body, estimate_prompt_tokens, metrics_text, models_body,
 )
-from servelab.mock.plan import Planner
+from servelab.mock.answers import Answerer, load_key
+from servelab.mock.plan import Plan, Planner
 from servelab.mock.schedule import Scheduler
 from servelab.mock.truth import RequestLog, Truth, TruthLog
 from servelab.mock.response import Connection, Generation
@@ -60,6 +61,8 @@ class MockServer:
         self.config = config
         self.truth_log = TruthLog(config.to_dict())
         self.planner = Planner(config)
+        self.answerer = None if config.answers == "cycle" else Answerer(
+            config.corrupt_rate, config.corrupt_seed, config.ignore_temperature, load_key(config.answer_key))
         self.host, self.port = config.host, config.port
         self.scheduler: Scheduler | None = None
         self.conns: set[Connection] = set()
@@ -166,17 +169,29 @@ class MockServer:
         if self.config.record_messages:
             log.messages = ask.messages
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
+        tokens = None
+        if self.answerer is not None:
+            plan, tokens = self._answer(plan, ask, log)
         log.planned_tokens = plan.n_tokens
         self.truth_log.begin(log)
         if plan.failure == "http500":
             self._fail_500(conn, req, log)
             return
-        wire = Wire(chat, ("chatcmpl-" if chat else "cmpl-") + rid, self.config.model, int(time.time()))
+        wire = Wire(chat, ("chatcmpl-" if chat else "cmpl-") + rid, self.config.model, int(time.time()), tokens)
         gen = Generation(self, conn, log, wire, plan, req.keep_alive, ask.include_usage)
         conn.start(gen)
         if ask.stream:
             conn.transport.write(http.stream_head(rid, req.keep_alive))
         self._queue_or_admit(gen, now)
+
+    def _answer(self, plan: Plan, ask: Ask, log: RequestLog) -> tuple[Plan, tuple[str, ...]]:
+        """The request's own words (mock/answers.py); a keyed reply sets the length and stops."""
+        ans = self.answerer.answer(ask.prompt, plan.n_tokens, ask.temperature, ask.seed)
+        if ans.keyed:
+            stop = len(ans.tokens) < plan.n_tokens or plan.finish_reason == "stop"
+            plan = Plan(plan.failure, len(ans.tokens), "stop" if stop else "length")
+        log.answer, log.corrupted_at = "".join(ans.tokens), ans.corrupted_at
+        return plan, ans.tokens
 
     def _fail_500(self, conn: Connection, req: http.Request, log: RequestLog) -> None:
         body = error_body("mock: injected failure", 500, "InternalServerError")
@@ -233,6 +248,9 @@ class Ask:
     prompt_tokens: int
     request_id: object
     messages: object = None  # a chat request's messages, as received
+    prompt: object = None  # the prompt (completions) or the messages (chat)
+    temperature: float | None = None
+    seed: object = None  # the request's sampling seed (vLLM's ``seed``)
 
     @classmethod
     def parse(cls, body: object, chat: bool, default_max_tokens: int) -> Ask:
@@ -249,6 +267,8 @@ class Ask:
             prompt_tokens=estimate_prompt_tokens(body.get("messages") if chat else body.get("prompt")),
             request_id=body.get("request_id"),
             messages=body.get("messages") if chat else None,
+            prompt=body.get("messages") if chat else body.get("prompt"),
+            temperature=_number(body.get("temperature")), seed=body.get("seed"),
         )
 
 
@@ -259,6 +279,10 @@ def _max_tokens(body: dict, chat: bool, default: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {value!r}")
     return value
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _request_id(rid: object) -> str | None:

@@ -17,7 +17,8 @@ JSON shape (``Truth.to_dict``)::
                    "finish": "ok"|"http500"|"abort"|"stall"|"disconnect"|"stopped"|null,
                    "finish_reason": "length"|"stop"|null,
                    "prompt_tokens", "planned_tokens", "output_tokens",
-                   "messages"|null}, ...],           # with record_messages: the chat messages received
+                   "messages"|null,            # with record_messages: the chat messages received
+                   "answer"|null, "corrupted_at"|null}, ...],  # with answers "prompt" (mock/answers.py)
      "open": {"t_ns": [int, ...], "n": [int, ...]}}   # open requests after each edge
 """
 
@@ -35,6 +36,7 @@ class RequestLog:
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
         "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
+        "answer", "corrupted_at",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -53,6 +55,8 @@ class RequestLog:
         self.prompt_tokens = 0
         self.planned_tokens = 0
         self.messages: object = None  # a chat request's messages (MockConfig.record_messages)
+        self.answer: str | None = None  # with answers "prompt": the text planned (mock/answers.py)
+        self.corrupted_at: int | None = None  # ... and its first corrupted token, if corrupted
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +66,7 @@ class RequestLog:
             "finish": self.finish, "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
             "output_tokens": sum(self.event_tokens), "messages": self.messages,
+            "answer": self.answer, "corrupted_at": self.corrupted_at,
         }
 
 
@@ -125,6 +130,8 @@ class RequestTruth:
     output_tokens: int
     wire_ns: int | None = None
     messages: list | None = None  # recorded only with MockConfig.record_messages
+    answer: str | None = None  # with answers "prompt": the text planned for the request
+    corrupted_at: int | None = None  # ... its first corrupted token (None: not corrupted)
 
     @property
     def arrived_ns(self) -> int:

@@ -25,6 +25,7 @@ from servelab.optimize import record as rec
 from servelab.optimize.config import Config, Move, apply, known, next_value
 from servelab.optimize.measure import Measurer, config_tag
 from servelab.optimize.plan import OptimizePlan, definition, head
+from servelab.optimize.quality_check import judge as judge_quality
 from servelab.optimize.steps import Seen, compare, seen, seen_from_step, step_dict, why_text
 
 NO_CHANGE, NO_LIMIT, OUT_OF_RUNS, OUT_OF_TIME, INTERRUPTED, FAILED = (
@@ -273,7 +274,10 @@ def _try(state: State, best: Seen, move: Move, on: Seen | None = None, first: Mo
         return _infeasible(state, base, move, config, tried, exc)
     cand = seen(config, m)
     judged = compare(best, cand, _kind(state))
-    step = step_dict(len(steps) + 1, base, move, cand, m, judged, why_text(move, judged, _kind(state), first))
+    alters = move.change.alters_outputs or (first is not None and first.change.alters_outputs)
+    quality = judge_quality(best.results, cand.results, alters, state.measurer.simulated)
+    step = step_dict(len(steps) + 1, base, move, cand, m, judged,
+                     why_text(move, judged, _kind(state), first, quality), quality=quality)
     step["tried"] = list(tried)
     if first is not None:
         step["with"] = first.to_dict()  # the reverted change this one was paired with

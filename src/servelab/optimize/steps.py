@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from servelab.metrics.noise import BETTER, NOISE_FLOOR, TAIL_FACTOR, Spread, verdict
 from servelab.optimize.config import Config, Move
 from servelab.optimize.measure import Repeats
+from servelab.optimize.quality_check import why as why_quality
 
 # objective -> (the result's key it reads, higher is better, what it is called)
 OBJECTIVES = {"throughput": ("output_throughput", True, "output tok/s"),
@@ -29,6 +30,7 @@ class Seen:
     evidence: dict
     lines: tuple[str, ...]
     reported: dict[str, str] = field(default_factory=dict)  # knob flag -> the value the engine's metrics state
+    results: tuple[dict, ...] = ()  # its repeats' results: their answers judge a change (quality_check.py)
 
     def spread(self, key: str) -> Spread:
         return Spread(self.values.get(key) or (0.0,))
@@ -40,7 +42,7 @@ def seen(config: Config, m: Repeats) -> Seen:
     lines = (top.get("summary", ""), *(d.get("checked") or ()))
     values = {k: tuple(float(r.get(k) or 0.0) for r in m.results) for k in VALUES}
     return Seen(config, values, d.get("verdict", "no-limit-found"), top.get("evidence") or {},
-                tuple(x for x in lines if x), dict(m.reported))
+                tuple(x for x in lines if x), dict(m.reported), m.results)
 
 
 def seen_from_step(step: dict) -> Seen:
@@ -63,8 +65,9 @@ def compare(best: Seen, cand: Seen, objective: str) -> tuple[str, float | None]:
 
 def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats | None,
               judged: tuple[str, float | None] | None,
-              why: str, simulated: bool = False) -> dict:
-    """The contract's STEP: the verdict acted on and its evidence, the change, what it gave, kept or not."""
+              why: str, simulated: bool = False, quality: dict | None = None) -> dict:
+    """The contract's STEP: the verdict acted on and its evidence, the change, what it gave, kept or not
+    (faster beyond noise, and not blocked by its quality: ``quality_check.judge``)."""
     noise, gain = judged if judged else (None, None)
     result = {**(m.summary() if m else {}), "values": {k: list(v) for k, v in cand.values.items()}}
     reported = {"engine_reported": dict(cand.reported)} if cand.reported else {}  # only where the engine said
@@ -72,18 +75,23 @@ def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats 
             "evidence_values": acted_on.evidence, "change": move.to_dict() if move else None,
             "config": cand.config.to_dict(), "result": result,
             "gain": round(gain, 4) if gain is not None else None, "noise_verdict": noise,
-            "kept": noise == BETTER, "why": why, "simulated": simulated,
+            "kept": noise == BETTER and not (quality or {}).get("blocks"), "why": why, "simulated": simulated,
+            "quality": quality,
             # what limited the candidate itself: the next verdict, if it is kept
             "diagnosis_after": None if move is None else {"verdict": cand.verdict, "evidence": list(cand.lines),
                                                           "evidence_values": cand.evidence}}
 
 
-def why_text(move: Move, judged: tuple[str, float | None], objective: str, first: Move | None = None) -> str:
+def why_text(move: Move, judged: tuple[str, float | None], objective: str, first: Move | None = None,
+             quality: dict | None = None) -> str:
     noise, gain = judged
     _, _, name = OBJECTIVES[objective]
     ratio = f"{gain:.2f}×" if gain is not None else "no ratio"
     label = (f"{move.label}, with {first.label} (alone it moved the limit but bought nothing)" if first
              else move.label)
+    said = why_quality(quality) if quality else ""
+    if noise == BETTER and not (quality or {}).get("blocks"):
+        return f"{label}: {name} {ratio} the best so far, better beyond noise{said} — kept"
     if noise == BETTER:
-        return f"{label}: {name} {ratio} the best so far, better beyond noise — kept"
-    return f"{label}: {name} {ratio} the best so far, {noise} — reverted"
+        return f"{label}: {name} {ratio} the best so far, better beyond noise{said}"
+    return f"{label}: {name} {ratio} the best so far, {noise}{said} — reverted"

@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from servelab.errors import InputError
+from servelab.reports import quality_rows
 from servelab.reports import verdict as v
+from servelab.reports.quality_rows import QualityRow
 from servelab.results.runs import Run
 from servelab.telemetry import machine
 
@@ -86,6 +88,7 @@ class Table:
     repeats: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     estimated: set[str] = field(default_factory=set)  # "config/metric" from an estimate, not the engine
+    quality: list[QualityRow] = field(default_factory=list)  # agreement and task score (quality_rows.py)
 
 
 def build_tables(runs: list[Run], baseline: str | None = None, floor: float = v.NOISE_FLOOR,
@@ -126,6 +129,8 @@ def _table(workload: str, runs: list[Run], baseline: str | None, floor: float) -
         row = _row(metric, by_config, base, floor, table)
         if any(cell is not None for cell in row.cells.values()):
             table.rows.append(row)
+    table.quality, said = quality_rows.rows(by_config, base)
+    table.notes += said
     if baseline is not None and baseline != base:
         table.notes.append(f"{baseline} did not run workload {workload}: {base} is the baseline here")
     table.notes += conditions_notes(by_config)

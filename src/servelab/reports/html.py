@@ -143,7 +143,9 @@ def _num(x, digits: int) -> str:
 
 
 def _cell_class(cell: str) -> str:
-    for word, cls in (("better", "better"), ("worse", "worse"), ("within noise", "noise")):
+    for word, cls in (("better", "better"), ("worse", "worse"), ("within noise", "noise"),
+                      ("diverges beyond it", "worse"), ("worse than the reference", "worse"),
+                      ("keeps the reference's score", "better"), ("same within its own variation", "noise")):
         if cell.endswith(word):
             return cls
     return ""

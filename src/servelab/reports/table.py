@@ -53,6 +53,11 @@ def grid(table: Table) -> tuple[list[str], list[list[str]]]:
         for config in others:
             cells += [_cell(table, row, config), fmt_versus(row.versus.get(config))]
         rows.append(cells)
+    for q in table.quality:  # answers, not speed: a figure and a verdict against the baseline's
+        cells = [q.label, q.cells.get(table.baseline, "-")]
+        for config in others:
+            cells += [q.cells.get(config, "-"), q.versus.get(config, "-")]
+        rows.append(cells)
     return head, rows
 
 
@@ -115,7 +120,15 @@ def footer(table: Table, floor: float) -> list[str]:
         lines.append(ESTIMATE_NOTE)
     lines.append("cells: mean ± half-range over repeats; vs: ratio to the baseline, change, verdict")
     lines.append("verdict rule: " + v.rule_text(floor))
+    if table.quality:
+        lines.append(QUALITY_RULE)
     return lines
+
+
+QUALITY_RULE = ("quality rule: agreement = answers identical to the baseline's, paired by prompt; 'diverges beyond it' "
+                "when even the top of its 95% interval is below the baseline's own agreement between its repeats "
+                "(its floor); task score = share right [95% Wilson interval]; 'keeps the reference's score' when "
+                "≥ 99% of the baseline's, item by item, beyond chance; a sampled run is not comparable")
 
 
 def render_text(tables: list[Table], floor: float = v.NOISE_FLOOR) -> str:

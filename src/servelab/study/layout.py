@@ -61,6 +61,7 @@ NOT_IDENTITY = frozenset({
 # default), so a folder written before keeps its finished runs; by name, at any depth.
 WHEN_SET = frozenset({
     "sim_flags",  # BenchSpec: the --sim-* values given (issue 33); before, argv alone carried them
+    "quality",  # BenchSpec: the --quality-* judgement (issue 35)
 })
 
 
