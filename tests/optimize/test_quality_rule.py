@@ -40,7 +40,7 @@ class StandIn:
         corrupt = {p for i, p in enumerate(PROMPTS) if fp8 and i % 5 == 0}
         limit = "no-limit-found" if faster else self.verdict
         results = tuple(self._result(tok_s + r, limit, corrupt) for r in range(repeats))
-        return Repeats(results, tuple(f"run{r}" for r in range(repeats)), False, repeats)
+        return Repeats(results, tuple(f"run{r}" for r in range(repeats)), False, (True,) * repeats)
 
     def _result(self, tok_s: float, verdict: str, corrupt: set[str]) -> dict:
         texts = [answer(p, p in corrupt) for p in PROMPTS]

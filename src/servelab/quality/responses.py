@@ -82,7 +82,8 @@ class Responses:
             raise InputError(f"{name}: no responses kept (run the bench with --save-detailed to keep them)")
         if kept.get("simulated"):
             raise InputError(f"{name}: quality not judged: a simulated run has no answers")
-        texts, errors = result["generated_texts"], result.get("errors") or [""] * len(texts)
+        texts = result["generated_texts"]
+        errors = result.get("errors") or [""] * len(texts)
         out: dict[str, str] = {}
         prompts: dict[str, str | None] = {}
         failed = inconsistent = 0

@@ -62,17 +62,24 @@ NOT_IDENTITY = frozenset({
 WHEN_SET = frozenset({
     "sim_flags",  # BenchSpec: the --sim-* values given (issue 33); before, argv alone carried them
     "quality",  # BenchSpec: the --quality-* judgement (issue 35)
+    "trace_scale", "trace_max_wait_s", "agentic_shape",  # DatasetSpec: agentic sessions (issue 36)
 })
+
+
+def _at_default(value, f: dataclasses.Field) -> bool:
+    """A ``WHEN_SET`` field left as it was before the field existed: empty, or its default."""
+    got = getattr(value, f.name)
+    return not got or (f.default is not dataclasses.MISSING and got == f.default)
 
 
 def canonical(value, skip: frozenset[str] = frozenset(), at: str = ""):
     """``value`` as plain JSON: dataclasses as {field: …} (``skip``: dotted paths left out;
-    a ``WHEN_SET`` field while empty), tuples as lists, floats as their repr ("inf", "0.1":
+    a ``WHEN_SET`` field while empty or at its default), tuples as lists, floats as their repr ("inf", "0.1":
     JSON has no inf, and one float has one spelling). Anything else is a TypeError, never a
     silent ``repr`` of an object."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         named = ((f.name, f"{at}{f.name}") for f in dataclasses.fields(value)
-                 if not (f.name in WHEN_SET and not getattr(value, f.name)))
+                 if not (f.name in WHEN_SET and _at_default(value, f)))
         return {name: canonical(getattr(value, name), skip, path + ".") for name, path in named if path not in skip}
     if isinstance(value, dict):
         return {str(k): canonical(v, skip, f"{at}{k}.") for k, v in value.items()}
