@@ -69,7 +69,11 @@ def test_no_gpu_is_one_line_not_zeros():
     e = energy_cost.energy_section(Timeline(header, []), SUMMARY, STEADY, 2.5, simulated=False)
     assert (e["gpus"], e["run"], e["cost"], e["nvml"]) == (0, None, None, "NVML found no GPU")
     assert energy_cost.lines(e) == ["servelab: energy and cost: no GPU (NVML saw none; the result's energy.nvml "
-                                    "says why) — no joules or cost per token"]
+                                    "says why) — no joules, and --gpu-hour-cost 2.5 prices no GPU-hour (NVML: "
+                                    "NVML found no GPU)"]
+    unpriced = energy_cost.energy_section(Timeline(header, []), SUMMARY, STEADY, None, simulated=False)
+    assert energy_cost.lines(unpriced) == ["servelab: energy and cost: no GPU (NVML saw none; the result's "
+                                           "energy.nvml says why) — no joules or cost per token"]
 
 
 def test_a_span_outside_the_samples_has_no_joules():
@@ -116,7 +120,8 @@ def test_no_gpu_the_engine_used_is_one_line_not_an_idle_gpus_joules():
     assert (e["gpus"], e["run"], e["cost"]) == (0, None, None)
     assert energy_cost.lines(e) == [
         "servelab: energy and cost: no GPU the engine used (NVML sees 2 GPU(s); none held over 10% of its memory "
-        "or computed while requests were in flight: the engine is not on them) — no joules or cost per token"]
+        "or computed while requests were in flight: the engine is not on them) — no joules, and --gpu-hour-cost "
+        "3.6 prices no GPU-hour"]
 
 
 def test_a_run_shorter_than_a_tick_is_judged_by_the_samples_around_it():

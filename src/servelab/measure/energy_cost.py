@@ -69,7 +69,11 @@ def _gpus(timeline, gpu_hour_cost: float | None, simulated: bool) -> tuple[list[
 def lines(section: dict) -> list[str]:
     """servelab's console lines: one when there is no GPU, else energy, then cost when priced."""
     if not section["gpus"]:
-        return [f"servelab: energy and cost: {section['why']} — no joules or cost per token"]
+        if section["gpu_hour_cost"] is None:
+            return [f"servelab: energy and cost: {section['why']} — no joules or cost per token"]
+        said = f" (NVML: {section['nvml']})" if section.get("nvml") else ""
+        return [f"servelab: energy and cost: {section['why']} — no joules, and --gpu-hour-cost "
+                f"{section['gpu_hour_cost']:g} prices no GPU-hour{said}"]
     out = []
     if section["run"] is not None:
         out.append(f"servelab: energy ({section['source']}, {section['gpus']} GPU): "
