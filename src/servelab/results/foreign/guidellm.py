@@ -1,0 +1,93 @@
+"""GuideLLM's ``benchmarks.json``: one report, a benchmark per load point.
+
+Markers: a ``benchmarks`` list whose entries carry ``metrics.time_to_first_token_ms``;
+``metadata.version`` (1 for 0.5–0.6, 2 from 0.7) and ``metadata.guidellm_version``; older
+reports have ``args`` and no ``metadata``.
+
+Meanings (GuideLLM's ``schemas/request_stats.py``): ``time_per_output_token_ms`` is
+(last token − start) ÷ output tokens, the first token included — not vLLM's TPOT, so it
+gets its own row; ``inter_token_latency_ms`` is (last − first) ÷ (output tokens − 1), vLLM's
+TPOT; ``request_latency`` is in seconds. Its distributions are over requests' averages, so
+vLLM's pooled per-event ITL cannot be had; its per-request lists are a sample.
+"""
+
+from __future__ import annotations
+
+from servelab.results.foreign.shape import foreign_result, number, stat_keys
+
+KNOWN_VERSIONS = (1, 2)
+NOT_COMPUTABLE = ("ITL (vLLM's pooled per-event gaps: GuideLLM keeps per-request averages only)",
+                  "steady state (its per-request lists are a sample)", "peak output tok/s",
+                  "diagnosis (no engine telemetry)")
+
+
+def recognise(doc) -> bool:
+    benchmarks = doc.get("benchmarks") if isinstance(doc, dict) else None
+    return (isinstance(benchmarks, list) and bool(benchmarks) and isinstance(benchmarks[0], dict)
+            and "time_to_first_token_ms" in (benchmarks[0].get("metrics") or {}))
+
+
+def read(doc: dict, stem: str) -> list[dict]:
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    version = meta.get("version", 1 if "args" in doc or not meta else None)
+    notes = []
+    if version not in KNOWN_VERSIONS:
+        notes.append(f"GuideLLM report version {version}: read as version {KNOWN_VERSIONS[-1]}")
+    tool_version = meta.get("guidellm_version")
+    return [foreign_result("guidellm", tool_version, f"GuideLLM benchmarks.json v{version}", _figures(b),
+                           not_computable=NOT_COMPUTABLE, sampled=_sampled(b), notes=notes,
+                           label=f"{stem}@{_strategy(b)}" if len(doc["benchmarks"]) > 1 else None)
+            for b in doc["benchmarks"]]
+
+
+def _ok(metrics: dict, name: str) -> dict:
+    """The successful requests' distribution, in servelab's stat names."""
+    found = (metrics.get(name) or {}).get("successful") or {}
+    pct = found.get("percentiles") or {}
+    return {"mean": found.get("mean"), "median": found.get("median", pct.get("p50")), "std": found.get("std_dev"),
+            "p90": pct.get("p90"), "p99": pct.get("p99"), "total_sum": found.get("total_sum")}
+
+
+def _figures(b: dict) -> dict:
+    m = b.get("metrics") or {}
+    totals = m.get("request_totals") or {}
+    done, failed = number(totals.get("successful")), number(totals.get("errored"))
+    duration = number(b.get("duration"))
+    if duration is None:
+        sched = b.get("scheduler_metrics") or b.get("run_stats") or {}
+        start, end = number(sched.get("measure_start_time")), number(sched.get("measure_end_time"))
+        duration = end - start if start is not None and end is not None else None
+    out_tokens = number(_ok(m, "output_token_count")["total_sum"])
+    in_tokens = number(_ok(m, "prompt_token_count")["total_sum"])
+    rate = lambda x: x / duration if x is not None and duration else None
+    strategy = (b.get("config") or {}).get("strategy") or {}
+    figures = {
+        "duration": duration, "completed": int(done) if done is not None else None,
+        "failed": int(failed) if failed is not None else None,
+        "num_prompts": int(number(totals.get("total")) or 0) or None,
+        "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
+        "request_throughput": rate(done), "output_throughput": rate(out_tokens),
+        "total_token_throughput": rate((in_tokens or 0) + out_tokens) if out_tokens is not None else None,
+        "max_concurrency": strategy.get("streams") if strategy.get("type_") == "concurrent" else
+        (1 if strategy.get("type_") == "synchronous" else None),
+        "request_rate": strategy.get("rate", "inf" if strategy.get("type_") == "throughput" else None),
+    }
+    figures.update(stat_keys("ttft", _ok(m, "time_to_first_token_ms")))
+    figures.update(stat_keys("tpot", _ok(m, "inter_token_latency_ms")))  # GuideLLM's ITL is vLLM's TPOT
+    figures.update(stat_keys("tpot_incl_first", _ok(m, "time_per_output_token_ms")))
+    figures.update(stat_keys("e2el", _ok(m, "request_latency"), 1000.0))  # seconds
+    return figures
+
+
+def _sampled(b: dict) -> str | None:
+    kept = (b.get("requests") or {}).get("successful")
+    total = ((b.get("metrics") or {}).get("request_totals") or {}).get("successful")
+    if isinstance(kept, list) and isinstance(total, int) and len(kept) < total:
+        return f"sampled {len(kept)} of {total} requests"
+    return None
+
+
+def _strategy(b: dict) -> str:
+    s = (b.get("config") or {}).get("strategy") or {}
+    kind = s.get("type_", "?")
+    return f"{kind}{s['streams']}" if "streams" in s else f"{kind}{s.get('rate', '')}"

@@ -1,0 +1,135 @@
+"""Other tools' results read by their markers, each metric by its meaning, checked against the
+mock's own truth (fixtures/README.md says where each file came from)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servelab.errors import InputError
+from servelab.results.foreign import read_file
+from servelab.results.foreign.shape import foreign_of
+from servelab.results.runs import load_runs
+
+FIX = Path(__file__).parent / "fixtures"
+NS = 1e9
+
+
+@pytest.fixture(scope="module")
+def truth():
+    """What the mock sent during the AIPerf run (the GuideLLM/SGLang fixtures derive from it too)."""
+    reqs = [r for r in json.loads((FIX / "aiperf_mock.truth.json").read_text())["requests"] if r["finish"] == "ok"]
+    first = np.array([r["event_ns"][0] for r in reqs]) / NS
+    last = np.array([r["event_ns"][-1] for r in reqs]) / NS
+    start = np.array([r["wire_ns"] for r in reqs]) / NS
+    out = np.array([r["output_tokens"] for r in reqs])
+    return {"n": len(reqs), "output_tokens": int(out.sum()),
+            "tpot_ms": float(np.mean(1000 * (last - first) / (out - 1))),
+            "tpot_incl_first_ms": float(np.mean(1000 * (last - start) / out)),
+            "ttft_ms": float(np.mean(1000 * (first - start))),
+            "e2el_ms": float(np.mean([1000 * (r["end_ns"] / NS - s) for r, s in zip(reqs, start)]))}
+
+
+def test_aiperf_folder_real_output_gets_servelabs_own_statistics_from_its_records(truth):
+    [run] = load_runs([FIX / "aiperf_mock"])  # inputs.json beside them is passed over
+    r, f = run.result, foreign_of(run.result)
+    assert (f["tool"], f["version"]) == ("aiperf", "0.13.0")
+    assert run.path.name == "profile_export_aiperf.json" and "profile_export.jsonl" in f["format"]
+    assert r["completed"] == truth["n"] == 40 and r["total_output_tokens"] == truth["output_tokens"]
+    # the client's TPOT spans the same events the mock wrote: within 0.2 ms of the server's
+    assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"], abs=0.2)
+    # the client's TTFT includes the wire and its own parsing: never less than the server's, a few ms more
+    assert truth["ttft_ms"] <= r["mean_ttft_ms"] <= truth["ttft_ms"] + 5
+    assert "mean_itl_ms" in r and r["max_concurrency"] == 4
+    assert run.servelab["steady_state"]["plateau"] is True
+    assert not any("steady" in x for x in f["not_computable"])
+
+
+def test_aiperf_summary_alone_maps_its_itl_to_tpot_and_says_what_it_cannot_give():
+    [r] = read_file(FIX / "aiperf_mock" / "profile_export_aiperf.json")
+    doc = json.loads((FIX / "aiperf_mock" / "profile_export_aiperf.json").read_text())
+    assert r["mean_tpot_ms"] == doc["inter_token_latency"]["avg"]  # AIPerf's ITL is vLLM's TPOT
+    assert r["duration"] == doc["benchmark_duration"]["avg"]  # "sec"
+    assert "mean_itl_ms" not in r
+    assert any(x.startswith("steady state") for x in foreign_of(r)["not_computable"])
+
+
+def test_guidellm_v2_by_meaning_and_units(truth):
+    [r] = read_file(FIX / "guidellm_v2.json")
+    f = foreign_of(r)
+    assert f["tool"] == "guidellm" and f["sampled"] == "sampled 10 of 40 requests"
+    assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"])  # its inter_token_latency_ms
+    assert r["mean_tpot_incl_first_ms"] == pytest.approx(truth["tpot_incl_first_ms"])  # its time_per_output_token_ms
+    assert r["mean_e2el_ms"] == pytest.approx(truth["e2el_ms"])  # request_latency is seconds
+    assert r["mean_ttft_ms"] == pytest.approx(truth["ttft_ms"])
+    assert r["completed"] == 40 and r["total_output_tokens"] == truth["output_tokens"]
+    assert "mean_itl_ms" not in r and r["max_concurrency"] == 4
+
+
+def test_an_unknown_version_of_a_known_format_is_read_and_said_once(tmp_path):
+    doc = json.loads((FIX / "guidellm_v2.json").read_text())
+    doc["metadata"]["version"] = 3
+    (tmp_path / "g.json").write_text(json.dumps(doc))
+    [r] = read_file(tmp_path / "g.json")
+    assert foreign_of(r)["notes"] == ["GuideLLM report version 3: read as version 2"]
+    assert r["mean_tpot_ms"] > 0
+    old = {"args": {}, "benchmarks": doc["benchmarks"]}  # before metadata: version 1
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    [r1] = read_file(tmp_path / "old.json")
+    assert foreign_of(r1)["format"] == "GuideLLM benchmarks.json v1" and not foreign_of(r1)["notes"]
+
+
+def test_inference_perf_lifecycle_seconds_and_its_own_itl():
+    [r] = read_file(FIX / "inference_perf_stage_0_lifecycle_metrics.json")
+    lat = json.loads((FIX / "inference_perf_stage_0_lifecycle_metrics.json").read_text())["successes"]["latency"]
+    assert r["mean_ttft_ms"] == pytest.approx(1000 * lat["time_to_first_token"]["mean"])
+    assert r["mean_tpot_ms"] == pytest.approx(1000 * lat["time_per_output_token"]["mean"])
+    assert r["mean_tpot_incl_first_ms"] == pytest.approx(1000 * lat["normalized_time_per_output_token"]["mean"])
+    assert r["p99_itl_tool_ms"] == pytest.approx(1000 * lat["inter_token_latency"]["p99"])
+    assert "mean_itl_ms" not in r and r["completed"] == 60
+    assert foreign_of(r)["version"] == "not recorded"
+
+
+def test_sglang_jsonl(truth):
+    [r] = read_file(FIX / "sglang.jsonl")
+    assert foreign_of(r)["tool"] == "sglang bench_serving"
+    assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"])
+    assert r["mean_e2el_ms"] > r["mean_ttft_ms"] and r["total_token_throughput"] > r["output_throughput"]
+
+
+def test_llmd_report_yaml_published_example():
+    [r] = read_file(FIX / "llmd_br_v0_2_1_example.yaml")
+    f = foreign_of(r)
+    assert (f["tool"], f["version"]) == ("inference-perf", "0.3.0")
+    assert r["mean_ttft_ms"] == pytest.approx(36.8578234128654)  # units: s
+    assert r["p99_ttft_ms"] == pytest.approx(50.29489721637218)
+    assert "mean_itl_ms" not in r and r["mean_itl_tool_ms"] == pytest.approx(36.8578234128654)
+    assert r["completed"] == 500 and r["duration"] == pytest.approx(49.97206788184121)
+
+
+def test_vllm_save_result_is_marked_by_its_markers(tmp_path):
+    doc = {"date": "20261205-101500", "endpoint_type": "vllm", "backend": "vllm", "label": None,
+           "model_id": "m", "tokenizer_id": "m", "num_prompts": 4, "request_rate": "inf", "burstiness": 1.0,
+           "max_concurrency": 2, "duration": 1.0, "completed": 4, "failed": 0, "output_throughput": 10.0,
+           "mean_ttft_ms": 5.0}
+    (tmp_path / "whatever.txt").write_text("\n".join([json.dumps(doc)] * 2))  # --append-result, any name
+    runs = load_runs([tmp_path / "whatever.txt"])
+    assert [foreign_of(run.result)["tool"] for run in runs] == ["vllm bench serve"] * 2
+    assert [run.repeat for run in runs] == [1, 2] and runs[0].result["mean_ttft_ms"] == 5.0
+
+
+def test_an_unknown_file_is_one_line_naming_what_was_expected(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(InputError) as err:
+        load_runs([tmp_path / "x.json"])
+    assert "\n" not in str(err.value) and "GuideLLM benchmarks.json" in str(err.value)
+    assert str(err.value).startswith(f"{tmp_path / 'x.json'}: not a result file servelab knows; expected ")
+
+
+def test_a_folder_of_foreign_repeats_is_one_config(tmp_path):
+    for i in range(3):
+        shutil.copy(FIX / "guidellm_v2.json", tmp_path / f"run{i}.json")
+    runs = load_runs([tmp_path])
+    assert [r.config for r in runs] == [tmp_path.name] * 3
