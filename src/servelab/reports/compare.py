@@ -146,7 +146,8 @@ def foreign_notes(by_config: dict[str, list[Run]], keys: list[str]) -> list[str]
             f = foreign_of(run.result)
             if f is None:
                 continue
-            lines = [f"{config}: from {f['tool']} {f['version']} ({f['format']})"]
+            version = "(version not recorded)" if f["version"] == "not recorded" else f["version"]
+            lines = [f"{config}: from {f['tool']} {version} ({f['format']})"]
             lines += [f"⚠ {config}: {n}" for n in f.get("notes") or []]
             lines += [f"{config}: {f['sampled']}; no steady state from a sample"] if f.get("sampled") else []
             if f.get("not_computable"):

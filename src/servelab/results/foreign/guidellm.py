@@ -16,6 +16,7 @@ from __future__ import annotations
 from servelab.results.foreign.shape import foreign_result, number, stat_keys
 
 KNOWN_VERSIONS = (1, 2)
+_CLOSED = ("throughput", "concurrent", "synchronous")
 NOT_COMPUTABLE = ("ITL (vLLM's pooled per-event gaps: GuideLLM keeps per-request averages only)",
                   "steady state (its per-request lists are a sample)", "peak output tok/s",
                   "diagnosis (no engine telemetry)")
@@ -70,7 +71,8 @@ def _figures(b: dict) -> dict:
         "total_token_throughput": rate((in_tokens or 0) + out_tokens) if out_tokens is not None else None,
         "max_concurrency": strategy.get("streams") if strategy.get("type_") == "concurrent" else
         (1 if strategy.get("type_") == "synchronous" else None),
-        "request_rate": strategy.get("rate", "inf" if strategy.get("type_") == "throughput" else None),
+        # a closed loop (concurrent, synchronous) or all at once (throughput): vLLM's rate inf
+        "request_rate": strategy.get("rate", "inf" if strategy.get("type_") in _CLOSED else None),
     }
     figures.update(stat_keys("ttft", _ok(m, "time_to_first_token_ms")))
     figures.update(stat_keys("tpot", _ok(m, "inter_token_latency_ms")))  # GuideLLM's ITL is vLLM's TPOT
