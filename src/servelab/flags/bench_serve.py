@@ -174,6 +174,9 @@ def _add_result_files(g, hidden: bool) -> None:
                               ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
     g.add_argument("--result-filename", default=None,
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
+    g.add_argument("--llm-d-report", action="store_true",
+                   help="also write each result as an llm-d Benchmark Report v0.2.1 (<result>.llm-d-report.json, "
+                        "valid against its published schema; servelab's own figures under scenario.load.native)")
 
 
 def key_values(items: list[str] | None, flag: str, *, strip: bool = True) -> dict[str, str]:
@@ -319,7 +322,8 @@ def _output(args: argparse.Namespace) -> OutputSpec:
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,
         telemetry_interval_s=args.telemetry_interval, plot_timeline=args.plot_timeline,
         plot_dataset_stats=args.plot_dataset_stats, gpu_hour_cost=args.gpu_hour_cost,
-        timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds))
+        timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds),
+        llmd_report=args.llm_d_report)
 
 
 def parse_itl_thresholds(text: str) -> tuple[float, float]:

@@ -87,10 +87,11 @@ def _seconds(iso) -> float | None:
 
 # ---- writing
 
-def report_of(result: dict, uid: str, eid: str | None = None, tool_version: str = "") -> dict:
+def report_of(result: dict, uid: str, eid: str | None = None) -> dict:
     """One servelab result (one load point) as a report; ``eid``: the study's run id, shared by
     all its load points."""
     s = result.get("servelab") if isinstance(result.get("servelab"), dict) else {}
+    tool_version = str(s.get("version") or (s.get("provenance") or {}).get("servelab_version") or "unknown")
     run = {"uid": uid, "eid": eid, "time": _time(result, s)}
     return {"version": VERSION, "run": {k: v for k, v in run.items() if v is not None},
             "scenario": {"load": _load(result, s, tool_version)},
@@ -99,11 +100,19 @@ def report_of(result: dict, uid: str, eid: str | None = None, tool_version: str 
 
 def _time(result: dict, s: dict) -> dict | None:
     duration = number(result.get("duration"))
-    start = (s.get("provenance") or {}).get("started_at")
-    out = {"duration": f"PT{duration:.6f}S" if duration is not None else None,
-           "start": start if isinstance(start, str) else None}
+    out = {"duration": f"PT{duration:.9f}S" if duration is not None else None, "start": _instant(s.get("wall_start"))}
     out = {k: v for k, v in out.items() if v is not None}
     return out or None
+
+
+def _instant(text) -> str | None:
+    """servelab's ``wall_start`` (local ISO time) with its offset, as RFC 3339's date-time wants."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text).astimezone().isoformat()
+    except (TypeError, ValueError):
+        return None
 
 
 def _load(result: dict, s: dict, tool_version: str) -> dict:
@@ -111,7 +120,7 @@ def _load(result: dict, s: dict, tool_version: str) -> dict:
     mean_in = (number(result.get("total_input_tokens")) or 0) / done if done else 0
     flags = ((s.get("provenance") or {}).get("flags") or {})
     rate, conc = number(result.get("request_rate")), result.get("max_concurrency")
-    std = {"tool": "servelab", "tool_version": tool_version or "unknown",
+    std = {"tool": "servelab", "tool_version": tool_version,
            "source": "random" if flags.get("dataset_name") == "random" else "sampled" if flags else "unknown",
            "input_seq_len": {"distribution": "other", "value": mean_in}}
     if rate and rate > 0:
@@ -155,3 +164,28 @@ def _stats_of(result: dict, metric: str) -> dict | None:
         if name in _PCT and number(value) is not None:
             out[name] = number(value)
     return out
+
+
+def report_path(result_path: Path, date: str, append: bool) -> Path:
+    """Beside the result, as its records are; with --append-result one report per run, by date."""
+    stem = Path(result_path).with_suffix("")
+    return Path(f"{stem}.{date}.llm-d-report.json" if append else f"{stem}.llm-d-report.json")
+
+
+def run_id(*parts) -> str:
+    """An id derived from what names the run (its result file, its date): the same run, the same id."""
+    import hashlib
+
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
+
+
+def write(result: dict, path: Path, eid: str | None = None) -> Path:
+    """The report of one load point, written whole (a new file by rename)."""
+    import json
+
+    from servelab.results.records_file import write_atomic
+    from servelab.results.store import finite
+
+    doc = report_of(result, run_id(Path(path).resolve(), result.get("date", "")), eid)
+    write_atomic(Path(path), [json.dumps(finite(doc), indent=1)])
+    return Path(path)
