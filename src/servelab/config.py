@@ -139,6 +139,7 @@ class RequestSpec:
     lora_modules: tuple[str, ...] = ()  # model name per request, drawn from these
     lora_assignment: str = "random"  # random | round-robin
     use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
+    traceparent: bool = False  # send a W3C traceparent with each request; its trace id kept in the record
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,10 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
     g.add_argument("--logprobs", type=int, default=None,
                    help="logprobs per token (completions: sent as null when not given, as vLLM)")
+    g.add_argument("--traceparent", action="store_true",
+                   help="send a W3C traceparent header with each request (ids derived from --seed and the "
+                        "request id) and keep its trace id in the per-request records, to join them with the "
+                        "engine's own spans (vLLM with --otlp-traces-endpoint)")
     g.add_argument("--use-beam-search", action="store_true",
                    help="accepted for vLLM's command lines; vLLM 0.32's bench serve sends nothing for it, "
                         "and neither does servelab (a note says so)")
@@ -309,7 +313,8 @@ def _request(args: argparse.Namespace) -> RequestSpec:
                        sampling=tuple((k, v) for k, v in sampling.items() if v is not None),
                        extra_body=tuple(json_object(args.extra_body, "--extra-body").items()),
                        logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
-                       lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search)
+                       lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search,
+                       traceparent=args.traceparent)
 
 
 def _output(args: argparse.Namespace) -> OutputSpec:

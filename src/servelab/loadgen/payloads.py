@@ -3,7 +3,7 @@ ones built before the clock starts, the rest when a sender takes them."""
 
 from __future__ import annotations
 
-from servelab.client import openai
+from servelab.client import openai, trace
 from servelab.client.http import Pool
 from servelab.errors import InputError
 from servelab.loadgen.values import BenchConfig
@@ -16,6 +16,8 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
                                config.ignore_eos, config.extra_body, config.logprobs)
     headers = {"Content-Type": "application/json", **config.auth_headers(), **config.headers,
                "X-Request-Id": request_id}
+    if config.traceparent:
+        headers[trace.HEADER] = trace.traceparent(config.seed, request_id)
     return pool.build("POST", config.endpoint, body, headers)
 
 
