@@ -133,3 +133,19 @@ def test_a_folder_of_foreign_repeats_is_one_config(tmp_path):
         shutil.copy(FIX / "guidellm_v2.json", tmp_path / f"run{i}.json")
     runs = load_runs([tmp_path])
     assert [r.config for r in runs] == [tmp_path.name] * 3
+
+
+def test_aiperf_prompt_tokens_are_the_servers_count_as_vllms_client_takes_them(truth):
+    [run] = load_runs([FIX / "aiperf_mock"])
+    truth_prompts = sum(r["prompt_tokens"] for r in json.loads((FIX / "aiperf_mock.truth.json").read_text())["requests"])
+    assert run.result["total_input_tokens"] == truth_prompts  # not AIPerf's own tokenizer's 64 a request
+    [summary] = read_file(FIX / "aiperf_mock" / "profile_export_aiperf.json")
+    assert summary["total_input_tokens"] == truth_prompts
+
+
+def test_aiperf_records_alone_are_read(tmp_path):
+    shutil.copy(FIX / "aiperf_mock" / "profile_export.jsonl", tmp_path / "anything.jsonl")
+    [r] = read_file(tmp_path / "anything.jsonl")
+    assert foreign_of(r)["format"] == "AIPerf profile_export.jsonl" and r["completed"] == 40
+    assert "steady_state" not in r["servelab"]  # no load in the records: said, not guessed
+    assert foreign_of(r)["not_computable"][0].startswith("steady state (the load")

@@ -71,7 +71,8 @@ def read_summary(doc: dict, records: list[dict] | None = None) -> dict:
     if records:
         return read_records(records, version, form + " + profile_export.jsonl", _load(doc), notes)
     done, failed = _avg(doc, "request_count"), _avg(doc, "error_request_count")
-    isl, osl = _avg(doc, "total_isl"), _avg(doc, "total_osl")
+    isl = _avg(doc, "total_usage_prompt_tokens") or _avg(doc, "total_isl")  # the server's count first
+    osl = _avg(doc, "total_usage_completion_tokens") or _avg(doc, "total_osl")
     duration = _avg(doc, "benchmark_duration")
     figures = {"duration": duration, "completed": int(done) if done is not None else None,
                "failed": int(failed or 0), "total_input_tokens": isl, "total_output_tokens": osl,
@@ -88,7 +89,8 @@ def _record(line: dict, i: int) -> RequestRecord:
     meta, metrics = line["metadata"], line.get("metrics") or {}
     value = lambda tag: (metrics.get(tag) or {}).get("value")
     start, end = int(meta["request_start_ns"]), int(meta.get("request_end_ns") or meta["request_start_ns"])
-    prompt = int(value("input_sequence_length") or value("error_isl") or 0)
+    # the server's usage count first, as vLLM's client (and servelab) take it; AIPerf's ISL is its tokenizer's
+    prompt = int(value("usage_prompt_tokens") or value("input_sequence_length") or value("error_isl") or 0)
     if line.get("error"):
         err = line["error"]
         return RequestRecord(str(meta["x_request_id"]), prompt, None, start, start, start, end,
@@ -104,7 +106,8 @@ def _record(line: dict, i: int) -> RequestRecord:
             tokens.append(t)
     out = int(value("output_sequence_length") or value("output_token_count") or len(tokens))
     return RequestRecord(str(meta["x_request_id"]), prompt, None, start, start, start, end,
-                         token_ns=tuple(tokens), token_counts=(1,) * len(tokens), output_tokens=out)
+                         token_ns=tuple(tokens), token_counts=(1,) * len(tokens), output_tokens=out,
+                         prompt_len_source="usage" if value("usage_prompt_tokens") else "dataset")
 
 
 def read_records(lines: list[dict], version: str | None = None, form: str = "AIPerf profile_export.jsonl",
@@ -115,6 +118,7 @@ def read_records(lines: list[dict], version: str | None = None, form: str = "AIP
     t0 = records[0].sent_ns
     duration_ns = max(r.done_ns for r in records) - t0
     s = summarize_tally(tally, duration_ns, PERCENTILES)
+    known = load is not None
     load = load or {"max_concurrency": None, "request_rate": None, "num_prompts": None}
     figures = {"duration": s.duration_s, "completed": s.completed, "failed": s.failed,
                "total_input_tokens": s.total_input, "total_output_tokens": s.total_output,
@@ -126,8 +130,10 @@ def read_records(lines: list[dict], version: str | None = None, form: str = "AIP
     for name, st in s.stats_ms.items():
         figures.update(stat_keys(name, {"mean": st.mean, "median": st.median, "std": st.std,
                                         **{f"p{int(p)}": v for p, v in st.percentiles}}))
+    unknown = () if known else ("steady state (the load, rate and concurrency, is in the summary, not the records)",)
     result = foreign_result("aiperf", version, form, figures, notes=notes,
-                            not_computable=("diagnosis (no engine telemetry)",))
-    shape = shape_of(float(load["request_rate"] or "inf"), load["max_concurrency"], None)
-    result["servelab"]["steady_state"] = steady_state(tally, t0, shape, PERCENTILES)
+                            not_computable=(*unknown, "diagnosis (no engine telemetry)"))
+    if known:  # the plateau's rule depends on the load's shape
+        shape = shape_of(float(load["request_rate"] or "inf"), load["max_concurrency"], None)
+        result["servelab"]["steady_state"] = steady_state(tally, t0, shape, PERCENTILES)
     return result
