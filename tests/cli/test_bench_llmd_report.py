@@ -26,3 +26,20 @@ def test_bench_writes_a_valid_report_beside_the_result(mock_server, qwen3_path, 
     for key in ("completed", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "median_itl_ms", "mean_e2el_ms"):
         assert abs(back[key] - result[key]) <= 1e-9 * abs(result[key]), key
     assert (tmp_path / "r.records.jsonl").is_file()  # the per-request rows stay beside it
+
+
+def test_a_sweep_writes_one_report_per_load_point_sharing_one_experiment_id(tmp_path, qwen3_path, mock_server):
+    server = mock_server(ttft_ms=5, itl_ms=2)
+    argv = ["sweep", "--results", str(tmp_path / "results"), "--over", "rate", "--loads", "50,100",
+            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "mock", "--tokenizer", qwen3_path,
+            "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "8", "--num-prompts", "6",
+            "--no-telemetry", "--no-plot", "--llm-d-report"]
+    assert main(argv) == 0
+    reports = sorted((tmp_path / "results").rglob("*.llm-d-report.json"))
+    assert [p.parent.parent.name for p in reports] == ["r100", "r50"]
+    validator = jsonschema.Draft202012Validator(json.loads(llmd.SCHEMA.read_text()))
+    docs = [json.loads(p.read_text()) for p in reports]
+    for doc in docs:
+        validator.validate(doc)
+    assert len({d["run"]["eid"] for d in docs}) == 1 and len({d["run"]["uid"] for d in docs}) == 2
+    assert sorted(d["scenario"]["load"]["standardized"]["rate_qps"] for d in docs) == [50.0, 100.0]
