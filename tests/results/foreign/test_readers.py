@@ -149,3 +149,11 @@ def test_aiperf_records_alone_are_read(tmp_path):
     assert foreign_of(r)["format"] == "AIPerf profile_export.jsonl" and r["completed"] == 40
     assert "steady_state" not in r["servelab"]  # no load in the records: said, not guessed
     assert foreign_of(r)["not_computable"][0].startswith("steady state (the load")
+
+
+def test_inference_perf_per_request_file_gets_servelabs_own_statistics(truth):
+    [r] = read_file(FIX / "inference_perf_per_request_lifecycle_metrics.json")
+    assert r["completed"] == truth["n"] and r["total_output_tokens"] == truth["output_tokens"]
+    assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"]) and r["mean_ttft_ms"] == pytest.approx(truth["ttft_ms"])
+    assert "mean_itl_ms" not in r and "mean_itl_tool_ms" in r  # per-token times: not vLLM's per-event ITL
+    assert foreign_of(r)["not_computable"][0].startswith("ITL")

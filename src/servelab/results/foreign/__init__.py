@@ -16,8 +16,8 @@ from servelab.errors import InputError
 from servelab.results.foreign import aiperf, guidellm, inference_perf, llmd, sglang, vllm
 
 EXPECTED = ("a servelab or `vllm bench serve --save-result` JSON, GuideLLM benchmarks.json, AIPerf "
-            "profile_export_aiperf.json or profile_export.jsonl, an inference-perf *_lifecycle_metrics.json, "
-            "SGLang bench_serving JSONL, or an llm-d Benchmark Report (JSON or YAML)")
+            "profile_export_aiperf.json or profile_export.jsonl, an inference-perf *_lifecycle_metrics.json or "
+            "its per-request file, SGLang bench_serving JSONL, or an llm-d Benchmark Report (JSON or YAML)")
 SUFFIXES = (".json", ".jsonl", ".yaml", ".yml")
 
 
@@ -62,6 +62,8 @@ def read_docs(docs: list, stem: str) -> list[dict] | None:
         return [aiperf.read_records([d for d in docs if aiperf.recognise_record(d)])]
     if inference_perf.recognise(first):
         return [inference_perf.read(first)]
+    if inference_perf.recognise_requests(first):
+        return [inference_perf.read_requests(first)]
     if llmd.recognise(first):
         return [llmd.read(d) for d in docs if llmd.recognise(d)]
     return None

@@ -6,11 +6,16 @@ Meanings (its ``reportgen/base.py``): ``time_to_first_token`` and ``time_per_out
 ((last − first token) ÷ (output tokens − 1)) are vLLM's; ``normalized_time_per_output_token``
 is E2EL ÷ output tokens, the first token included (its own row); ``inter_token_latency`` pools
 gaps between *tokens*, a chunk's tokens spread over its gap — not vLLM's per-event gap (its own
-row). Its per-request file is not read here (aggregates only).
+row). Its ``per_request_lifecycle_metrics.json`` (a list: ``start_time``, ``end_time``, ``info``
+with ``response_metrics.output_token_times``, seconds) gives servelab's own TTFT, TPOT, E2EL,
+throughput and steady state; not vLLM's ITL (its token times spread a chunk's tokens, the events
+are gone), which goes to the tool's own row.
 """
 
 from __future__ import annotations
 
+from servelab.metrics.summary import summarize_tally, tally_of
+from servelab.records import RequestRecord
 from servelab.results.foreign.shape import foreign_result, number, stat_keys
 
 NOT_COMPUTABLE = ("ITL (vLLM's per-event gaps: inference-perf pools per-token gaps)",
@@ -47,3 +52,45 @@ def read(doc: dict) -> dict:
         figures.update(stat_keys(name, _stats(lat.get(key)), 1000.0))  # seconds
     return foreign_result("inference-perf", None, "inference-perf lifecycle metrics", figures,
                           not_computable=NOT_COMPUTABLE)
+
+
+def recognise_requests(doc) -> bool:
+    first = doc[0] if isinstance(doc, list) and doc else None
+    info = first.get("info") if isinstance(first, dict) else None
+    return isinstance(info, dict) and "request_metrics" in info and {"start_time", "end_time"} <= set(first)
+
+
+def _record(i: int, row: dict) -> RequestRecord:
+    ns = lambda t: round(float(t) * 1e9)
+    info = row.get("info") or {}
+    response = info.get("response_metrics") or {}
+    prompt = int(((info.get("request_metrics") or {}).get("text") or {}).get("input_tokens") or
+                 info.get("input_tokens") or 0)
+    start, end = ns(row["start_time"]), ns(row["end_time"])
+    base = dict(request_id=str(i), prompt_len=prompt, expected_output_len=None, intended_ns=start,
+                dispatched_ns=start, sent_ns=start, done_ns=end)
+    if row.get("error"):
+        err = row["error"]
+        return RequestRecord(**base, error=str(err.get("error_msg") or err.get("error_type") or "error"))
+    times = tuple(ns(t) for t in response.get("output_token_times") or ())
+    return RequestRecord(**base, token_ns=times, token_counts=(1,) * len(times),
+                         output_tokens=int(response.get("output_tokens") or len(times)))
+
+
+def read_requests(rows: list) -> dict:
+    """servelab's own statistics from the per-request file; its per-token gaps go to the tool's ITL row."""
+    records = sorted((_record(i, row) for i, row in enumerate(rows)), key=lambda r: r.sent_ns)
+    t0 = records[0].sent_ns
+    s = summarize_tally(tally_of(records), max(r.done_ns for r in records) - t0, (50.0, 90.0, 99.0))
+    figures = {"duration": s.duration_s, "completed": s.completed, "failed": s.failed, "num_prompts": len(records),
+               "total_input_tokens": s.total_input, "total_output_tokens": s.total_output,
+               "request_throughput": s.request_throughput, "output_throughput": s.output_throughput,
+               "total_token_throughput": s.total_token_throughput, "max_concurrent_requests": s.max_concurrent_requests}
+    for name, st in s.stats_ms.items():
+        figures.update(stat_keys("itl_tool" if name == "itl" else name,
+                                 {"mean": st.mean, "median": st.median, "std": st.std,
+                                  **{f"p{int(p)}": v for p, v in st.percentiles}}))
+    return foreign_result("inference-perf", None, "inference-perf per_request_lifecycle_metrics.json", figures,
+                          not_computable=("ITL (vLLM's per-event gaps: the file keeps per-token times only)",
+                                          "steady state (the load, rate and concurrency, is not in this file)",
+                                          "diagnosis (no engine telemetry)"))
