@@ -157,3 +157,24 @@ def test_inference_perf_per_request_file_gets_servelabs_own_statistics(truth):
     assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"]) and r["mean_ttft_ms"] == pytest.approx(truth["ttft_ms"])
     assert "mean_itl_ms" not in r and "mean_itl_tool_ms" in r  # per-token times: not vLLM's per-event ITL
     assert foreign_of(r)["not_computable"][0].startswith("ITL")
+
+
+def test_version_drift_in_aiperf_and_the_llmd_report_is_said(tmp_path):
+    doc = json.loads((FIX / "aiperf_mock" / "profile_export_aiperf.json").read_text())
+    doc["schema_version"] = "2.0"
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    [r] = read_file(tmp_path / "a.json")
+    assert foreign_of(r)["notes"] == ["AIPerf schema version 2.0: read as version 1.5"] and r["mean_tpot_ms"] > 0
+    text = (FIX / "llmd_br_v0_2_1_example.yaml").read_text().replace("version: 0.2.1", "version: 0.2.7")
+    (tmp_path / "b.yaml").write_text(text)
+    [r] = read_file(tmp_path / "b.yaml")
+    assert foreign_of(r)["notes"] == ["llm-d Benchmark Report version 0.2.7: read as version 0.2.1"]
+
+
+def test_a_yaml_guidellm_report_reads_as_its_json(tmp_path):
+    import yaml
+
+    doc = json.loads((FIX / "guidellm_v2.json").read_text())
+    (tmp_path / "benchmarks.yaml").write_text(yaml.safe_dump(doc))
+    [a], [b] = read_file(tmp_path / "benchmarks.yaml"), read_file(FIX / "guidellm_v2.json")
+    assert a == b
