@@ -178,3 +178,22 @@ def test_a_yaml_guidellm_report_reads_as_its_json(tmp_path):
     (tmp_path / "benchmarks.yaml").write_text(yaml.safe_dump(doc))
     [a], [b] = read_file(tmp_path / "benchmarks.yaml"), read_file(FIX / "guidellm_v2.json")
     assert a == b
+
+
+def test_guidellm_0_8_1_real_output_against_the_mocks_truth():
+    """GuideLLM 0.8.1's own benchmarks.json (fixtures/README.md), each mapped metric against what the mock sent."""
+    reqs = json.loads((FIX / "guidellm_mock.truth.json").read_text())["requests"]
+    [r] = read_file(FIX / "guidellm_mock" / "benchmarks.json")
+    f = foreign_of(r)
+    assert (f["tool"], f["version"], f["sampled"]) == ("guidellm", "0.8.1", None)
+    assert r["completed"] == len(reqs) == 40 and r["max_concurrency"] == 4
+    assert r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
+    assert r["total_input_tokens"] == sum(x["prompt_tokens"] for x in reqs)  # the server's usage count
+    tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])
+    ttft = np.mean([(x["event_ns"][0] - x["wire_ns"]) / 1e6 for x in reqs])
+    e2el = np.mean([(x["end_ns"] - x["wire_ns"]) / 1e6 for x in reqs])
+    assert r["mean_tpot_ms"] == pytest.approx(tpot, abs=0.2)  # its inter_token_latency_ms
+    assert ttft <= r["mean_ttft_ms"] <= ttft + 5 and e2el <= r["mean_e2el_ms"] <= e2el + 5  # seconds → ms
+    incl = np.mean([(x["event_ns"][-1] - x["wire_ns"]) / 1e6 / x["output_tokens"] for x in reqs])
+    assert incl <= r["mean_tpot_incl_first_ms"] <= incl + 0.5  # its time_per_output_token_ms: (last − start) ÷ n
+    assert any(x.startswith("steady state (its per-request rows") for x in f["not_computable"])

@@ -7,8 +7,10 @@ reports have ``args`` and no ``metadata``.
 Meanings (GuideLLM's ``schemas/request_stats.py``): ``time_per_output_token_ms`` is
 (last token − start) ÷ output tokens, the first token included — not vLLM's TPOT, so it
 gets its own row; ``inter_token_latency_ms`` is (last − first) ÷ (output tokens − 1), vLLM's
-TPOT; ``request_latency`` is in seconds. Its distributions are over requests' averages, so
-vLLM's pooled per-event ITL cannot be had; its per-request lists are a sample.
+TPOT — its distribution counts each request once per token (count = tokens), so its mean is
+vLLM's mean TPOT exactly when output lengths are equal, and token-weighted otherwise;
+``request_latency`` is in seconds. Its distributions are over requests' averages, so vLLM's
+pooled per-event ITL cannot be had; its per-request lists may be a sample (``sample_size``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from servelab.results.foreign.shape import foreign_result, number, stat_keys
 KNOWN_VERSIONS = (1, 2)
 _CLOSED = ("throughput", "concurrent", "synchronous")
 NOT_COMPUTABLE = ("ITL (vLLM's pooled per-event gaps: GuideLLM keeps per-request averages only)",
-                  "steady state (its per-request lists are a sample)", "peak output tok/s",
-                  "diagnosis (no engine telemetry)")
+                  "peak output tok/s", "diagnosis (no engine telemetry)")
+# why servelab's steady state is not computed from the per-request rows
+SAMPLE = "steady state (its per-request lists are a sample)"
+NO_INSTANTS = "steady state (its per-request rows keep the first and last token's instants only)"
 
 
 def recognise(doc) -> bool:
@@ -36,7 +40,8 @@ def read(doc: dict, stem: str) -> list[dict]:
         notes.append(f"GuideLLM report version {version}: read as version {KNOWN_VERSIONS[-1]}")
     tool_version = meta.get("guidellm_version")
     return [foreign_result("guidellm", tool_version, f"GuideLLM benchmarks.json v{version}", _figures(b),
-                           not_computable=NOT_COMPUTABLE, sampled=_sampled(b), notes=notes,
+                           not_computable=(*NOT_COMPUTABLE, SAMPLE if _sampled(b) else NO_INSTANTS),
+                           sampled=_sampled(b), notes=notes,
                            label=f"{stem}@{_strategy(b)}" if len(doc["benchmarks"]) > 1 else None)
             for b in doc["benchmarks"]]
 
