@@ -197,3 +197,41 @@ def test_guidellm_0_8_1_real_output_against_the_mocks_truth():
     incl = np.mean([(x["event_ns"][-1] - x["wire_ns"]) / 1e6 / x["output_tokens"] for x in reqs])
     assert incl <= r["mean_tpot_incl_first_ms"] <= incl + 0.5  # its time_per_output_token_ms: (last − start) ÷ n
     assert any(x.startswith("steady state (its per-request rows") for x in f["not_computable"])
+
+
+def test_inference_perf_0_7_0_real_folder_is_one_run_from_its_per_request_file():
+    """inference-perf 0.7.0's own report folder (fixtures/README.md) against the mock's truth."""
+    reqs = json.loads((FIX / "inference_perf_mock.truth.json").read_text())["requests"]
+    [run] = load_runs([FIX / "inference_perf_mock"])  # config.yaml beside it is passed over
+    r, f = run.result, foreign_of(run.result)
+    assert f["format"] == "inference-perf per_request_lifecycle_metrics.json"
+    assert "views of the same run, not repeats" in f["notes"][0] and "summary_lifecycle_metrics.json" in f["notes"][0]
+    assert r["completed"] == len(reqs) == 40
+    assert r["total_input_tokens"] == sum(x["prompt_tokens"] for x in reqs)
+    assert r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
+    tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])
+    ttft = np.mean([(x["event_ns"][0] - x["wire_ns"]) / 1e6 for x in reqs])
+    assert r["mean_tpot_ms"] == pytest.approx(tpot, abs=0.2) and ttft <= r["mean_ttft_ms"] <= ttft + 5
+    assert "mean_itl_ms" not in r and "mean_itl_tool_ms" in r
+
+
+def test_inference_perf_summary_and_its_own_llmd_report_agree_with_its_per_request_file():
+    folder = FIX / "inference_perf_mock"
+    [summary] = read_file(folder / "summary_lifecycle_metrics.json")
+    [report] = read_file(folder / "inference-perf.partial.stage_0.yaml")
+    [per_request] = read_file(folder / "per_request_lifecycle_metrics.json")
+    assert foreign_of(report)["tool"] == "inference-perf"  # named by its run id
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "p99_ttft_ms", "output_throughput"):
+        assert summary[key] == pytest.approx(per_request[key], rel=1e-6), key
+        assert report[key] == pytest.approx(summary[key], rel=1e-6), key
+    assert summary["mean_tpot_incl_first_ms"] == pytest.approx(report["mean_tpot_incl_first_ms"])
+
+
+def test_inference_perfs_own_llmd_report_validates_against_the_vendored_schema():
+    import jsonschema
+    import yaml
+
+    from servelab.results.foreign import llmd
+
+    doc = yaml.safe_load((FIX / "inference_perf_mock" / "inference-perf.partial.stage_0.yaml").read_text())
+    jsonschema.Draft202012Validator(json.loads(llmd.SCHEMA.read_text())).validate(doc)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from servelab.errors import InputError
 from servelab.results.foreign import aiperf, guidellm, inference_perf, llmd, sglang, vllm
+from servelab.results.foreign.shape import foreign_of
 
 EXPECTED = ("a servelab or `vllm bench serve --save-result` JSON, GuideLLM benchmarks.json, AIPerf "
             "profile_export_aiperf.json or profile_export.jsonl, an inference-perf *_lifecycle_metrics.json or "
@@ -97,4 +98,21 @@ def read_folder(folder: Path, skip=(), own=lambda docs: []) -> list[tuple[Path, 
             found.append((path, aiperf.read_summary(docs[0], records)))
             continue
         found += [(path, r) for r in read_docs(docs, path.stem) or own(docs)]
-    return found
+    return _one_inference_perf_run(found)
+
+
+def _one_inference_perf_run(found: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
+    """inference-perf writes one run as several files (per request, per stage, summary, its own
+    llm-d report): with the per-request file there, it is the run and the others are views of it."""
+    def kind(result: dict) -> str:
+        f = foreign_of(result) or {}
+        return "" if f.get("tool") != "inference-perf" else ("run" if f["format"] == inference_perf.PER_REQUEST
+                                                              else "view")
+    runs = [(p, r) for p, r in found if kind(r) == "run"]
+    views = [p.name for p, r in found if kind(r) == "view"]
+    if not runs or not views:
+        return found
+    for _, r in runs:
+        foreign_of(r)["notes"].append(f"read from its per-request file; {', '.join(views)} beside it: "
+                                      "views of the same run, not repeats")
+    return [(p, r) for p, r in found if kind(r) != "view"]

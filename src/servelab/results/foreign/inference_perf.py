@@ -18,6 +18,7 @@ from servelab.metrics.summary import summarize_tally, tally_of
 from servelab.records import RequestRecord
 from servelab.results.foreign.shape import foreign_result, number, stat_keys
 
+PER_REQUEST = "inference-perf per_request_lifecycle_metrics.json"
 NOT_COMPUTABLE = ("ITL (vLLM's per-event gaps: inference-perf pools per-token gaps)",
                   "steady state (aggregates only)", "peak output tok/s", "diagnosis (no engine telemetry)")
 
@@ -64,8 +65,9 @@ def _record(i: int, row: dict) -> RequestRecord:
     ns = lambda t: round(float(t) * 1e9)
     info = row.get("info") or {}
     response = info.get("response_metrics") or {}
-    prompt = int(((info.get("request_metrics") or {}).get("text") or {}).get("input_tokens") or
-                 info.get("input_tokens") or 0)
+    usage = response.get("server_usage") or {}  # the server's count first, as vLLM's client takes it
+    prompt = int(usage.get("prompt_tokens") or ((info.get("request_metrics") or {}).get("text") or {}).get(
+        "input_tokens") or info.get("input_tokens") or 0)
     start, end = ns(row["start_time"]), ns(row["end_time"])
     base = dict(request_id=str(i), prompt_len=prompt, expected_output_len=None, intended_ns=start,
                 dispatched_ns=start, sent_ns=start, done_ns=end)
@@ -90,7 +92,7 @@ def read_requests(rows: list) -> dict:
         figures.update(stat_keys("itl_tool" if name == "itl" else name,
                                  {"mean": st.mean, "median": st.median, "std": st.std,
                                   **{f"p{int(p)}": v for p, v in st.percentiles}}))
-    return foreign_result("inference-perf", None, "inference-perf per_request_lifecycle_metrics.json", figures,
+    return foreign_result("inference-perf", None, PER_REQUEST, figures,
                           not_computable=("ITL (vLLM's per-event gaps: the file keeps per-token times only)",
                                           "steady state (the load, rate and concurrency, is not in this file)",
                                           "diagnosis (no engine telemetry)"))

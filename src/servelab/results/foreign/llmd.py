@@ -47,7 +47,9 @@ def read(doc: dict) -> dict:
     reqs = agg.get("requests") or {}
     total, failures = number(reqs.get("total")), number(reqs.get("failures")) or 0
     done = total - failures - (number(reqs.get("incomplete")) or 0) if total is not None else None
-    tool = std.get("tool", "llm-d report")
+    # inference-perf's own reports (inference-perf.partial.stage_N.yaml) name no tool but their run ids do
+    tool = std.get("tool") or ("inference-perf" if str(doc["run"].get("uid", "")).startswith("inference-perf")
+                               else "llm-d report")
     figures = {"duration": _seconds(((doc["run"].get("time") or {}).get("duration"))),
                "completed": int(done) if done is not None else None, "failed": int(failures),
                "num_prompts": int(total) if total is not None else None,
