@@ -52,3 +52,21 @@ def test_without_the_flag_nothing_is_sent_or_kept(mock_server, qwen3_path, tmp_p
     assert main(bench(mock.url, qwen3_path, tmp_path)) == 0
     assert set(received(mock).values()) == {""}
     assert all("trace_id" not in json.loads(line) for line in (tmp_path / "r.records.jsonl").read_text().splitlines())
+
+
+def test_multi_turn_turns_carry_one_each_too(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(keep_requests=True)
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(json.dumps({"turns": t}) + "\n" for t in (["a one", "a two"], ["b one"])))
+    assert main(["bench", "--backend", "openai-chat", "--base-url", mock.url, "--model", "mock", "--tokenizer",
+                 qwen3_path, "--dataset-name", "custom", "--dataset-path", str(path), "--num-prompts", "2",
+                 "--custom-output-len", "4", "--multi-turn", "--disable-tqdm", "--no-telemetry", "--save-result",
+                 "--result-dir", str(tmp_path), "--result-filename", "r.json", "--traceparent"]) == 0
+    sent = {}
+    for r in mock.truth().received:
+        if r["path"] == "/v1/chat/completions":
+            h = {k.lower(): v for k, v in r["headers"].items()}
+            sent[h["x-request-id"]] = h.get("traceparent", "")
+    records = [json.loads(line) for line in (tmp_path / "r.records.jsonl").read_text().splitlines()]
+    assert len(records) == len(sent) == 3
+    assert all(W3C.fullmatch(sent[r["request_id"]]).group(1) == r["trace_id"] for r in records)

@@ -31,6 +31,11 @@ class BenchConfig:
     # result that prints a config can show it
     api_key: str | None = field(default=None, repr=False)
 
+    @property
+    def trace_seed(self) -> int | None:
+        """What each request's trace id derives from (client/trace.py) when it carries a traceparent; else None."""
+        return self.seed if self.traceparent else None
+
     def auth_headers(self) -> dict:
         """Authorization first, so a --header of the same name overrides it (as in vLLM)."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
