@@ -42,7 +42,7 @@ def test_aiperf_folder_real_output_gets_servelabs_own_statistics_from_its_record
     assert r["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"], abs=0.2)
     # the client's TTFT includes the wire and its own parsing: never less than the server's, a few ms more
     assert truth["ttft_ms"] <= r["mean_ttft_ms"] <= truth["ttft_ms"] + 5
-    assert "mean_itl_ms" in r and r["max_concurrency"] == 4
+    assert "mean_itl_ms" in r and r["max_concurrency"] == 4 and r["model_id"] == "mock"
     assert run.servelab["steady_state"]["plateau"] is True
     assert not any("steady" in x for x in f["not_computable"])
 
@@ -186,7 +186,7 @@ def test_guidellm_0_8_1_real_output_against_the_mocks_truth():
     [r] = read_file(FIX / "guidellm_mock" / "benchmarks.json")
     f = foreign_of(r)
     assert (f["tool"], f["version"], f["sampled"]) == ("guidellm", "0.8.1", None)
-    assert r["completed"] == len(reqs) == 40 and r["max_concurrency"] == 4
+    assert r["completed"] == len(reqs) == 40 and r["max_concurrency"] == 4 and r["model_id"] == "mock"
     assert r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
     assert r["total_input_tokens"] == sum(x["prompt_tokens"] for x in reqs)  # the server's usage count
     tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])

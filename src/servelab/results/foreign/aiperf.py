@@ -52,8 +52,10 @@ def _load(doc: dict) -> dict:
     config = doc.get("input_config") or {}
     phases = [p for p in config.get("phases") or [] if isinstance(p, dict) and p.get("kind") == "profiling"]
     load = phases[0] if phases else (config.get("loadgen") or {})
+    models = (config.get("models") or {}).get("items") or [{}]
     return {"max_concurrency": load.get("concurrency"), "request_rate": load.get("request_rate") or "inf",
-            "num_prompts": load.get("requests", load.get("request_count"))}
+            "num_prompts": load.get("requests", load.get("request_count")),
+            "model_id": models[0].get("name") if isinstance(models[0], dict) else None}
 
 
 def _version(doc: dict) -> tuple[str | None, list[str]]:

@@ -78,6 +78,7 @@ def _figures(b: dict) -> dict:
         (1 if strategy.get("type_") == "synchronous" else None),
         # a closed loop (concurrent, synchronous) or all at once (throughput): vLLM's rate inf
         "request_rate": strategy.get("rate", "inf" if strategy.get("type_") in _CLOSED else None),
+        "model_id": ((b.get("config") or {}).get("backend") or {}).get("model"),
     }
     figures.update(stat_keys("ttft", _ok(m, "time_to_first_token_ms")))
     figures.update(stat_keys("tpot", _ok(m, "inter_token_latency_ms")))  # GuideLLM's ITL is vLLM's TPOT
