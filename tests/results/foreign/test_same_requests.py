@@ -1,5 +1,7 @@
 """Three servelab runs and three ``vllm bench serve`` runs of the same requests against the same
-mock (fixtures/same_requests/run.sh, vLLM 0.32.0+cpu's client), judged by compare's noise rule."""
+mock, 200 requests each (fixtures/same_requests/run.sh, vLLM 0.32.0+cpu's client), judged by
+compare's noise rule. (At 40 requests, an earlier set, P99 TTFT came out "worse" for vLLM's
+client on this busy machine: a 40-request tail rests on its largest one or two.)"""
 
 from pathlib import Path
 
@@ -15,14 +17,10 @@ def verdicts(*folders: str) -> dict[str, dict[str, str]]:
     return {row.metric.label: {c: cmp.verdict for c, cmp in row.versus.items() if cmp} for row in table.rows}
 
 
-def test_vllm_bench_serve_and_servelab_are_the_same_where_they_measure_the_same():
-    got = verdicts("servelab_c4", "vllm_c4")
-    throughputs = ["total tok/s", "output tok/s", "req/s"]
-    central = [f"{s} {m} ms" for s in ("mean", "median") for m in ("TTFT", "TPOT", "ITL")]
-    assert {label: got[label]["vllm_c4"] for label in throughputs + central} == \
-        dict.fromkeys(throughputs + central, v.NOISE)
-    # P99 TTFT was not: vLLM's client came out 34 % above servelab's on this busy 2-CPU machine (the notes
-    # say other programs held 40–97 % of it); the tail of a 40-request run rests on its largest one or two
+def test_vllm_bench_serve_and_servelab_are_the_same_on_every_row_they_share():
+    got = {label: vs["vllm_c4"] for label, vs in verdicts("servelab_c4", "vllm_c4").items() if "vllm_c4" in vs}
+    assert len(got) == 12  # throughputs, TTFT, TPOT, ITL (mean, median, P99); steady rows are servelab's alone
+    assert got == dict.fromkeys(got, v.NOISE)
 
 
 def test_another_max_concurrency_is_different():
