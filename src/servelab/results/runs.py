@@ -137,8 +137,10 @@ def _from_file(path: Path, config: str | None) -> list[Run]:
     results = foreign.read_file(path, _own)
     if not results:
         raise InputError(f"{path}: not a result file servelab knows; expected {foreign.EXPECTED}")
-    return [Run(r, path, config or str(r.get("label") or path.stem), repeat=i + 1 if len(results) > 1 else None)
-            for i, r in enumerate(results)]
+    names = [config or str(r.get("label") or path.stem) for r in results]
+    # repeats are numbered within a config: a GuideLLM sweep's load points are configs, not repeats
+    return [Run(r, path, name, repeat=names[:i].count(name) + 1 if names.count(name) > 1 else None)
+            for i, (r, name) in enumerate(zip(results, names))]
 
 
 def _own(docs: list) -> list[dict]:

@@ -235,3 +235,14 @@ def test_inference_perfs_own_llmd_report_validates_against_the_vendored_schema()
 
     doc = yaml.safe_load((FIX / "inference_perf_mock" / "inference-perf.partial.stage_0.yaml").read_text())
     jsonschema.Draft202012Validator(json.loads(llmd.SCHEMA.read_text())).validate(doc)
+
+
+def test_a_guidellm_sweep_is_one_config_per_load_point(tmp_path):
+    doc = json.loads((FIX / "guidellm_mock" / "benchmarks.json").read_text())
+    second = json.loads(json.dumps(doc["benchmarks"][0]))
+    second["config"]["strategy"]["streams"] = 8
+    doc["benchmarks"].append(second)
+    (tmp_path / "sweep.json").write_text(json.dumps(doc))
+    runs = load_runs([tmp_path / "sweep.json"])
+    assert [(r.config, r.result["max_concurrency"], r.repeat) for r in runs] == \
+        [("sweep@concurrent4", 4, None), ("sweep@concurrent8", 8, None)]

@@ -27,3 +27,10 @@ def test_another_max_concurrency_is_different():
     got = verdicts("servelab_c4", "vllm_c1")
     assert {label: got[label]["vllm_c1"] for label in ("total tok/s", "output tok/s", "req/s")} == \
         dict.fromkeys(("total tok/s", "output tok/s", "req/s"), v.WORSE)
+
+
+def test_real_vllm_results_are_marked_as_vllms_by_their_markers():
+    from servelab.results.foreign.shape import foreign_of
+
+    runs = load_runs([SAME / "vllm_c4", SAME / "servelab_c4"])
+    assert [(foreign_of(r.result) or {}).get("tool") for r in runs] == ["vllm bench serve"] * 3 + [None] * 3
