@@ -246,3 +246,18 @@ def test_a_guidellm_sweep_is_one_config_per_load_point(tmp_path):
     runs = load_runs([tmp_path / "sweep.json"])
     assert [(r.config, r.result["max_concurrency"], r.repeat) for r in runs] == \
         [("sweep@concurrent4", 4, None), ("sweep@concurrent8", 8, None)]
+
+
+def test_guidellm_complete_rows_give_servelabs_own_statistics_a_sample_does_not():
+    doc = json.loads((FIX / "guidellm_mock" / "benchmarks.json").read_text())
+    rows = doc["benchmarks"][0]["requests"]["successful"]
+    [r] = read_file(FIX / "guidellm_mock" / "benchmarks.json")
+    # vLLM's mean TPOT counts each request once; GuideLLM's distribution counts it once per token
+    assert r["mean_tpot_ms"] == pytest.approx(np.mean([x["inter_token_latency_ms"] for x in rows]))
+    assert r["p99_ttft_ms"] == pytest.approx(np.percentile([x["time_to_first_token_ms"] for x in rows], 99))
+    assert r["mean_e2el_ms"] == pytest.approx(1000 * np.mean([x["request_latency"] for x in rows]))
+    assert foreign_of(r)["notes"] == ["TTFT, TPOT and E2EL statistics computed by servelab from its 40 per-request rows"]
+    [sampled] = read_file(FIX / "guidellm_v2.json")
+    agg = json.loads((FIX / "guidellm_v2.json").read_text())["benchmarks"][0]["metrics"]
+    assert sampled["mean_tpot_ms"] == agg["inter_token_latency_ms"]["successful"]["mean"]  # its own, from a sample
+    assert not foreign_of(sampled)["notes"]

@@ -11,6 +11,8 @@ TPOT — its distribution counts each request once per token (count = tokens), s
 vLLM's mean TPOT exactly when output lengths are equal, and token-weighted otherwise;
 ``request_latency`` is in seconds. Its distributions are over requests' averages, so vLLM's
 pooled per-event ITL cannot be had; its per-request lists may be a sample (``sample_size``).
+When they are complete, servelab computes TTFT, TPOT and E2EL statistics from them itself
+(each request once, numpy's percentiles, as vLLM does); from a sample, GuideLLM's own stand.
 """
 
 from __future__ import annotations
@@ -39,11 +41,44 @@ def read(doc: dict, stem: str) -> list[dict]:
     if version not in KNOWN_VERSIONS:
         notes.append(f"GuideLLM report version {version}: read as version {KNOWN_VERSIONS[-1]}")
     tool_version = meta.get("guidellm_version")
-    return [foreign_result("guidellm", tool_version, f"GuideLLM benchmarks.json v{version}", _figures(b),
-                           not_computable=(*NOT_COMPUTABLE, SAMPLE if _sampled(b) else NO_INSTANTS),
-                           sampled=_sampled(b), notes=notes,
+    return [foreign_result("guidellm", tool_version, f"GuideLLM benchmarks.json v{version}",
+                           {**_figures(b), **_from_rows(b)}, not_computable=(*NOT_COMPUTABLE, SAMPLE if _sampled(b)
+                                                                              else NO_INSTANTS),
+                           sampled=_sampled(b), notes=notes + _rows_note(b),
                            label=f"{stem}@{_strategy(b)}" if len(doc["benchmarks"]) > 1 else None)
             for b in doc["benchmarks"]]
+
+
+# a request's own figures in its row (GuideLLM's computed fields), by servelab's names and scale
+_ROW_METRICS = (("ttft", "time_to_first_token_ms", 1.0), ("tpot", "inter_token_latency_ms", 1.0),
+                ("tpot_incl_first", "time_per_output_token_ms", 1.0), ("e2el", "request_latency", 1000.0))
+
+
+def _complete_rows(b: dict) -> list[dict]:
+    """Its successful requests' rows when every one is there (not a sample); else []."""
+    rows = (b.get("requests") or {}).get("successful")
+    total = ((b.get("metrics") or {}).get("request_totals") or {}).get("successful")
+    return rows if isinstance(rows, list) and rows and len(rows) == total else []
+
+
+def _from_rows(b: dict) -> dict:
+    """servelab's own statistics over the rows (vLLM's: each request once, numpy's percentiles), in place
+    of GuideLLM's (its TPOT distribution counts a request once per token)."""
+    import numpy as np
+
+    out = {}
+    for name, key, scale in _ROW_METRICS:
+        values = [number(row.get(key)) for row in _complete_rows(b)]
+        values = np.array([x * scale for x in values if x is not None])
+        if values.size:
+            out.update(stat_keys(name, {"mean": values.mean(), "median": np.median(values), "std": values.std(),
+                                        "p90": np.percentile(values, 90), "p99": np.percentile(values, 99)}))
+    return out
+
+
+def _rows_note(b: dict) -> list[str]:
+    rows = _complete_rows(b)
+    return [f"TTFT, TPOT and E2EL statistics computed by servelab from its {len(rows)} per-request rows"] if rows else []
 
 
 def _ok(metrics: dict, name: str) -> dict:
