@@ -13,16 +13,14 @@ pooled ITL, E2EL, throughput, steady state); the summary alone gives AIPerf's ag
 
 from __future__ import annotations
 
-from servelab.metrics.steady import shape_of, steady_state
-from servelab.metrics.summary import summarize_tally, tally_of
 from servelab.records import RequestRecord
+from servelab.results.foreign.own import own, steady
 from servelab.results.foreign.shape import foreign_result, number, stat_keys
 
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 NOT_COMPUTABLE = ("ITL (vLLM's pooled gaps: not in AIPerf's summary; give profile_export.jsonl beside it)",
                   "steady state (no per-request records beside the summary)", "diagnosis (no engine telemetry)")
 _SCALE = {"ms": 1.0, "sec": 1000.0, "s": 1000.0, "us": 0.001, "ns": 1e-6}
-PERCENTILES = (50.0, 90.0, 99.0)
 
 
 def recognise_summary(doc) -> bool:
@@ -115,27 +113,11 @@ def _record(line: dict, i: int) -> RequestRecord:
 def read_records(lines: list[dict], version: str | None = None, form: str = "AIPerf profile_export.jsonl",
                  load: dict | None = None, notes=()) -> dict:
     """servelab's own statistics from AIPerf's records (its epoch-ns stamps are one clock)."""
-    records = sorted((_record(line, i) for i, line in enumerate(lines)), key=lambda r: r.sent_ns)
-    tally = tally_of(records)
-    t0 = records[0].sent_ns
-    duration_ns = max(r.done_ns for r in records) - t0
-    s = summarize_tally(tally, duration_ns, PERCENTILES)
-    known = load is not None
-    load = load or {"max_concurrency": None, "request_rate": None, "num_prompts": None}
-    figures = {"duration": s.duration_s, "completed": s.completed, "failed": s.failed,
-               "total_input_tokens": s.total_input, "total_output_tokens": s.total_output,
-               "request_throughput": s.request_throughput, "output_throughput": s.output_throughput,
-               "total_token_throughput": s.total_token_throughput,
-               "max_output_tokens_per_s": s.max_output_tokens_per_s,
-               "max_concurrent_requests": s.max_concurrent_requests, **load}
-    figures["num_prompts"] = figures["num_prompts"] or len(records)
-    for name, st in s.stats_ms.items():
-        figures.update(stat_keys(name, {"mean": st.mean, "median": st.median, "std": st.std,
-                                        **{f"p{int(p)}": v for p, v in st.percentiles}}))
-    unknown = () if known else ("steady state (the load, rate and concurrency, is in the summary, not the records)",)
+    o = own([_record(line, i) for i, line in enumerate(lines)])
+    figures = {**o.figures, **{k: v for k, v in (load or {}).items() if v is not None}}
+    unknown = () if load else ("steady state (the load, rate and concurrency, is in the summary, not the records)",)
     result = foreign_result("aiperf", version, form, figures, notes=notes,
                             not_computable=(*unknown, "diagnosis (no engine telemetry)"))
-    if known:  # the plateau's rule depends on the load's shape
-        shape = shape_of(float(load["request_rate"] or "inf"), load["max_concurrency"], None)
-        result["servelab"]["steady_state"] = steady_state(tally, t0, shape, PERCENTILES)
+    if load:  # the plateau's rule depends on the load's shape
+        result["servelab"]["steady_state"] = steady(o, load["request_rate"], load["max_concurrency"])
     return result

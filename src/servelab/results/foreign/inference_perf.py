@@ -14,8 +14,8 @@ are gone), which goes to the tool's own row.
 
 from __future__ import annotations
 
-from servelab.metrics.summary import summarize_tally, tally_of
 from servelab.records import RequestRecord
+from servelab.results.foreign.own import own
 from servelab.results.foreign.shape import foreign_result, number, stat_keys
 
 PER_REQUEST = "inference-perf per_request_lifecycle_metrics.json"
@@ -81,18 +81,8 @@ def _record(i: int, row: dict) -> RequestRecord:
 
 def read_requests(rows: list) -> dict:
     """servelab's own statistics from the per-request file; its per-token gaps go to the tool's ITL row."""
-    records = sorted((_record(i, row) for i, row in enumerate(rows)), key=lambda r: r.sent_ns)
-    t0 = records[0].sent_ns
-    s = summarize_tally(tally_of(records), max(r.done_ns for r in records) - t0, (50.0, 90.0, 99.0))
-    figures = {"duration": s.duration_s, "completed": s.completed, "failed": s.failed, "num_prompts": len(records),
-               "total_input_tokens": s.total_input, "total_output_tokens": s.total_output,
-               "request_throughput": s.request_throughput, "output_throughput": s.output_throughput,
-               "total_token_throughput": s.total_token_throughput, "max_concurrent_requests": s.max_concurrent_requests}
-    for name, st in s.stats_ms.items():
-        figures.update(stat_keys("itl_tool" if name == "itl" else name,
-                                 {"mean": st.mean, "median": st.median, "std": st.std,
-                                  **{f"p{int(p)}": v for p, v in st.percentiles}}))
-    return foreign_result("inference-perf", None, PER_REQUEST, figures,
+    o = own([_record(i, row) for i, row in enumerate(rows)], itl_as="itl_tool")
+    return foreign_result("inference-perf", None, PER_REQUEST, o.figures,
                           not_computable=("ITL (vLLM's per-event gaps: the file keeps per-token times only)",
                                           "steady state (the load, rate and concurrency, is not in this file)",
                                           "diagnosis (no engine telemetry)"))
