@@ -261,3 +261,19 @@ def test_guidellm_complete_rows_give_servelabs_own_statistics_a_sample_does_not(
     agg = json.loads((FIX / "guidellm_v2.json").read_text())["benchmarks"][0]["metrics"]
     assert sampled["mean_tpot_ms"] == agg["inter_token_latency_ms"]["successful"]["mean"]  # its own, from a sample
     assert not foreign_of(sampled)["notes"]
+
+
+def test_vllm_save_detailed_lists_give_servelabs_own_statistics_and_steady_state():
+    """vLLM 0.32.0+cpu's own --save-detailed result against the mock (fixtures/README.md)."""
+    path = FIX / "vllm_detailed" / "vllm-detailed.json"
+    doc = json.loads(path.read_text())
+    [r] = read_file(path)
+    for key in ("completed", "total_output_tokens", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
+                "p99_itl_ms", "max_output_tokens_per_s"):
+        assert r[key] == pytest.approx(doc[key], rel=1e-9), key  # the same definitions, recomputed
+    assert doc["max_concurrent_requests"] == 28 and r["max_concurrent_requests"] == 4  # vLLM's count overshoots its cap
+    assert r["servelab"]["steady_state"]["plateau"] is True
+    reqs = json.loads((FIX / "vllm_detailed.truth.json").read_text())["requests"]
+    assert r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
+    tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])
+    assert r["mean_tpot_ms"] == pytest.approx(tpot, abs=0.2)
