@@ -277,3 +277,17 @@ def test_vllm_save_detailed_lists_give_servelabs_own_statistics_and_steady_state
     assert r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
     tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])
     assert r["mean_tpot_ms"] == pytest.approx(tpot, abs=0.2)
+
+
+def test_sglang_0_5_23_real_output_against_the_mocks_truth():
+    """SGLang 0.5.23's own bench_serving JSONL (fixtures/README.md)."""
+    reqs = sorted(json.loads((FIX / "sglang_mock.truth.json").read_text())["requests"], key=lambda x: x["recv_ns"])
+    reqs = reqs[1:]  # bench_serving sends one warm-up request first, outside its figures
+    [r] = read_file(FIX / "sglang_mock" / "sglang.jsonl")
+    assert foreign_of(r)["tool"] == "sglang bench_serving" and r["request_rate"] == "inf"
+    assert r["completed"] == len(reqs) == 40 and r["total_output_tokens"] == sum(x["output_tokens"] for x in reqs)
+    tpot = np.mean([(x["event_ns"][-1] - x["event_ns"][0]) / 1e6 / (x["output_tokens"] - 1) for x in reqs])
+    gaps = [(b - a) / 1e6 for x in reqs for a, b in zip(x["event_ns"], x["event_ns"][1:])]
+    e2el = np.mean([(x["event_ns"][-1] - x["wire_ns"]) / 1e6 for x in reqs])
+    assert r["mean_tpot_ms"] == pytest.approx(tpot, abs=0.2) and r["mean_itl_ms"] == pytest.approx(np.mean(gaps), abs=0.2)
+    assert e2el <= r["mean_e2el_ms"] <= e2el + 5  # its *_e2e_latency_ms

@@ -1,6 +1,7 @@
 """SGLang's ``bench_serving`` output: one JSON object a run, appended as a line.
 
-Markers: ``server_info`` (newer) or ``*_e2e_latency_ms`` beside ``completed`` and ``duration``.
+Markers: ``server_info`` (newer; null when the server has no /get_server_info) or
+``*_e2e_latency_ms`` beside ``completed`` and ``duration``.
 Its TTFT, TPOT and ITL follow vLLM's client (``bench_serving`` began as a copy of it); E2EL is
 named ``*_e2e_latency_ms``. No version key: the server's version is in ``server_info``.
 """
@@ -22,6 +23,8 @@ def read(doc: dict) -> dict:
                                         "request_throughput", "output_throughput", "max_concurrency",
                                         "request_rate")}
     figures["num_prompts"] = doc.get("num_prompts") or doc.get("completed")
+    if figures["request_rate"] == float("inf"):  # its JSON writes Infinity; vLLM's and servelab's write "inf"
+        figures["request_rate"] = "inf"
     total = number(doc.get("total_throughput"))
     if total is None and None not in (number(doc.get("input_throughput")), number(doc.get("output_throughput"))):
         total = doc["input_throughput"] + doc["output_throughput"]
