@@ -146,6 +146,7 @@ class RequestSpec:
     lora_modules: tuple[str, ...] = ()  # model name per request, drawn from these
     lora_assignment: str = "random"  # random | round-robin | uniform | identical | distinct | zipf:ALPHA
     use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
+    traceparent: bool = False  # send a W3C traceparent with each request; its trace id kept in the record
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +170,10 @@ class OutputSpec:
     plot_dataset_stats: bool = False  # <result>.dataset_stats.png: prompt/output length histograms
     timeline_itl_thresholds_ms: tuple[float, float] = (25.0, 50.0)  # ITL colours: green/orange/red
     gpu_hour_cost: float | None = None  # $ per GPU-hour: the result's cost per million tokens
+    # also write the llm-d Benchmark Report v0.2.1 beside the result (results/foreign/llmd.py); its
+    # experiment id: a study's name, shared by its runs (None: the run's own)
+    llmd_report: bool = False
+    llmd_experiment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,8 @@ class RequestRecord:
     # multi-turn runs: which conversation, and which of its turns (0-based); None otherwise
     conversation_id: str | None = None
     turn: int | None = None
+    # --traceparent: the W3C trace id sent with it (client/trace.py), to join the engine's spans
+    trace_id: str | None = None
 
     @property
     def success(self) -> bool:

@@ -21,7 +21,7 @@ def test_report_writes_html_and_markdown(tmp_path, capsys):
 
 def test_report_needs_a_folder_with_runs(tmp_path, capsys):
     assert main.main(["report", str(tmp_path / "nope")]) == 2
-    assert capsys.readouterr().err == f"servelab: error: {tmp_path / 'nope'} is not a folder (give a study's results folder)\n"
+    assert capsys.readouterr().err == f"servelab: error: {tmp_path / 'nope'} does not exist (give a study's results folder, or result files)\n"
     (tmp_path / "empty").mkdir()
     assert main.main(["report", str(tmp_path / "empty")]) == 2
     assert "no result files" in capsys.readouterr().err

@@ -134,6 +134,10 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
     g.add_argument("--logprobs", type=int, default=None,
                    help="logprobs per token (completions: sent as null when not given, as vLLM)")
+    g.add_argument("--traceparent", action="store_true",
+                   help="send a W3C traceparent header with each request (ids derived from --seed and the "
+                        "request id) and keep its trace id in the per-request records, to join them with the "
+                        "engine's own spans (vLLM with --otlp-traces-endpoint)")
     g.add_argument("--use-beam-search", action="store_true",
                    help="accepted for vLLM's command lines; vLLM 0.32's bench serve sends nothing for it, "
                         "and neither does servelab (a note says so)")
@@ -242,6 +246,9 @@ def _add_result_files(g, hidden: bool) -> None:
                               ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
     g.add_argument("--result-filename", default=None,
                    help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
+    g.add_argument("--llm-d-report", action="store_true",
+                   help="also write each result as an llm-d Benchmark Report v0.2.1 (<result>.llm-d-report.json, "
+                        "valid against its published schema; servelab's own figures under scenario.load.native)")
 
 
 def parse_goodput(items: list[str] | None) -> dict[str, float]:
@@ -367,7 +374,8 @@ def _request(args: argparse.Namespace) -> RequestSpec:
                        sampling=tuple((k, v) for k, v in sampling.items() if v is not None),
                        extra_body=tuple(extra.items()),
                        logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
-                       lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search)
+                       lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search,
+                       traceparent=args.traceparent)
 
 
 def _output(args: argparse.Namespace) -> OutputSpec:
@@ -380,7 +388,8 @@ def _output(args: argparse.Namespace) -> OutputSpec:
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,
         telemetry_interval_s=args.telemetry_interval, plot_timeline=args.plot_timeline,
         plot_dataset_stats=args.plot_dataset_stats, gpu_hour_cost=args.gpu_hour_cost,
-        timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds))
+        timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds),
+        llmd_report=args.llm_d_report)
 
 
 def parse_itl_thresholds(text: str) -> tuple[float, float]:

@@ -30,6 +30,7 @@ from servelab.loadgen.control import wait_ready, warm, warm_up
 from servelab.loadgen.drive import schedule
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, dispatch, send_one, wait_until
+from servelab.loadgen.payloads import headers
 from servelab.loadgen.responses import CUT, to_record
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.records import Conversation, RecordSink, RequestRecord, SampleRequest
@@ -181,8 +182,7 @@ async def _probe(config: BenchConfig, pool: Pool, first: SampleRequest) -> None:
 def _payload(config: BenchConfig, pool: Pool, messages: list[dict], turn: SampleRequest) -> bytes:
     body = openai.messages_body(config.model, messages, turn.expected_output_len, config.ignore_eos,
                                 config.extra_body)
-    headers = {"Content-Type": "application/json", **config.headers, "X-Request-Id": turn.request_id}
-    return pool.build("POST", config.endpoint, body, headers)
+    return pool.build("POST", config.endpoint, body, headers(config, turn.request_id))
 
 
 def _reply(config: BenchConfig, attempt: Attempt) -> str | None:
@@ -199,7 +199,7 @@ def turn_record(config: BenchConfig, conv: Conversation, turn: Turn, tokenizer, 
     included) when reported, else the tokenizer's count of every message's text (counted
     in ``replay.prompt_tokens_from``)."""
     sample = conv.turns[turn.index]
-    record = to_record(config.kind, sample, turn.attempt, tokenizer)
+    record = to_record(config.kind, sample, turn.attempt, tokenizer, config.trace_seed)
     prompt_len, source = _prompt_tokens(turn, tokenizer)
     replay.prompt_tokens_from[source] = replay.prompt_tokens_from.get(source, 0) + 1
     return replace(record, prompt_len=prompt_len, conversation_id=conv.conversation_id, turn=turn.index)

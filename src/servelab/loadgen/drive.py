@@ -41,7 +41,7 @@ async def run_bench(config: BenchConfig, samples: list[SampleRequest], tokenizer
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
     counters = counters or Counters()
     age = hooks.digest_age_s
-    digest = Digest(lambda a: to_record(config.kind, samples[a.index], a, tokenizer),
+    digest = Digest(lambda a: to_record(config.kind, samples[a.index], a, tokenizer, config.trace_seed),
                     lambda i, record: sink.add(i, record, counters.t0_ns),
                     max_age_ns=None if age is None else int(age * 1e9), glance=hooks.glance)
     try:

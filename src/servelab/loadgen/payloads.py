@@ -3,7 +3,7 @@ ones built before the clock starts, the rest when a sender takes them."""
 
 from __future__ import annotations
 
-from servelab.client import openai
+from servelab.client import openai, trace
 from servelab.client.http import Pool
 from servelab.errors import InputError
 from servelab.loadgen.values import BenchConfig
@@ -14,9 +14,15 @@ def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str
     model = config.request_models.get(s.request_id, config.model)
     body = openai.request_body(config.kind, model, s.prompt, s.expected_output_len,
                                config.ignore_eos, config.extra_body, config.logprobs)
-    headers = {"Content-Type": "application/json", **config.auth_headers(), **config.headers,
-               "X-Request-Id": request_id}
-    return pool.build("POST", config.endpoint, body, headers)
+    return pool.build("POST", config.endpoint, body, headers(config, request_id))
+
+
+def headers(config: BenchConfig, request_id: str) -> dict:
+    """A request's headers: auth, the user's --header, its id, and its traceparent (--traceparent)."""
+    out = {"Content-Type": "application/json", **config.auth_headers(), **config.headers, "X-Request-Id": request_id}
+    if config.traceparent:
+        out[trace.HEADER] = trace.traceparent(config.seed, request_id)
+    return out
 
 
 # requests serialized before t0, in bytes; past it each is built when a sender takes it

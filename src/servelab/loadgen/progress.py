@@ -19,7 +19,10 @@ class Progress:
     event loop, or its workers', never waits on it): a bench's display when the live panel
     (loadgen/live.py) is not shown."""
 
-    def __init__(self, total: int, label: str = "bench", stream=sys.stderr) -> None:
+    def __init__(self, total: int, label: str = "bench", stream=None) -> None:
+        # sys.stderr as it is now, not as it was at import (a default argument would keep a
+        # stream that a caller, or a test's capture, has since closed)
+        stream = stream if stream is not None else sys.stderr
         self.total, self.label, self.stream = total, label, stream
         self.tty = stream.isatty()
         self.counters: Counters | None = None

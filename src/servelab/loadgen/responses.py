@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from servelab.client import openai
+from servelab.client import openai, trace
 from servelab.client.sse import parse_events
 from servelab.loadgen.pacer import Attempt
 from servelab.records import RequestRecord, SampleRequest
@@ -14,12 +14,14 @@ from servelab.records import RequestRecord, SampleRequest
 CUT = "interrupted before completion"
 
 
-def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer) -> RequestRecord:
+def to_record(kind: str, sample: SampleRequest, a: Attempt, tokenizer, trace_seed: int | None = None) -> RequestRecord:
+    """``trace_seed``: the run's seed when it sent a traceparent (--traceparent): the record keeps its trace id."""
     # a request refused before its bytes went out (a dead server) has no send time: it
     # failed where it was released, so it counts once, as a failure, like any other
     base = dict(request_id=sample.request_id, prompt_len=sample.prompt_len,
                 expected_output_len=sample.expected_output_len, intended_ns=a.intended_ns,
-                dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns or a.dispatched_ns)
+                dispatched_ns=a.dispatched_ns, sent_ns=a.sent_ns or a.dispatched_ns,
+                trace_id=None if trace_seed is None else trace.trace_id(trace_seed, sample.request_id))
     resp = a.response
     if resp is None:  # cut in flight (multi-turn keeps its attempts; the digest never sees one)
         return RequestRecord(**base, done_ns=a.sent_ns, error=CUT)

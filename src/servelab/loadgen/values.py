@@ -24,11 +24,17 @@ class BenchConfig:
     verify_tls: bool = True
     logprobs: int | None = None
     profile: bool = False  # POST /start_profile after the warm-ups, /stop_profile after the run
+    traceparent: bool = False  # a W3C traceparent header on each request (client/trace.py)
     # request id -> the model name it carries (--lora-modules); others carry ``model``
     request_models: dict = field(default_factory=dict)
     # OPENAI_API_KEY, sent as "Authorization: Bearer"; kept out of repr so no log or
     # result that prints a config can show it
     api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def trace_seed(self) -> int | None:
+        """What each request's trace id derives from (client/trace.py) when it carries a traceparent; else None."""
+        return self.seed if self.traceparent else None
 
     def auth_headers(self) -> dict:
         """Authorization first, so a --header of the same name overrides it (as in vLLM)."""

@@ -18,6 +18,7 @@ from servelab.loadgen.values import BenchRun
 from servelab.metrics.summary import Summary
 from servelab.metrics.tally import Tally
 from servelab.results import store
+from servelab.results.foreign import llmd
 from servelab.telemetry.summary import summarize as summarize_timeline
 from servelab.telemetry.timeline import Timeline, timeline_path
 from servelab.telemetry.timeline import write as write_timeline
@@ -119,6 +120,9 @@ def _write(m: Finished, result: dict, paths: Paths, records_file) -> None:
     append = m.spec.output.append_result
     store.write_result(result, paths.result, append)
     records_file.close(paths.records)  # written as the requests completed
+    if m.spec.output.llmd_report:
+        report = llmd.write(result, llmd.report_path(paths.result, paths.date, append), m.spec.output.llmd_experiment)
+        print(f"servelab: llm-d Benchmark Report v{llmd.VERSION} written to {report}")
     if m.timeline is not None:
         write_timeline(m.timeline, paths.timeline)
     print(f"servelab: result {'appended to' if append else 'written to'} {paths.result}; "

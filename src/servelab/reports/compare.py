@@ -15,6 +15,7 @@ from servelab.errors import InputError
 from servelab.reports import quality_rows
 from servelab.reports import verdict as v
 from servelab.reports.quality_rows import QualityRow
+from servelab.results.foreign.shape import DIFFERENT, foreign_of
 from servelab.results.runs import Run
 from servelab.telemetry import machine
 
@@ -48,6 +49,8 @@ METRICS: list[Metric] = [
     Metric("output_throughput", "output tok/s", True),
     Metric("request_throughput", "req/s", True, 3),
     *_latency("ttft", "TTFT"), *_latency("tpot", "TPOT"), *_latency("itl", "ITL"), *_latency("e2el", "E2EL"),
+    # another tool's metric whose definition is not vLLM's: its own rows, marked ≠ (results/foreign/shape.py)
+    *_latency("tpot_incl_first", "≠ TPOT incl. 1st token"), *_latency("itl_tool", "≠ ITL, tool's own"),
     # servelab's own figures (a dotted path into the result's ``servelab`` section): the steady window
     # (metrics/steady.py), energy and cost (metrics/energy.py); rows appear only where runs have them
     Metric("steady_state.output_tok_s", "steady output tok/s", True),
@@ -134,7 +137,32 @@ def _table(workload: str, runs: list[Run], baseline: str | None, floor: float) -
     if baseline is not None and baseline != base:
         table.notes.append(f"{baseline} did not run workload {workload}: {base} is the baseline here")
     table.notes += conditions_notes(by_config)
+    table.notes += foreign_notes(by_config, [row.metric.key for row in table.rows])
     return table
+
+
+def foreign_notes(by_config: dict[str, list[Run]], keys: list[str]) -> list[str]:
+    """Where a config's runs come from another tool: which, what it cannot give, whether its
+    per-request lists were a sample; and what a ≠ row means, once."""
+    notes = []
+    for config, runs in by_config.items():
+        seen: list[str] = []
+        for run in runs:
+            f = foreign_of(run.result)
+            if f is None:
+                continue
+            version = "(version not recorded)" if f["version"] == "not recorded" else f["version"]
+            lines = [f"{config}: from {f['tool']} {version} ({f['format']})"]
+            lines += [f"⚠ {config}: {n}" for n in f.get("notes") or []]
+            lines += [f"{config}: {f['sampled']}; no steady state from a sample"] if f.get("sampled") else []
+            if f.get("not_computable"):
+                lines.append(f"{config}: cannot be computed from this file: {'; '.join(f['not_computable'])}")
+            seen += [line for line in lines if line not in seen]
+        notes += seen
+    for name, meaning in DIFFERENT.items():
+        if any(k.endswith(f"_{name}_ms") for k in keys):
+            notes.append(f"≠ rows: not vLLM's definition — {meaning}")
+    return notes
 
 
 def _row(metric: Metric, by_config: dict[str, list[Run]], base: str, floor: float, table: Table) -> Row:

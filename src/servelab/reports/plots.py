@@ -104,7 +104,8 @@ def distributions(series: dict[str, list[float]], colors: dict[str, str], xlabel
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction ≤ x")
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if ax.get_legend_handles_labels()[0]:  # no run with per-request records (another tool's aggregates): no legend
+        ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _svg(fig)
 
 

@@ -48,11 +48,14 @@ class Report:
 
 
 def write_report(folder: Path, baseline: str | None = None, floor: float = v.NOISE_FLOOR,
-                 allow_simulated: bool = False) -> tuple[Path, Path]:
+                 allow_simulated: bool = False, paths: list[Path] | None = None) -> tuple[Path, Path]:
+    """The pages for ``paths`` (default: ``[folder]``; any mix of servelab's and other tools'
+    results), written into ``folder``."""
     from servelab.reports.html import render_html
     from servelab.reports.markdown import render_markdown
 
-    report = build_report([folder], baseline, floor, allow_simulated)
+    report = build_report(paths or [folder], baseline, floor, allow_simulated)
+    Path(folder).mkdir(parents=True, exist_ok=True)
     html, md = Path(folder) / REPORT_HTML, Path(folder) / REPORT_MD
     html.write_text(render_html(report), encoding="utf-8")
     md.write_text(render_markdown(report), encoding="utf-8")

@@ -65,7 +65,7 @@ def record_dict(r: RequestRecord, t0_ns: int) -> dict:
         "e2el_ms": r.e2el_ns / NS_PER_MS if r.success else None,
         "token_ms": [ms(t) for t in r.token_ns], "token_counts": list(r.token_counts),
         "error": r.error, "http_status": r.http_status, "finished": r.finished,
-        **_turn_keys(r), **_reasoning_keys(r),
+        **_turn_keys(r), **_reasoning_keys(r), **({"trace_id": r.trace_id} if r.trace_id else {}),
     }
 
 

@@ -9,6 +9,9 @@ How each argument becomes runs, and which config (column) each run belongs to:
   the folder.
 * a result file: one config named by the file's ``--label``, else its stem; a
   file written with ``--append-result`` holds one run per line (repeats).
+* another tool's file (GuideLLM, AIPerf, inference-perf, SGLang, vLLM, the llm-d report;
+  ``results/foreign``), recognised by what is in it, read into the same shape; in a folder,
+  files that are none of these are passed over.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import InputError
+from servelab.results import foreign
 from servelab.results.layout import MEMORY_FILE, NOT_RESULTS, PROMPTS_FILE, RESULT_FILE, RUN_MARKER, STUDY_FILE
 
 
@@ -98,10 +102,13 @@ def _from_folder(folder: Path) -> list[Run]:
     markers = sorted(folder.rglob(RUN_MARKER))
     if markers:
         return _in_study_order(folder, [run for m in markers for run in _from_marker(m)])
-    files = sorted(p for p in folder.glob("*.json") if p.name not in NOT_RESULTS)
-    runs = [run for p in files for run in _from_file(p, folder.name)]
+    found = foreign.read_folder(folder, NOT_RESULTS, _own)
+    per_file = {p: [r for q, r in found if q == p] for p, _ in found}
+    runs = [Run(r, p, folder.name, repeat=i + 1 if len(rs) > 1 else None)
+            for p, rs in per_file.items() for i, r in enumerate(rs)]
     if not runs:
-        raise InputError(f"{folder}: no result files (servelab bench --save-result) or study runs in it")
+        raise InputError(f"{folder}: no result files (servelab bench --save-result) or study runs in it; "
+                         f"expected {foreign.EXPECTED}")
     return runs
 
 
@@ -127,27 +134,18 @@ def _from_marker(marker: Path) -> list[Run]:
 
 
 def _from_file(path: Path, config: str | None) -> list[Run]:
-    results = _results_in(path)
+    results = foreign.read_file(path, _own)
     if not results:
-        raise InputError(f"{path}: not a result file (no throughput figures in it)")
-    return [Run(r, path, config or str(r.get("label") or path.stem), repeat=i + 1 if len(results) > 1 else None)
-            for i, r in enumerate(results)]
+        raise InputError(f"{path}: not a result file servelab knows; expected {foreign.EXPECTED}")
+    names = [config or str(r.get("label") or path.stem) for r in results]
+    # repeats are numbered within a config: a GuideLLM sweep's load points are configs, not repeats
+    return [Run(r, path, name, repeat=names[:i].count(name) + 1 if names.count(name) > 1 else None)
+            for i, (r, name) in enumerate(zip(results, names))]
 
 
-def _results_in(path: Path) -> list[dict]:
-    text = _text(path)
-    try:
-        found = [json.loads(text)]
-    except ValueError:  # --append-result: one JSON object per line
-        found = [_loads(line, path) for line in text.splitlines() if line.strip()]
-    return [r for r in found if isinstance(r, dict) and "output_throughput" in r]
-
-
-def _loads(line: str, path: Path):
-    try:
-        return json.loads(line)
-    except ValueError:
-        raise InputError(f"{path}: not JSON (nor one JSON object per line)") from None
+def _own(docs: list) -> list[dict]:
+    """servelab's results among a file's documents (``--append-result``: one a line)."""
+    return [r for r in docs if isinstance(r, dict) and "output_throughput" in r]
 
 
 def _text(path: Path) -> str:

@@ -181,6 +181,8 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
     layout.clear(folder)
     reset = reset_prefix_cache(engine.base_url) if runs.engine.reset_prefix_cache else "off"
     spec = _priced(_run_spec(workload.spec, runs.engine.name, engine, folder), runs)
+    if spec.output.llmd_report:  # one experiment id a study: its load points' llm-d reports share it
+        spec = dataclasses.replace(spec, output=dataclasses.replace(spec.output, llmd_experiment=runs.name))
     if repeat == 1:
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
