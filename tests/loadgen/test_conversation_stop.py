@@ -2,12 +2,12 @@
 
 import asyncio
 import time
-from types import SimpleNamespace
 
 from servelab.client.http import Response
-from servelab.config import MultiTurnSpec
+from servelab.config import LoadSpec, MultiTurnSpec
 from servelab.loadgen.conversations import Replay, _dispatch
 from servelab.loadgen.pacer import Counters
+from servelab.loadgen.values import BenchConfig
 from servelab.records import Conversation, SampleRequest
 
 
@@ -33,8 +33,7 @@ class HangingPool:
 def test_turns_waiting_for_a_slot_at_a_stop_were_never_sent():
     """12 one-turn conversations start at t0 under a cap of 2; a stop comes while the first
     two are in flight: 2 were sent (cut), 10 waited for a slot and were never sent."""
-    config = SimpleNamespace(load=SimpleNamespace(max_concurrency=2), model="m", ignore_eos=False,
-                             extra_body=None, headers={}, endpoint="/v1/chat/completions", kind="openai-chat")
+    config = BenchConfig("http://x", "/v1/chat/completions", "openai-chat", "m", load=LoadSpec(max_concurrency=2))
     convs = [Conversation(f"c{i}", (SampleRequest(f"q{i}", 2, 4, f"r{i}"),)) for i in range(12)]
     async def main():
         stop = asyncio.Event()

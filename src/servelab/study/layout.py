@@ -54,6 +54,8 @@ NOT_IDENTITY = frozenset({
     "workload.output.telemetry_interval_s",  # how often telemetry samples, not what the run sends
     "workload.output.gpu_hour_cost",  # a price: what the measured GPU-hours cost, not what is measured
     "engine.gpu_hour_cost",  # as workload.output.gpu_hour_cost
+    "workload.output.llmd_report",  # another file written from the same result (issue 37)
+    "workload.output.llmd_experiment",  # as llmd_report: the report's experiment id
 })
 
 
@@ -63,6 +65,7 @@ WHEN_SET = frozenset({
     "sim_flags",  # BenchSpec: the --sim-* values given (issue 33); before, argv alone carried them
     "quality",  # BenchSpec: the --quality-* judgement (issue 35)
     "trace_scale", "trace_max_wait_s", "agentic_shape",  # DatasetSpec: agentic sessions (issue 36)
+    "traceparent",  # RequestSpec: a W3C traceparent header on each request (issue 37)
 })
 
 
