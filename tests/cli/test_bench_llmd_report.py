@@ -43,3 +43,22 @@ def test_a_sweep_writes_one_report_per_load_point_sharing_one_experiment_id(tmp_
         validator.validate(doc)
     assert len({d["run"]["eid"] for d in docs}) == 1 and len({d["run"]["uid"] for d in docs}) == 2
     assert sorted(d["scenario"]["load"]["standardized"]["rate_qps"] for d in docs) == [50.0, 100.0]
+
+
+def test_optimize_writes_a_valid_report_per_run_sharing_one_experiment_id(tmp_path, qwen3_path, monkeypatch):
+    """optimize on the simulator's fast mode: every measured run (baseline, steps, operating point)
+    writes its report, all under the optimize's one experiment id."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["optimize", "--engine", "sim", "--simulate", "--results", "results", "--name", "opt",
+            "--tokenizer", qwen3_path, "--dataset-name", "random", "--random-input-len", "64",
+            "--random-output-len", "16", "--num-prompts", "16", "--max-concurrency", "8", "--budget-runs", "6",
+            "--llm-d-report", "--", "--max-num-seqs", "2"]
+    assert main(argv) == 0
+    results = sorted((tmp_path / "results" / "opt").rglob("result.json"))
+    reports = sorted((tmp_path / "results" / "opt").rglob("*.llm-d-report.json"))
+    assert len(reports) == len(results) >= 6 and {p.parent for p in reports} == {p.parent for p in results}
+    validator = jsonschema.Draft202012Validator(json.loads(llmd.SCHEMA.read_text()))
+    docs = [json.loads(p.read_text()) for p in reports]
+    for doc in docs:
+        validator.validate(doc)
+    assert {d["run"]["eid"] for d in docs} == {"opt"}

@@ -33,7 +33,7 @@ from servelab.telemetry.timeline import read as read_timeline
 from servelab.study import layout
 from servelab.study.engine_runs import EngineRuns
 from servelab.study.entries import EngineEntry, Workload
-from servelab.study.session import Session, run_into
+from servelab.study.session import Session, in_experiment, run_into
 from servelab.sweep.ladder import workload_spec
 
 # What a step's result reports, by the result's key.
@@ -199,6 +199,7 @@ class SimMeasurer:
         engine = engine_from_flags(self.spec.sim_flags, served_args(config, "sim"))
         spec = dataclasses.replace(workload.spec.into(folder, files.RESULT_FILE, runs.engine.name, progress=False,
                                                       telemetry=True), simulate=engine)
+        spec = in_experiment(spec, runs)
         started = time.monotonic()
         with contextlib.redirect_stderr(io.StringIO()):  # its stderr is neither kept nor shown
             run_into(folder, spec)

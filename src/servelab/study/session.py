@@ -171,6 +171,13 @@ def _warmup_prompts(spec: BenchSpec, n: int) -> int:
     return max(n, d.prefix_repetition_num_prefixes) if d.name == "prefix_repetition" else n
 
 
+def in_experiment(spec: BenchSpec, runs: EngineRuns) -> BenchSpec:
+    """One experiment id a study (or sweep, or optimize): its load points' llm-d reports share it."""
+    if not spec.output.llmd_report:
+        return spec
+    return dataclasses.replace(spec, output=dataclasses.replace(spec.output, llmd_experiment=runs.name))
+
+
 def _where(spec: BenchSpec, engine) -> ServerSpec:
     return dataclasses.replace(spec.server, base_url=engine.base_url, model=engine.model)
 
@@ -181,8 +188,7 @@ def _run_one(runs: EngineRuns, workload: Workload, repeat: int, engine, facts: d
     layout.clear(folder)
     reset = reset_prefix_cache(engine.base_url) if runs.engine.reset_prefix_cache else "off"
     spec = _priced(_run_spec(workload.spec, runs.engine.name, engine, folder), runs)
-    if spec.output.llmd_report:  # one experiment id a study: its load points' llm-d reports share it
-        spec = dataclasses.replace(spec, output=dataclasses.replace(spec.output, llmd_experiment=runs.name))
+    spec = in_experiment(spec, runs)
     if repeat == 1:
         _save_prompts(spec, folder / files.PROMPTS_FILE)
     context = {"engine": facts, "study": _study_context(runs, workload, repeat, reset)}
