@@ -14,7 +14,7 @@ import dataclasses
 import json
 
 from servelab.optimize.loop import optimize
-from servelab.optimize.measure import Repeats, SimMeasurer
+from servelab.optimize.measure import EngineMeasurer, Repeats, SimMeasurer
 from servelab.optimize.prerank import Prerank
 from servelab.optimize.quality_check import decision
 from servelab.optimize.report import write_report
@@ -126,3 +126,11 @@ def test_simulate_first_sends_an_output_changing_change_to_a_real_run_that_judge
     assert [(s["simulated"], s["quality"]["verdict"], s["decision"]) for s in fp8] == [
         (False, "diverges beyond it", "rejected (quality)")]
     assert not any(s["kept"] for s in record["steps"])
+
+
+def test_the_simulated_engine_served_in_real_time_judges_no_answers(plan_of, tmp_path):
+    """``--engine sim`` without ``--simulate``: a server, but no weights run: its answers prove nothing."""
+    plan = plan_of(tmp_path, "served")
+    assert EngineMeasurer(plan.name, tmp_path, plan.engine, plan.spec, None, print).simulated is True
+    vllm = dataclasses.replace(plan.engine, spec=dataclasses.replace(plan.engine.spec, kind="vllm"))
+    assert EngineMeasurer(plan.name, tmp_path, vllm, plan.spec, None, print).simulated is False
