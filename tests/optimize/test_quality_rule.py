@@ -106,7 +106,8 @@ def test_a_step_rejected_for_quality_says_so_in_its_record_table_and_page(plan_o
     assert row.rstrip(" |").endswith("| rejected (quality; better)") and "reverted" not in row
     assert "0 kept, 0 reverted, 1 rejected for quality (faster, answers diverge beyond the floor)" in md.read_text()
     assert "### Step 1: --kv-cache-dtype auto → fp8 — rejected (quality)" in md.read_text()
-    assert "rejected (quality; better)" in html.read_text() and "reverted (better)" not in html.read_text()
+    assert '<td class="txt worse">rejected (quality; better)</td>' in html.read_text()  # red, not green
+    assert "reverted (better)" not in html.read_text()
 
 
 def test_a_step_kept_or_reverted_on_speed_keeps_its_words(plan_of, tmp_path):
