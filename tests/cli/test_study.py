@@ -94,6 +94,51 @@ def test_study_check_on_the_demo(capsys):
                                                         ["baseline", "prefix", "1"]]
 
 
+# --- fast: the demo's quality row, its engines played by mocks ---
+
+MOCK_ENGINES = """
+[study]
+name = "mocks"
+
+[engines.baseline]
+kind = "external"
+url = "{baseline}"
+
+[engines.capped]
+kind = "external"
+url = "{capped}"
+
+[engines.baseline-again]
+kind = "external"
+url = "{again}"
+
+[workloads.unused]
+dataset-name = "random"
+"""
+
+
+def test_the_demo_shows_a_quality_row_judged_against_the_baselines_repeats(mock_server, tmp_path, capsys):
+    """The demo's random workload and runs as packaged; its three engines are mocks answering per prompt,
+    the one standing for the cap corrupting a quarter of its answers (the truth the row must equal)."""
+    from servelab.cli.study import run_and_report
+
+    mocks = {"baseline": mock_server(answers="prompt"), "capped": mock_server(answers="prompt", corrupt_rate=0.25),
+             "again": mock_server(answers="prompt")}
+    engines_file = tmp_path / "mocks.toml"
+    engines_file.write_text(MOCK_ENGINES.format(**{k: m.url for k, m in mocks.items()}))
+    demo = demo_study(tmp_path / "demo")
+    study = dataclasses.replace(demo, engines=load_study(engines_file).engines,
+                                pairs=tuple(p for p in demo.pairs if p[1] == "random"))
+    assert run_and_report(study) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("↑ agreement (identical answers)"))
+    corrupted = [r for r in mocks["capped"].truth().requests if "warmup" not in r.request_id and r.corrupted_at]
+    assert len(corrupted) % 2 == 0 and 0 < len(corrupted) // 2 < 32  # the same prompts in both repeats
+    kept = 32 - len(corrupted) // 2
+    assert "100.0% (floor over 2 runs)" in row and f"{kept}/32 {kept / 32:.1%} [" in row
+    assert "32/32 100.0% [89%–100%], 100.0% of tokens" in row  # 32 prompts: identical, and how little that tells
+    assert row.index("diverges beyond it") < row.index("same within its own variation")  # capped, then again
+
+
 # --- the REAL embedded engine ---
 
 KILL_STUDY = """
@@ -210,8 +255,13 @@ def test_demo_capped_is_worse_beyond_noise_and_the_baseline_repeat_is_far_closer
         assert rows[key].versus["baseline-again"].verdict in ("within noise", "better", "worse"), key
     assert rows["output_throughput"].versus["capped"].ratio < 0.6
     assert main.main(["compare", str(demo_random)]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("↑ output tok/s"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("↑ output tok/s"))
     assert line.index("worse") < line.rindex("×")  # columns: baseline, capped, baseline-again
+    # the quality row: greedy answers of each config against the baseline's, judged against its two repeats
+    agree = next(x for x in out if x.startswith("↑ agreement (identical answers)"))
+    assert "(floor over 2 runs)" in agree and agree.count("/32 ") == 2
+    assert agree.count("same within its own variation") + agree.count("diverges beyond it") == 2
 
 
 def chromium() -> str | None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from servelab.config import DatasetSpec
-from servelab.datasets import sample_requests
+from servelab.datasets import custom, sample_requests
 from servelab.errors import DatasetError
 
 LINES = [
@@ -69,7 +69,8 @@ def test_blank_lines_are_skipped_and_errors_name_the_line(tmp_path, qwen3):
     path = write_jsonl(tmp_path, [LINES[0], "\n", {"text": "no prompt here"}])
     with pytest.raises(DatasetError) as err:
         sample_requests(spec(path), qwen3).requests
-    assert str(err.value) == f"{path}:3: each line must be an object with a string field 'prompt'"
+    assert str(err.value) == (f"{path}:3: each line must be an object with a string field 'prompt' "
+                              "(or a list 'messages' of {\"role\", \"content\"} objects)")
 
 
 def test_malformed_line_names_line_and_column(tmp_path, qwen3):
@@ -92,3 +93,35 @@ def test_empty_file_and_missing_path(tmp_path, qwen3):
         sample_requests(spec(path), qwen3).requests
     with pytest.raises(DatasetError, match="--dataset-path is required for --dataset-name custom"):
         sample_requests(DatasetSpec(name="custom"), qwen3).requests
+
+
+TALK = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "What is the capital of India?"}]
+
+
+def test_a_messages_line_is_the_whole_conversation_in_the_chat_template(tmp_path, qwen3):
+    path = write_jsonl(tmp_path, [{"messages": TALK}, LINES[1]])
+    first, second = sample_requests(spec(path, num_prompts=2, skip_chat_template=False), qwen3).requests
+    assert first.prompt == ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                            "<|im_start|>user\nWhat is the capital of India?<|im_end|>\n<|im_start|>assistant\n")
+    assert first.prompt_len == len(qwen3.encode(first.prompt))
+    assert second.prompt == qwen3.apply_chat_template(LINES[1]["prompt"])
+    assert custom.conversations(spec(path, skip_chat_template=False), qwen3, "chat") == {first.prompt: TALK}
+    assert custom.conversations(spec(path, skip_chat_template=False), qwen3, "completions") == {}
+
+
+def test_a_messages_line_without_the_template_is_for_a_chat_endpoint_only(tmp_path, qwen3):
+    path = write_jsonl(tmp_path, [{"messages": TALK}])
+    (request,) = sample_requests(spec(path, num_prompts=1), qwen3).requests
+    assert request.prompt == "user: Hi\nassistant: Hello!\nuser: What is the capital of India?"
+    assert custom.conversations(spec(path), qwen3, "chat") == {request.prompt: TALK}
+    with pytest.raises(DatasetError, match="drop --skip-chat-template"):
+        custom.conversations(spec(path), qwen3, "completions")
+
+
+@pytest.mark.parametrize("messages", [[], "Hi", [{"role": "user"}], [{"role": "user", "content": 3}]])
+def test_a_bad_messages_field_names_the_line(tmp_path, qwen3, messages):
+    path = write_jsonl(tmp_path, [LINES[0], {"messages": messages}])
+    with pytest.raises(DatasetError) as err:
+        sample_requests(spec(path), qwen3).requests
+    assert str(err.value).startswith(f"{path}:2: field 'messages' must be a non-empty list")

@@ -269,14 +269,16 @@ class ByteTokenizer:
     def vocab_ids(self) -> list[int]:
         return list(range(256))
 
-    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+    def apply_chat_template(self, prompt, system: str | None = None, **template_kwargs) -> str:
         return f"<user>{prompt}</user>"
 
 
 def _custom(draw) -> bytes:
-    row = {"prompt": "hello there", "output_tokens": 4}
-    rows = [dict(row) for _ in range(draw(st.integers(1, 3)))]
-    _set(rows[0], draw(st.sampled_from(["prompt", "output_tokens", "none"])), draw(JSON))
+    row = draw(st.sampled_from([{"prompt": "hello there", "output_tokens": 4},
+                                {"messages": [{"role": "user", "content": "hello there"}], "output_tokens": 4}]))
+    rows = [json.loads(json.dumps(row)) for _ in range(draw(st.integers(1, 3)))]
+    _set(rows[0], draw(st.sampled_from(["prompt", "output_tokens", "messages", "messages.0", "messages.0.role",
+                                        "messages.0.content", "none"])), draw(JSON))
     return b"".join(json.dumps(draw(st.one_of(st.just(r), JSON))).encode() + b"\n" for r in rows)
 
 

@@ -9,6 +9,11 @@ client sends 16 and the engine would run 64, so the cache binds. ``fast.json`` c
 step where the base costs 20 ms (``--step-overhead-ms 20``): the same 6 requests finish in
 fewer seconds, so its throughput is higher by far more than the 10 % floor. ``same.json``
 states the base's own costs: nothing changes, so it is within noise and reverted.
+
+A checkpoint can change the answers (``alters_outputs``), and the simulator runs no weights: on
+its runs alone such a change is never kept (``not_kept_on_simulation``). The loop's mechanics are
+tested with ``Judged``: the simulator's speed, and answers kept as a real greedy run keeps them,
+the same for every checkpoint (its quality verdict: same).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from servelab.engines import EngineSpec
 from servelab.errors import InputError
 from servelab.optimize.config import Config
 from servelab.optimize.loop import optimize
-from servelab.optimize.measure import SimMeasurer, client_workload, engine_runs
+from servelab.optimize.measure import Repeats, SimMeasurer, client_workload, engine_runs
 from servelab.optimize.plan import OptimizePlan, check, scale_line, serve_line
+from servelab.optimize.prerank import Prerank
 from servelab.study.entries import EngineEntry
 
 KV_LIMITED = ("--max-num-seqs", "64", "--kv-cache-tokens", "2048", "--step-overhead-ms", "20",
@@ -40,15 +46,51 @@ def kv_plan(plan_of, tmp, name: str, models: tuple[str, ...]) -> OptimizePlan:
     return dataclasses.replace(plan, engine=entry, spec=dataclasses.replace(plan.spec, load=load))
 
 
-@pytest.fixture(scope="module")
-def record(tmp_path_factory, plan_of) -> tuple[dict, str, str]:
-    tmp = tmp_path_factory.mktemp("alt")
+class Judged(SimMeasurer):
+    """The simulator's speed with a real run's kept answers, the same whatever the checkpoint."""
+
+    simulated = False
+
+    def measure(self, config, repeats: int) -> Repeats:
+        m = super().measure(config, repeats)
+        prompts = [f"p{i}" for i in range(20)]
+        kept = {"keys": prompts, "prompts": prompts, "key_of": "token_ids",
+                "sampling": {"temperature": 0.0, "seed": None, "greedy": True}}
+        results = tuple({**r, "generated_texts": [f"answer {p}" for p in prompts], "errors": [""] * len(prompts),
+                         "servelab": {**r["servelab"], "responses": kept}} for r in m.results)
+        return dataclasses.replace(m, results=results)
+
+
+def checkpoints(tmp) -> tuple[str, str]:
     same, fast = tmp / "same.json", tmp / "fast.json"
     same.write_text(json.dumps(BASE_COSTS))
     fast.write_text(json.dumps(FAST_COSTS))
-    plan = kv_plan(plan_of, tmp, "alt", (str(same), str(fast)))
+    return str(same), str(fast)
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory, plan_of) -> tuple[dict, str, str]:
+    tmp = tmp_path_factory.mktemp("alt")
+    same, fast = checkpoints(tmp)
+    plan = kv_plan(plan_of, tmp, "alt", (same, fast))
+    measurer = Judged(plan.name, plan.results, plan.engine, plan.spec, plan.slo)
+    return optimize(plan, measurer, say=lambda _: None), same, fast
+
+
+def test_on_simulation_alone_a_faster_checkpoint_is_not_kept_quality_not_judged(plan_of, tmp_path):
+    """``--simulate --simulate-first``: every run simulated, so nothing judges the checkpoint's answers."""
+    same, fast = checkpoints(tmp_path)
+    plan = dataclasses.replace(kv_plan(plan_of, tmp_path, "simonly", (same, fast)), simulate_first=True)
     measurer = SimMeasurer(plan.name, plan.results, plan.engine, plan.spec, plan.slo)
-    return optimize(plan, measurer, say=lambda _: None), str(same), str(fast)
+    presim = Prerank(SimMeasurer(plan.name + "/presim", plan.results, plan.engine, plan.spec, plan.slo))
+    doc = optimize(plan, measurer, say=lambda _: None, prerank=presim)
+    step = next(s for s in doc["steps"] if (s["change"] or {}).get("to") == fast)
+    assert step["noise_verdict"] == "better" and step["gain"] > 1.10 and not step["simulated"]
+    assert step["quality"] == {"alters_outputs": True, "verdict": "quality not judged: simulated (no weights run)",
+                               "blocks": True}
+    assert step["kept"] is False and step["decision"] == "not kept (quality not judged)"
+    assert step["why"].endswith("better beyond noise; not kept: quality not judged: simulated (no weights run)")
+    assert not any(s["kept"] for s in doc["steps"]) and doc["final"].get("model") != fast
 
 
 def test_the_baseline_is_kv_limited_and_the_table_offers_a_model_there(record):

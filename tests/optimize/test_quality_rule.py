@@ -11,9 +11,13 @@ far past the noise rule. Its answers are those a greedy run keeps with --save-de
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from servelab.optimize.loop import optimize
-from servelab.optimize.measure import Repeats
+from servelab.optimize.measure import EngineMeasurer, Repeats, SimMeasurer
+from servelab.optimize.prerank import Prerank
+from servelab.optimize.quality_check import decision
+from servelab.optimize.report import write_report
 
 PROMPTS = [f"k{i}" for i in range(50)]
 
@@ -90,3 +94,44 @@ def test_an_output_changing_step_without_kept_answers_is_not_kept(plan_of, tmp_p
     step = record["steps"][0]
     assert step["quality"]["verdict"].startswith("quality not judged: ") and "--save-detailed" in step["quality"]["verdict"]
     assert step["kept"] is False
+
+
+def test_a_step_rejected_for_quality_says_so_in_its_record_table_and_page(plan_of, tmp_path):
+    plan = real_plan(plan_of, tmp_path, "said")
+    optimize(plan, StandIn("memory-bandwidth-bound", {}), say=lambda _: None)
+    step = json.loads((plan.folder / "optimize.json").read_text())["steps"][0]
+    assert step["decision"] == "rejected (quality)" and step["noise_verdict"] == "better"
+    html, md = write_report(plan.folder)
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| 1 "))
+    assert row.rstrip(" |").endswith("| rejected (quality; better)") and "reverted" not in row
+    assert "0 kept, 0 reverted, 1 rejected for quality (faster, answers diverge beyond the floor)" in md.read_text()
+    assert "### Step 1: --kv-cache-dtype auto → fp8 — rejected (quality)" in md.read_text()
+    assert '<td class="txt worse">rejected (quality; better)</td>' in html.read_text()  # red, not green
+    assert "reverted (better)" not in html.read_text()
+
+
+def test_a_step_kept_or_reverted_on_speed_keeps_its_words(plan_of, tmp_path):
+    standin = StandIn("scheduler-cap", {"limit": "max_num_seqs", "max_num_seqs": 2})
+    record = optimize(real_plan(plan_of, tmp_path, "words"), standin, say=lambda _: None)
+    assert [s["decision"] for s in record["steps"]] == ["kept"]
+    assert decision({"kept": False, "noise_verdict": "within noise", "quality": {"blocks": True,
+                     "verdict": "diverges beyond it"}}) == "reverted"  # not faster: reverted on speed
+
+
+def test_simulate_first_sends_an_output_changing_change_to_a_real_run_that_judges_it(plan_of, tmp_path):
+    """The simulator cannot rank a kv-cache dtype: it is measured for real, and its answers judged."""
+    plan = dataclasses.replace(real_plan(plan_of, tmp_path, "first"), simulate_first=True)
+    presim = Prerank(SimMeasurer(plan.name + "/presim", plan.results, plan.engine, plan.spec, plan.slo))
+    record = optimize(plan, StandIn("memory-bandwidth-bound", {}), say=lambda _: None, prerank=presim)
+    fp8 = [s for s in record["steps"] if s["change"]["name"] == "--kv-cache-dtype"]
+    assert [(s["simulated"], s["quality"]["verdict"], s["decision"]) for s in fp8] == [
+        (False, "diverges beyond it", "rejected (quality)")]
+    assert not any(s["kept"] for s in record["steps"])
+
+
+def test_the_simulated_engine_served_in_real_time_judges_no_answers(plan_of, tmp_path):
+    """``--engine sim`` without ``--simulate``: a server, but no weights run: its answers prove nothing."""
+    plan = plan_of(tmp_path, "served")
+    assert EngineMeasurer(plan.name, tmp_path, plan.engine, plan.spec, None, print).simulated is True
+    vllm = dataclasses.replace(plan.engine, spec=dataclasses.replace(plan.engine.spec, kind="vllm"))
+    assert EngineMeasurer(plan.name, tmp_path, vllm, plan.spec, None, print).simulated is False

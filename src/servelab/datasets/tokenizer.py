@@ -57,7 +57,7 @@ class Tokenizer(Protocol):
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]: ...
 
-    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str: ...
+    def apply_chat_template(self, prompt: str | list[dict], system: str | None = None, **template_kwargs) -> str: ...
 
 
 class FastTokenizer:
@@ -99,9 +99,10 @@ class FastTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return self._tok.decode_batch([list(ids) for ids in batch], skip_special_tokens=False)
 
-    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+    def apply_chat_template(self, prompt: str | list[dict], system: str | None = None, **template_kwargs) -> str:
         """``template_kwargs`` (--chat-template-kwargs) are variables the template reads,
-        e.g. ``enable_thinking``, as transformers passes them; ``system``: a system turn first."""
+        e.g. ``enable_thinking``, as transformers passes them; ``system``: a system turn first;
+        ``prompt`` one user turn, or a whole conversation (a list of ``{"role", "content"}``)."""
         if self._template is None:
             raise TokenizerError(
                 f"tokenizer {self.name} has no chat template (no chat_template in "
@@ -150,7 +151,7 @@ class HFTokenizer:
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self._tok.decode(list(ids)) for ids in batch]
 
-    def apply_chat_template(self, prompt: str, system: str | None = None, **template_kwargs) -> str:
+    def apply_chat_template(self, prompt: str | list[dict], system: str | None = None, **template_kwargs) -> str:
         messages = chat_messages(prompt, system)
         try:
             return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
@@ -276,7 +277,7 @@ def _read_chat_template(folder: Path, config: dict) -> str | None:
     return template
 
 
-def render_chat_template(template: str, prompt: str, config: dict, template_kwargs: dict | None = None,
+def render_chat_template(template: str, prompt: str | list[dict], config: dict, template_kwargs: dict | None = None,
                          system: str | None = None) -> str:
     """One user turn (after ``system``'s, if given) rendered the way ``transformers.apply_chat_template``
     does, with the generation prompt appended; ``template_kwargs`` become template variables."""
@@ -292,8 +293,9 @@ def render_chat_template(template: str, prompt: str, config: dict, template_kwar
         raise TokenizerError(f"chat template failed: {exc}") from exc
 
 
-def chat_messages(prompt: str, system: str | None = None) -> list[dict]:
-    user = [{"role": "user", "content": prompt}]
+def chat_messages(prompt: str | list[dict], system: str | None = None) -> list[dict]:
+    """One user turn, or the conversation given (``prompt`` a list of messages), after ``system``'s."""
+    user = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     return user if system is None else [{"role": "system", "content": system}, *user]
 
 

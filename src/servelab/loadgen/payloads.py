@@ -12,8 +12,12 @@ from servelab.records import SampleRequest
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
     model = config.request_models.get(s.request_id, config.model)
-    body = openai.request_body(config.kind, model, s.prompt, s.expected_output_len,
-                               config.ignore_eos, config.extra_body, config.logprobs)
+    messages = config.chat_messages.get(s.prompt) if config.chat_messages else None
+    if messages is not None:  # a conversation, sent whole (a chat endpoint: values.BenchConfig)
+        body = openai.messages_body(model, messages, s.expected_output_len, config.ignore_eos, config.extra_body)
+    else:
+        body = openai.request_body(config.kind, model, s.prompt, s.expected_output_len,
+                                   config.ignore_eos, config.extra_body, config.logprobs)
     return pool.build("POST", config.endpoint, body, headers(config, request_id))
 
 

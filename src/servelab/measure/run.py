@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.config import BenchSpec, check_saturation_rule
+from servelab.datasets import custom
 from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.diagnose.verdict import render as render_diagnosis
 from servelab.loadgen import live
@@ -82,7 +83,7 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
     config = bench_config(spec, model, sent)
     with _recorder(spec, kind, config) as recorder:  # started early: its start-up overlaps the dataset's
         tokenizer, work = _prepare(spec, kind, model)
-        config = _with_lora(config, spec, kind, work)
+        config = _with_conversations(_with_lora(config, spec, kind, work), spec, tokenizer)
         card = models.get() if kind.served else simulated.card(config.model)
         console.notes(spec, config)
         console.preamble(config)
@@ -162,6 +163,14 @@ def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> 
     """The model name each request carries (--lora-modules), once the requests are known."""
     return dataclasses.replace(config, request_models=request_models(
         kind.requests(work), spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
+
+
+def _with_conversations(config: BenchConfig, spec: BenchSpec, tokenizer) -> BenchConfig:
+    """A custom dataset's ``messages`` lines, sent whole to a chat endpoint (datasets/custom.py)."""
+    d = spec.dataset
+    if d.name != "custom" or d.path is None or tokenizer is None or (config.kind != "chat" and not d.skip_chat_template):
+        return config
+    return dataclasses.replace(config, chat_messages=custom.conversations(d, tokenizer, config.kind))
 
 
 def _summary(spec: BenchSpec, tally: Tally, run: BenchRun) -> Summary:

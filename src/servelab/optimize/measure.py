@@ -129,11 +129,11 @@ def engine_runs(name: str, results: Path, base: EngineEntry, config: Config, war
 class EngineMeasurer:
     """A real engine, one ``Session`` per engine configuration, kept open across client changes."""
 
-    simulated = False
-
     def __init__(self, name: str, results: Path, base: EngineEntry, spec: BenchSpec, slo: dict | None,
                  say, warmup: int = 4, port: int = 8000, verbose: bool = False) -> None:
         self.name, self.results, self.base, self.spec, self.slo = name, results, base, spec, slo
+        # the simulated engine served in real time runs no weights: its answers judge no change
+        self.simulated = base.spec.kind == "sim"
         self.say, self.warmup, self.port, self.verbose = say, warmup, port, verbose
         self.session: Session | None = None
         self.tag: str | None = None

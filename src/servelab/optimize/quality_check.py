@@ -6,24 +6,27 @@ the candidate is judged by its least agreeing repeat (quality/agreement.py). A c
 can alter outputs (the knob table's ``alters_outputs``: kv-cache dtype, another checkpoint)
 is kept only when its answers are the same within that floor — a real run without kept
 answers cannot prove that, so it is not kept; the simulator runs no weights, so a simulated
-step says "quality not judged". A knob that should not change answers is kept on speed, and
+step says "quality not judged" and never keeps such a change (``--simulate``, ``--simulate-first``:
+only a real run's verdict can). A knob that should not change answers is kept on speed, and
 a divergence beyond the floor is reported as a finding.
 """
 
 from __future__ import annotations
 
 from servelab.errors import InputError
+from servelab.metrics.noise import BETTER
 from servelab.quality.agreement import DIVERGES, SAME, agree, floor, verdict
 from servelab.quality.responses import Responses
 
 NOT_JUDGED = "quality not judged"
+REJECTED, NOT_KEPT = "rejected (quality)", "not kept (quality not judged)"
 
 
 def judge(best: tuple[dict, ...], cand: tuple[dict, ...], alters: bool, simulated: bool) -> dict:
     """The step's ``quality``: its verdict and figures, and whether it blocks keeping the change."""
     out = {"alters_outputs": alters}
     if simulated:
-        return {**out, "verdict": f"{NOT_JUDGED}: simulated (no weights run)", "blocks": False}
+        return {**out, "verdict": f"{NOT_JUDGED}: simulated (no weights run)", "blocks": alters}
     if not best or not cand:
         return {**out, "verdict": f"{NOT_JUDGED}: the answers of one side are not at hand (a resumed record)",
                 "blocks": alters}
@@ -50,6 +53,21 @@ def _share(ref: Responses, run: Responses) -> float:
     return 0.0 if run.sampled else agree(ref, run).share
 
 
+def decision(step: dict) -> str:
+    """The step's call, as its record and the report say it: ``kept``, ``reverted`` (on speed),
+    ``rejected (quality)`` (faster, but its answers diverge beyond the floor), ``not kept (quality
+    not judged)`` (faster, but nothing could judge its answers: simulated, or none kept),
+    ``not measured`` (only ranked on the simulator)."""
+    if step.get("kept"):
+        return "kept"
+    if step.get("simulated") and step.get("noise_verdict") is None:
+        return "not measured"
+    quality = step.get("quality") or {}
+    if quality.get("blocks") and step.get("noise_verdict") == BETTER:
+        return NOT_KEPT if quality["verdict"].startswith(NOT_JUDGED) else REJECTED
+    return "reverted"
+
+
 def why(quality: dict) -> str:
     """What the step's sentence says about quality (nothing for a knob that should not change
     the answers where they were not judged: a simulated run)."""
@@ -58,6 +76,8 @@ def why(quality: dict) -> str:
         return ""
     if "share" in quality:
         said = f"answers {quality['share']:.1%} identical (floor {quality['floor']:.1%}): {said}"
+    if quality.get("blocks") and said.startswith(NOT_JUDGED):
+        return f"; not kept: {said}"
     if quality.get("blocks"):
         return f"; {said} — reverted for quality"
     return f"; {said}" + (f" — finding: {quality['finding']}" if "finding" in quality else "")

@@ -74,7 +74,8 @@ on the final configuration; the circle marks the operating point</figcaption>{{ 
 </html>
 """
 
-_VERDICT_CLASS = (("(better", "better"), ("(worse", "worse"), ("(within noise", "noise"))
+# "(quality" first: a change faster beyond noise but not kept for its answers is not a green cell
+_VERDICT_CLASS = (("(quality", "worse"), ("(better", "better"), ("(worse", "worse"), ("(within noise", "noise"))
 
 
 def render_html(note) -> str:

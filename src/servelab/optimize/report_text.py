@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servelab.optimize.quality_check import NOT_KEPT, REJECTED
+from servelab.optimize.quality_check import decision as decision_of
 from servelab.search.slo import text as slo_text
 from servelab.search.table import markdown as md_table
 from servelab.search.table import num
@@ -105,19 +107,19 @@ def step_change(step: dict) -> str:
 
 
 def decision(step: dict, is_baseline: bool) -> str:
-    """The call and what it rests on: ``kept (better)``, ``reverted (within noise)``, ``not measured (SIMULATED)``."""
+    """The call and what it rests on: ``kept (better)``, ``reverted (within noise)``, ``not measured (SIMULATED)``,
+    ``rejected (quality; better)``: faster beyond noise, but its answers diverge beyond the floor."""
     tags = [step["noise_verdict"]] if step.get("noise_verdict") else []
     tags += ["SIMULATED"] if step.get("simulated") else []
-    return f"{_call(step, is_baseline)} ({', '.join(tags)})" if tags else _call(step, is_baseline)
+    call = _call(step, is_baseline)
+    if tags and call.endswith(")"):  # "rejected (quality)": the tags join its parenthesis
+        return f"{call[:-1]}; {', '.join(tags)})"
+    return f"{call} ({', '.join(tags)})" if tags else call
 
 
 def _call(step: dict, is_baseline: bool) -> str:
-    """start, kept, reverted — or, for a change only ranked on the simulator (no noise verdict), not measured."""
-    if is_baseline:
-        return "start"
-    if step.get("kept"):
-        return "kept"
-    return "not measured" if step.get("simulated") and step.get("noise_verdict") is None else "reverted"
+    """start, or the step's decision (quality_check.decision; a record from before it was written derives it)."""
+    return "start" if is_baseline else step.get("decision") or decision_of(step)
 
 
 def steps_table(doc: dict) -> Table:
@@ -188,6 +190,13 @@ def config_text(config: dict) -> str:
     return "; ".join(parts + [_client_flags(config.get("client") or {})])
 
 
+def _quality_calls(calls: list[str]) -> str:
+    """The changes faster beyond noise that were not kept for their answers, when any were."""
+    rejected, unjudged = calls.count(REJECTED), calls.count(NOT_KEPT)
+    return ((f", {rejected} rejected for quality (faster, answers diverge beyond the floor)" if rejected else "")
+            + (f", {unjudged} not kept: faster, but their answers could not be judged" if unjudged else ""))
+
+
 def summary(doc: dict) -> list[str]:
     """The answer first: how far it moved, in how many steps, why it stopped, what it cost."""
     steps, base, final = doc["steps"], doc.get("baseline"), doc["final"]
@@ -195,8 +204,8 @@ def summary(doc: dict) -> list[str]:
     ranked = calls.count("not measured")
     out = [_headline(doc, base, final),
            f"{len(steps)} change(s) tried after the baseline: {calls.count('kept')} kept, "
-           f"{calls.count('reverted')} reverted" + (f", {ranked} only ranked on the simulator (SIMULATED, not "
-                                                    "measured)" if ranked else "") + ".",
+           f"{calls.count('reverted')} reverted" + _quality_calls(calls)
+           + (f", {ranked} only ranked on the simulator (SIMULATED, not measured)" if ranked else "") + ".",
            stopped_text(doc), f"Budget: {budget_text(doc['budget'])}"]
     if not doc["engine"].get("restartable", True):
         out.append("The engine is external (servelab cannot restart it): only the client's side — its "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from servelab.metrics.noise import BETTER, NOISE_FLOOR, TAIL_FACTOR, Spread, verdict
 from servelab.optimize.config import Config, Move
 from servelab.optimize.measure import Repeats
+from servelab.optimize.quality_check import decision
 from servelab.optimize.quality_check import why as why_quality
 
 # objective -> (the result's key it reads, higher is better, what it is called)
@@ -71,7 +72,7 @@ def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats 
     noise, gain = judged if judged else (None, None)
     result = {**(m.summary() if m else {}), "values": {k: list(v) for k, v in cand.values.items()}}
     reported = {"engine_reported": dict(cand.reported)} if cand.reported else {}  # only where the engine said
-    return {**reported, "n": n, "verdict": acted_on.verdict, "evidence": list(acted_on.lines),
+    step = {**reported, "n": n, "verdict": acted_on.verdict, "evidence": list(acted_on.lines),
             "evidence_values": acted_on.evidence, "change": move.to_dict() if move else None,
             "config": cand.config.to_dict(), "result": result,
             "gain": round(gain, 4) if gain is not None else None, "noise_verdict": noise,
@@ -80,6 +81,9 @@ def step_dict(n: int, acted_on: Seen, move: Move | None, cand: Seen, m: Repeats 
             # what limited the candidate itself: the next verdict, if it is kept
             "diagnosis_after": None if move is None else {"verdict": cand.verdict, "evidence": list(cand.lines),
                                                           "evidence_values": cand.evidence}}
+    if move is not None:  # the baseline is the start, not a decision
+        step["decision"] = decision(step)
+    return step
 
 
 def why_text(move: Move, judged: tuple[str, float | None], objective: str, first: Move | None = None,

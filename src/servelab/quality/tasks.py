@@ -39,18 +39,19 @@ _OPTIONAL = ("id", "reply", "output_tokens")
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    prompt: str  # the text sent (for ``messages``: the last user turn, which answers are matched by)
+    prompt: str  # the text answers are matched by: the prompt, or a conversation's last user turn
     kind: str  # one of graders.KINDS
     expected: object
     reply: str | None = None  # a right answer (keys the mock)
-    messages: tuple | None = None
+    messages: tuple | None = None  # a conversation, sent whole (quality/workload.py)
 
     def right(self, text: str) -> bool:
         return grade(self.kind, self.expected, text)
 
     def line(self) -> dict:
-        """The item as a quality file's line (also a custom dataset's: it has ``prompt``)."""
-        d = {"prompt": self.prompt, self.kind: self.expected}
+        """The item as a quality file's line."""
+        said = {"prompt": self.prompt} if self.messages is None else {"messages": list(self.messages)}
+        d = {**said, self.kind: self.expected}
         return d if self.reply is None else {**d, "reply": self.reply}
 
 
@@ -99,8 +100,9 @@ def prompt_of(row: dict, where: str) -> tuple[str, tuple | None]:
     if isinstance(row.get("prompt"), str) and "messages" not in row:
         return row["prompt"], None
     messages = row.get("messages")
-    ok = (isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)
-          and isinstance(messages[-1].get("content"), str))
+    ok = (isinstance(messages, list) and messages and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages) and messages[-1]["role"] == "user")
     if "prompt" in row or not ok:
         raise InputError(f"{where}: missing field: 'prompt' (a string) or 'messages' "
                          f"(a list of {{role, content}} ending in a user turn)")

@@ -1,5 +1,7 @@
-"""The tasks of ``--quality-tasks`` as a run's requests: their prompts written to a custom
-dataset file (one request per item, every item once) for the length of the run."""
+"""The tasks of ``--quality-tasks`` as a run's requests: written to a custom dataset file (one
+request per item, every item once) for the length of the run — a ``prompt`` item as its prompt,
+a ``messages`` item as its whole conversation (datasets/custom.py: a chat endpoint is sent the
+messages, a completions endpoint their rendering by the tokenizer's chat template)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,13 @@ def with_tasks(spec: BenchSpec) -> Iterator[BenchSpec]:
     items = tasks.load(q.tasks, q.tasks_seed)
     with tempfile.TemporaryDirectory(prefix="servelab-quality-") as folder:
         path = Path(folder) / "quality-tasks.jsonl"
-        path.write_text("".join(json.dumps({"prompt": i.prompt}) + "\n" for i in items))
+        path.write_text("".join(json.dumps(_line(i)) + "\n" for i in items))
         out_len = spec.dataset.custom_output_len
         dataset = dataclasses.replace(
             spec.dataset, name="custom", path=str(path), num_prompts=len(items),
             custom_output_len=TASK_OUTPUT_LEN if out_len == VLLM_CUSTOM_OUTPUT_LEN else out_len)
         yield dataclasses.replace(spec, dataset=dataset)
+
+
+def _line(item: tasks.Item) -> dict:
+    return {"prompt": item.prompt} if item.messages is None else {"messages": list(item.messages)}

@@ -55,9 +55,15 @@ def agreement_row(by_config: dict[str, list[Run]], base: str, notes: list[str]) 
             notes.append(f"⚠ {config}: quality not judged ({exc})")
             continue
         said, a = min(judged, key=lambda j: -1 if j[1] is None else j[1].share)
-        row.cells[config] = "-" if a is None else f"{a.identical}/{a.paired} {a.share:.1%}, {a.prefix_share:.1%} of tokens"
+        row.cells[config] = "-" if a is None else _agreement_text(a)
         row.versus[config] = said
     return row
+
+
+def _agreement_text(a: agreement.Agreement) -> str:
+    """Identical answers with their 95% Wilson interval: how little a few prompts can tell."""
+    lo, hi = score.wilson(a.identical, a.paired)
+    return f"{a.identical}/{a.paired} {a.share:.1%} [{lo:.0%}–{hi:.0%}], {a.prefix_share:.1%} of tokens"
 
 
 def _judge(ref: Responses, run: Responses, f: agreement.Floor):
