@@ -3,6 +3,7 @@ against the mock's own log of what it received and when (its clock), and its ref
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -19,6 +20,7 @@ from servelab.measure.run import _prepare
 from servelab.measure.target import bench_config
 from servelab.metrics.tally import Tally
 from servelab.results.store import RecordSink
+from test_sessions import sim_server  # noqa: F401 (a fixture: the sim engine's server in a thread)
 
 
 def trace(tmp_path, *conversations: list[dict]) -> str:
@@ -186,3 +188,51 @@ def test_the_locked_sessions_cap_waits_at_ten_seconds(tmp_path):
     calls[1]["think_time"] = 3600.0
     sessions, about = read_sessions(DatasetSpec(name="weka", path=trace(tmp_path, calls), agentic_locked=True))
     assert sessions[0].calls[1].wait_s == 10.0 and (about["max_wait_s"], about["waits_capped"]) == (10.0, 1)
+
+
+def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_hit_rate(sim_server, qwen3_path,
+                                                                                       tmp_path):
+    """The ideal sees each warm-up first and counts only the measured calls; the simulator's
+    block manager, queried by the warm-ups and then the run, finds exactly that."""
+    from servelab.loadgen.sessions import ideal_rate
+    from servelab.sim.model import EngineLimits
+
+    server = sim_server(EngineLimits(num_blocks=4096, block_size=16))
+    spec = BenchSpec(server=ServerSpec(base_url=server.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0), request=RequestSpec(ignore_eos=True),
+                     dataset=DatasetSpec(name="weka", path=trace(tmp_path, *[growing(6, think=0.0)] * 4),
+                                         agentic_locked=True, agentic_min_duration_s=0.01),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
+        kind.requests(work))))
+    c = server.engine.counters
+    warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
+    assert len(warm) == len(work.warm) >= 2
+    queried = c.prefix_queries - sum(r.prompt_tokens for r in warm)  # the warm-ups found nothing: sessions differ
+    assert queried == sum(r.prompt_len for r in work.requests)
+    ideal = ideal_rate(work)
+    assert c.prefix_hits / queried == pytest.approx(ideal, abs=1e-12) and ideal > ideal_rate(
+        dataclasses.replace(work, warm=()))  # the warm-ups' blocks count
+    assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(ideal, 4)
+
+
+def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_server, qwen3_path):
+    from pathlib import Path
+
+    from servelab.sim.model import EngineLimits
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_otel.jsonl"
+    server = sim_server(EngineLimits(num_blocks=4096, block_size=16))
+    spec = BenchSpec(server=ServerSpec(base_url=server.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
+                     dataset=DatasetSpec(name="otel", path=str(example), trace_max_wait_s=0.05),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
+        kind.requests(work))))
+    c = server.engine.counters
+    assert (c.prefix_hits, c.prefix_queries) == (1424, 2660)
+    assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(1424 / 2660, 4)
