@@ -20,7 +20,6 @@ from servelab.measure.run import _prepare
 from servelab.measure.target import bench_config
 from servelab.metrics.tally import Tally
 from servelab.results.store import RecordSink
-from test_sessions import sim_server  # noqa: F401 (a fixture: the sim engine's server in a thread)
 
 
 def trace(tmp_path, *conversations: list[dict]) -> str:
