@@ -116,14 +116,16 @@ def test_sub_agents_fan_out_from_the_call_before_and_a_late_one_is_joined_by_a_l
 
 
 def test_missing_token_counts_grow_from_the_call_before_or_stop_with_one_line(tmp_path):
-    grown = write(tmp_path, [chat("c1", "", 0, 1, 100, 10), chat("c2", "", 2, 3, None, None, gen_ai__request__max_tokens=7),
+    grown = write(tmp_path, [chat("c1", "", 0, 1, 100, 10),
+                             chat("c2", "", 2, 3, None, None, gen_ai__request__max_tokens=7),
                              chat("c3", "", 4, 5, 50, 5)])
     c1, c2, c3 = read_otel(grown).sessions[0].calls
     assert (c2.input_len, c2.output_len, c2.blocks[:2]) == (110, 7, c1.blocks)  # 100 + 10; max_tokens as output
     assert c3.blocks[0] not in c2.blocks  # fewer input tokens than the prompt before: a rewritten context
     first = write(tmp_path, [chat("c1", "", 0, 1, None, 10)])
-    with pytest.raises(DatasetError, match=r"spans\.jsonl:1: resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.attributes "
-                                           r"has no gen_ai\.usage\.input_tokens, and no earlier call of its agent"):
+    with pytest.raises(DatasetError, match=r"spans\.jsonl:1: resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\."
+                                           r"attributes has no gen_ai\.usage\.input_tokens, and no earlier call of "
+                                           r"its agent"):
         read_otel(first)
     no_out = write(tmp_path, [chat("c1", "", 0, 1, 10, None)])
     with pytest.raises(DatasetError, match=r"has no gen_ai\.usage\.output_tokens \(nor gen_ai\.request\.max_tokens\)"):

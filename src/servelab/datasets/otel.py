@@ -39,7 +39,6 @@ Bad input is one line naming the file, the line and the field.
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -304,14 +303,18 @@ def _session(key: str, spans: list[Span], made: _Made) -> Session:
 
 
 def _count(span: Span, key: str) -> int | None:
+    """A token count (None where absent); OTLP JSON writes intValue as a string."""
     value = span.attrs.get(key)
     if value is None:
         return None
-    try:  # OTLP JSON writes intValue as a string
-        n = int(value) if not isinstance(value, (bool, float)) or (isinstance(value, float) and math.isfinite(
-            value) and value == int(value)) else None
-    except (TypeError, ValueError):
-        n = None
-    if n is None or n < 0 or isinstance(value, bool):
+    n = None
+    if isinstance(value, float):
+        n = int(value) if value.is_integer() else None
+    elif isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:
+            n = int(value)
+        except ValueError:
+            pass
+    if n is None or n < 0:
         raise DatasetError(f"{span.where}.attributes {key} must be an integer >= 0, not {value!r}")
     return n
