@@ -334,8 +334,7 @@ def check_spec(spec: BenchSpec) -> None:
     if spec.output.gpu_hour_cost is not None and not 0 < spec.output.gpu_hour_cost < math.inf:
         raise InputError("--gpu-hour-cost must be a positive number of dollars")
     check_multi_turn(spec)
-    _check_agentic(spec)
-    _check_locked(spec)
+    check_agentic(spec)
     _check_ramp_up(load)
     _check_self_timed(spec)
     if not load.probe_request_rate >= 0:
@@ -369,6 +368,12 @@ def check_saturation_rule(spec: BenchSpec) -> None:
     raise InputError(f"--stop-when-saturated needs arrivals paced in time (a finite --request-rate, or "
                      f"--ramp-up-strategy): --request-rate inf releases every request at t0, {loop}, so requests "
                      f"outstanding never rise and the rule could never fire")
+
+
+def check_agentic(spec: BenchSpec) -> None:
+    """The agentic dataset flags (again once bench has filled the dataset's spec in)."""
+    _check_agentic(spec)
+    _check_locked(spec)
 
 
 def _check_agentic(spec: BenchSpec) -> None:

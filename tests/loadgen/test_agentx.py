@@ -235,3 +235,15 @@ def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_s
     c = server.engine.counters
     assert (c.prefix_hits, c.prefix_queries) == (1424, 2660)
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(1424 / 2660, 4)
+
+
+def test_bench_refuses_a_locked_run_with_a_request_rate_in_one_line_before_any_server(capsys, tmp_path):
+    from servelab.cli.main import main
+
+    argv = ["bench", "--base-url", "http://127.0.0.1:9", "--dataset-name", "weka", "--dataset-path",
+            trace(tmp_path, growing(2)), "--agentic-locked", "--ignore-eos", "--request-rate", "4", "--trace-scale",
+            "0.5"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["servelab: error: --agentic-locked replays the trace one fixed way; it conflicts with: --request-rate "
+                   "(every session starts at once); --trace-scale 0.5 (every recorded token is sent)"]
