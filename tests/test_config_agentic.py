@@ -26,7 +26,7 @@ def test_agentic_sessions_refuse_the_modes_that_split_or_simulate_them(change):
 def test_a_bad_trace_scale_is_refused():
     with pytest.raises(InputError, match=r"^--trace-scale must be > 0, not -1\.0$"):
         check_spec(BenchSpec(dataset=DatasetSpec(name="weka", path="t", trace_scale=-1.0)))
-    with pytest.raises(InputError, match="^--trace-scale is for --dataset-name weka or agentic, not random$"):
+    with pytest.raises(InputError, match="^--trace-scale is for --dataset-name weka or otel or agentic, not random$"):
         check_spec(BenchSpec(dataset=DatasetSpec(trace_scale=0.5)))
     check_spec(BenchSpec(dataset=DatasetSpec(name="weka", path="t", trace_scale=0.5)))  # accepted
 
@@ -37,7 +37,7 @@ def test_an_agentic_shape_on_another_dataset_is_refused():
 
 
 def test_a_wait_cap_is_for_agentic_datasets_and_not_negative():
-    with pytest.raises(InputError, match="^--trace-max-wait is for --dataset-name weka or agentic, not random$"):
+    with pytest.raises(InputError, match="^--trace-max-wait is for --dataset-name weka or otel or agentic, not random$"):
         check_spec(BenchSpec(dataset=DatasetSpec(trace_max_wait_s=10.0)))
     with pytest.raises(InputError, match=r"^--trace-max-wait must be >= 0 seconds, not -1\.0$"):
         check_spec(BenchSpec(dataset=DatasetSpec(name="agentic", trace_max_wait_s=-1.0)))

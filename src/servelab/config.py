@@ -18,8 +18,9 @@ from servelab.errors import InputError
 DATASET_NAMES = ("sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
                  "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace")
 # servelab's own: agentic sessions replayed as DAGs of calls (datasets/sessions.py), by the
-# "sessions" driver — weka: a WEKA trace; agentic: synthetic sessions
-AGENTIC_DATASETS = ("weka", "agentic")
+# "sessions" driver — weka: a WEKA trace; otel: an OpenTelemetry GenAI span export; agentic:
+# synthetic sessions
+AGENTIC_DATASETS = ("weka", "otel", "agentic")
 # The one list of engine kinds (``engines.kinds.ENGINES`` implements each; every --engine offers
 # these). embedded: the offline default — vLLM's CPU build serving SmolLM2-135M-Instruct.
 ENGINE_KINDS = ("embedded", "vllm", "llamacpp", "external", "command", "sim")  # sim: servelab's simulated vLLM
@@ -75,6 +76,9 @@ class DatasetSpec:
     trace_scale: float = 1.0
     trace_max_wait_s: float | None = None  # weka / agentic: each call's wait capped here (None: as stated)
     agentic_shape: tuple[tuple[str, str], ...] = ()  # agentic: --agentic-shape KEY=VALUE pairs over Shape's defaults
+    # weka / otel: the AgentX-style locked scenario (datasets/agentx.py, loadgen/agentx.py)
+    agentic_locked: bool = False
+    agentic_min_duration_s: float = 900.0  # --agentic-locked: a shorter run is invalid (AGENTX_MIN_DURATION_S)
     # hf (datasets/hf.py): a local copy of a hub dataset; hf_name picks vLLM's recipe for it
     hf_name: str | None = None
     hf_split: str | None = None  # None: the recipe's default split, as vLLM
@@ -330,7 +334,7 @@ def check_spec(spec: BenchSpec) -> None:
     if spec.output.gpu_hour_cost is not None and not 0 < spec.output.gpu_hour_cost < math.inf:
         raise InputError("--gpu-hour-cost must be a positive number of dollars")
     check_multi_turn(spec)
-    _check_agentic(spec)
+    check_agentic(spec)
     _check_ramp_up(load)
     _check_self_timed(spec)
     if not load.probe_request_rate >= 0:
@@ -366,6 +370,12 @@ def check_saturation_rule(spec: BenchSpec) -> None:
                      f"outstanding never rise and the rule could never fire")
 
 
+def check_agentic(spec: BenchSpec) -> None:
+    """The agentic dataset flags (again once bench has filled the dataset's spec in)."""
+    _check_agentic(spec)
+    _check_locked(spec)
+
+
 def _check_agentic(spec: BenchSpec) -> None:
     """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
     name, scale = spec.dataset.name, spec.dataset.trace_scale
@@ -384,6 +394,31 @@ def _check_agentic(spec: BenchSpec) -> None:
     if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
         raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
                          "--multi-turn, --workers or --ray")
+
+
+AGENTX_IDLE_CAP_S = 10.0  # datasets/agentx.IDLE_CAP_S: the one value --trace-max-wait may repeat
+AGENTX_MIN_DURATION_S = 900.0  # AgentX's floor on a run's duration: DatasetSpec.agentic_min_duration_s's default
+
+
+def _check_locked(spec: BenchSpec) -> None:
+    """--agentic-locked fixes how the sessions are replayed: every flag that would change it is
+    named in one line (AgentX's locked scenario refuses them too)."""
+    data, load = spec.dataset, spec.load
+    if not data.agentic_locked:
+        if data.agentic_min_duration_s != AGENTX_MIN_DURATION_S:
+            raise InputError("--agentic-min-duration is for --agentic-locked")
+        return
+    conflicts = [f"--dataset-name {data.name} (a recorded trace: weka or otel)"] * (data.name not in ("weka", "otel"))
+    conflicts += ["--request-rate (every session starts at once)"] * (not math.isinf(load.request_rate))
+    conflicts += ["--ramp-up-strategy"] * (load.ramp_up_strategy is not None)
+    conflicts += [f"--trace-scale {data.trace_scale} (every recorded token is sent)"] * (data.trace_scale != 1)
+    conflicts += [f"--trace-max-wait {data.trace_max_wait_s} (idle gaps are capped at {AGENTX_IDLE_CAP_S:g} s)"] * (
+        data.trace_max_wait_s not in (None, AGENTX_IDLE_CAP_S))
+    conflicts += ["no --ignore-eos (each call produces its recorded output length)"] * (not spec.request.ignore_eos)
+    if not data.agentic_min_duration_s > 0:
+        conflicts.append(f"--agentic-min-duration {data.agentic_min_duration_s} (must be > 0 s)")
+    if conflicts:
+        raise InputError(f"--agentic-locked replays the trace one fixed way; it conflicts with: {'; '.join(conflicts)}")
 
 
 def check_multi_turn(spec: BenchSpec) -> None:

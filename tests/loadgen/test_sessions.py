@@ -175,39 +175,6 @@ def test_a_trace_smaller_than_the_cache_gets_its_ideal_rate_on_the_simulator_and
     assert sim_rate(prompts, num_blocks=4096)[0] == ideal
 
 
-@pytest.fixture
-def sim_server():
-    """The sim engine's server (engines/sim_main.SimServer) in a thread: its own block manager."""
-    import asyncio
-    import threading
-
-    from servelab.engines.sim_main import SimServer
-    from servelab.mock.config import MockConfig
-    from servelab.mock.server import new_event_loop
-
-    loops = []
-
-    def start(limits: EngineLimits):
-        loop = new_event_loop()
-        server = SimServer(MockConfig(port=0, default_max_tokens=16), limits, StepModel())
-        started = threading.Event()
-
-        def main():
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(server.start())
-            started.set()
-            loop.run_forever()
-
-        threading.Thread(target=main, daemon=True).start()
-        assert started.wait(10)
-        loops.append(loop)
-        return server
-
-    yield start
-    for loop in loops:
-        loop.call_soon_threadsafe(loop.stop)
-
-
 @pytest.mark.parametrize("scale", [1.0, 0.5])
 def test_replayed_on_the_sim_engine_the_trace_gets_its_ideal_hit_rate_from_its_block_manager(sim_server, scale,
                                                                                               qwen3_path):

@@ -43,6 +43,7 @@ class Call:
     output_len: int
     parents: tuple[int, ...] = ()  # indices of calls of the same session that must complete first
     wait_s: float = 0.0  # after the last parent completed (the session's start for a root)
+    t_s: float | None = None  # when it was sent in the recorded run, s from the session's start (None: not recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ class Sessions:
     requests: tuple[SampleRequest, ...]
     about: dict = field(default_factory=dict)
     blocks: Blocks | None = None  # makes each call's prompt when it is sent
+    warm: tuple[Session, ...] = ()  # calls sent before the run, not measured (--agentic-locked's warm-ups)
 
     def first(self) -> list[int]:
         """Each session's first call's place in ``requests``."""
@@ -78,11 +80,12 @@ class Sessions:
         return first
 
 
-def bundle(sessions: list[Session], prefix: str, about: dict, blocks: Blocks | None = None) -> Sessions:
+def bundle(sessions: list[Session], prefix: str, about: dict, blocks: Blocks | None = None,
+           warm: tuple[Session, ...] = ()) -> Sessions:
     """``sessions`` with a request per call (its prompt is made at send time, by ``blocks``)."""
     requests = tuple(SampleRequest((), c.input_len, c.output_len, f"{prefix}{s.session_id}-{k}")
                      for s in sessions for k, c in enumerate(s.calls))
-    return Sessions(tuple(sessions), requests, about, blocks)
+    return Sessions(tuple(sessions), requests, about, blocks, warm)
 
 
 def scale(sessions: list[Session], factor: float) -> list[Session]:
@@ -141,7 +144,7 @@ class Blocks:
         return ids
 
 
-def ideal_hits(sessions, block_size: int) -> tuple[int, int]:
+def ideal_hits(sessions, block_size: int, warm=()) -> tuple[int, int]:
     """(hit tokens, prompt tokens) of an unbounded prefix cache of ``block_size``-token blocks
     seeing every call's prompt in order, by vLLM's rule: a prompt of n tokens may hit at most
     ⌊(n − 1) / block_size⌋ blocks, the longest run of its leading blocks seen before.
@@ -149,8 +152,9 @@ def ideal_hits(sessions, block_size: int) -> tuple[int, int]:
     Worked out from the model, not the tokens (a real trace's prompts run to 10⁹ tokens): the
     prompt's first p tokens, while within its blocks, are named by the chain of the block keys
     they cover and the cut of the last — the same name, the same tokens (``Blocks.prompt``);
-    a cache block reaching into a call's new tokens is its own and never hits."""
-    seen: set[int] = set()
+    a cache block reaching into a call's new tokens is its own and never hits. ``warm``'s
+    calls are seen first and not counted (warm-ups sent before the run)."""
+    seen = {name for s in warm for call in s.calls for name in _prefix_names(s, call, s.block_size, block_size)}
     hits = queries = 0
     for s in sessions:
         size = s.block_size
@@ -202,10 +206,27 @@ def report(figures: dict) -> str:
     scaled = f", scaled ×{figures['trace_scale']}" if figures.get("scaled") else ""
     if "max_wait_s" in figures:
         scaled += f", waits capped at {figures['max_wait_s']} s ({figures['waits_capped']} cut)"
-    return (f"Agentic sessions ({made}{scaled})\n"
+    lines = _otel_line(figures.get("otel")) + _locked_line(figures.get("locked"))
+    return (f"Agentic sessions ({made}{scaled})\n{lines}"
             f"  sessions {figures['sessions']} · calls {figures['calls']} · sub-agents {figures['sub_agents']} · "
             f"max fan-out {figures['max_fan_out']}\n"
             f"  blocks {figures['blocks']} of {'/'.join(map(str, figures['block_size']))} tokens · input tokens "
             f"{figures['input_tokens']} (longest call {figures['max_input_len']}) · output tokens "
             f"{figures['output_tokens']}\n"
-            f"  waits (tool / think time): total {waits['total']} s, median {waits['median']} s, max {waits['max']} s\n")
+            f"  waits (tool / think time): total {waits['total']} s, median {waits['median']} s, "
+            f"max {waits['max']} s\n")
+
+
+def _otel_line(otel: dict | None) -> str:
+    if not otel:
+        return ""
+    return (f"  OpenTelemetry spans {otel['spans']} · tool spans {otel['tool_spans']} ({otel['tool_s']} s) · calls "
+            f"with no input count (grown from their previous call) {otel['calls_without_input_tokens']}\n")
+
+
+def _locked_line(locked: dict | None) -> str:
+    if not locked:
+        return ""
+    return (f"  locked (AgentX-style): start points {locked['start_points']}; {locked['warm_up_calls']} warm-up "
+            f"turns, {locked['calls_before_start']} calls before the start points left out; cache-bust marker of "
+            f"{locked['marker_tokens']} tokens per session\n")

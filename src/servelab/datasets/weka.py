@@ -89,7 +89,7 @@ def _agent(where: str, row: dict, field: str, agent: str, spawned_by: int | None
         kind = req.get("type", "s")
         if kind not in REQUEST_TYPES:
             raise DatasetError(f"{where}: {name}.type is {kind!r}, not one of {', '.join(REQUEST_TYPES)}")
-        _time(where, req, name, "t")
+        t = _time(where, req, name, "t")
         if kind == "subagent":
             if prev is None:
                 raise DatasetError(f"{where}: {name} is a sub-agent with no parent (no request of its agent "
@@ -100,7 +100,7 @@ def _agent(where: str, row: dict, field: str, agent: str, spawned_by: int | None
         parents = tuple(p for p in (prev, *joining) if p is not None)
         n = _count(where, req, name, "in")
         calls.append(Call(agent, _hash_ids(where, req, name, size, n), n, _count(where, req, name, "out"), parents,
-                          _time(where, req, name, "think_time")))
+                          _time(where, req, name, "think_time"), t))
         prev, joining = len(calls) - 1, []
     return prev
 

@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 
 from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, QualitySpec, RequestSpec, ServerSpec,
-                             check_lora, check_num_prompts, check_spec)
+                             check_agentic, check_lora, check_num_prompts, check_spec)
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
@@ -323,6 +323,7 @@ def bench_spec(args: argparse.Namespace, argv: tuple[str, ...] = ()) -> BenchSpe
     check_skip_tokenizer(spec.dataset.name, spec.skip_tokenizer_init)
     check_spec(spec)
     spec = dataclasses.replace(spec, dataset=dataset_spec_from_args(args, draw_ids=True))
+    check_agentic(spec)  # the agentic flags live in the dataset's spec, filled in just now
     check_lora(spec)
     return spec
 

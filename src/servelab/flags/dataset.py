@@ -30,8 +30,9 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, request_id_prefix:
 
 def _add_common(g, request_id_prefix: str | None) -> None:
     g.add_argument("--dataset-name", choices=DATASET_NAMES + AGENTIC_DATASETS, default=_D.name,
-                   help="default: %(default)s; weka (a WEKA agentic trace) and agentic (synthetic agentic "
-                        "sessions) are servelab's: sessions replayed as DAGs of calls, sub-agents and tool waits")
+                   help="default: %(default)s; weka (a WEKA agentic trace), otel (an agent's OpenTelemetry GenAI "
+                        "spans, OTLP JSON) and agentic (synthetic agentic sessions) are servelab's: sessions "
+                        "replayed as DAGs of calls, sub-agents and tool waits")
     g.add_argument("--dataset-path", default=None,
                    help="dataset file (sharegpt: JSON list, default the bundled copy if installed; custom, "
                         "timed_trace, spec_bench: JSONL; burstgpt: CSV; speed_bench: its folder; hf: a local copy of "
@@ -135,15 +136,23 @@ def _add_other_datasets(parser) -> None:
     g.add_argument("--timed-trace-sec-multiplier", type=float, default=_D.timed_trace_sec_multiplier,
                    help="timestamps times this are seconds, e.g. 0.001 for ms (default: %(default)s)")
     g.add_argument("--trace-scale", type=float, default=_D.trace_scale,
-                   help="weka / agentic: every length times this (block size, contexts, outputs), the blocks' "
+                   help="weka / otel / agentic: every length times this (block size, contexts, outputs), the blocks' "
                         "sharing kept, to fit long agent contexts to a small engine; the result says so "
                         "(default: %(default)s)")
     g.add_argument("--trace-max-wait", type=float, default=None, metavar="SECONDS", dest="trace_max_wait_s",
-                   help="weka / agentic: cap each call's tool or think wait (AgentX caps idle gaps at 10 s); "
+                   help="weka / otel / agentic: cap each call's tool or think wait (AgentX caps idle gaps at 10 s); "
                         "the result says so (default: as stated)")
     g.add_argument("--agentic-shape", metavar="KEY=VALUE", nargs="*", default=None,
                    help="agentic: the synthetic sessions' distributions over their defaults (docs/agentic.md), "
                         "e.g. turns=2:5 fan_out_p=0.5 tool_wait_s=2 output_tokens=64")
+    g.add_argument("--agentic-locked", action="store_true",
+                   help="weka / otel: the AgentX-style locked scenario (docs/agentic.md): delays from the previous "
+                        "completion, idle gaps capped at 10 s, a cache-bust marker per session, start points "
+                        "sampled with the turn before sent as warm-up, and a validity verdict in the result; "
+                        "refuses the flags that would change it")
+    g.add_argument("--agentic-min-duration", type=float, default=_D.agentic_min_duration_s, metavar="SECONDS",
+                   dest="agentic_min_duration_s",
+                   help="--agentic-locked: a run shorter than this is invalid (default: %(default)s, AgentX's floor)")
     _add_multimodal(parser)
     g = parser.add_argument_group("other vLLM dataset options")
     g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf blazedit (default: %(default)s)")
@@ -214,8 +223,10 @@ def dataset_spec_from_args(args: argparse.Namespace, draw_ids: bool = False) -> 
         hf_name=args.hf_name, hf_split=args.hf_split, hf_subset=args.hf_subset, hf_output_len=args.hf_output_len,
         hf_stream=not args.no_stream, blazedit_min_distance=args.blazedit_min_distance,
         blazedit_max_distance=args.blazedit_max_distance,
-        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS}, trace_scale=args.trace_scale, trace_max_wait_s=args.trace_max_wait_s,
+        **{name: getattr(args, name) for name in _TIMED_TRACE_FIELDS}, trace_scale=args.trace_scale,
+        trace_max_wait_s=args.trace_max_wait_s,
         agentic_shape=tuple(key_values(args.agentic_shape, "--agentic-shape").items()),
+        agentic_locked=args.agentic_locked, agentic_min_duration_s=args.agentic_min_duration_s,
     )
 
 

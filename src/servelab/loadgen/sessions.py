@@ -27,6 +27,7 @@ from servelab.client.http import Pool
 from servelab.clock import cpu_s
 from servelab.datasets.agentic import Sessions, ideal_hits
 from servelab.errors import InputError
+from servelab.loadgen.agentx import send_warmups
 from servelab.loadgen.control import wait_ready, warm_up
 from servelab.loadgen.drive import schedule
 from servelab.loadgen.hooks import Hooks
@@ -50,6 +51,7 @@ class Agentic:
     failed: dict[int, int] = field(default_factory=dict)  # session -> its failed calls
     abandoned: dict[int, int] = field(default_factory=dict)  # session -> calls never sent for a failed parent
     timing: dict[int, tuple[int, int]] = field(default_factory=dict)  # request index -> (TTFT, E2E) ns, answered
+    warmups: list = field(default_factory=list)  # --agentic-locked: the warm-up turns' responses (loadgen/agentx.py)
 
     def section(self, engine_block_size: int = ENGINE_BLOCK_SIZE) -> dict:
         """The result's ``agentic`` section: where the sessions came from, the ideal hit rate,
@@ -92,7 +94,7 @@ def _ms(timing: dict, i: int, which: int) -> float | None:
 
 def ideal_rate(work: Sessions, block_size: int = ENGINE_BLOCK_SIZE) -> float:
     """The sessions' ideal prefix-cache hit rate: every call's prompt in order (0 with no prompt token)."""
-    hits, queries = ideal_hits(work.sessions, block_size)
+    hits, queries = ideal_hits(work.sessions, block_size, work.warm)
     return hits / queries if queries else 0.0
 
 
@@ -109,6 +111,7 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
     agentic = Agentic(work)
     try:
         await _probe(config, pool, work)
+        agentic.warmups = await send_warmups(config, pool, work)  # none unless --agentic-locked
         offsets = schedule(config, work.sessions)  # one start per session
         t0 = hooks.started(counters)
         cpu0, wall0 = cpu_s(), time.time()

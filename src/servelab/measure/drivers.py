@@ -9,8 +9,9 @@ and reads what it needs to know of it from its ``DriverKind``, never from the sp
     ray            --ray: one shard per node of a Ray cluster (loadgen/ray_shards.py)
     simulated      --simulate: the simulated engine's fast mode, no server (measure/simulated.py)
     conversations  --multi-turn: conversations replayed turn by turn (loadgen/conversations.py)
-    sessions       --dataset-name weka / agentic: agentic sessions replayed as DAGs of calls
-                   (loadgen/sessions.py); its records are every session's calls
+    sessions       --dataset-name weka / otel / agentic: agentic sessions replayed as DAGs of calls
+                   (loadgen/sessions.py); its records are every session's calls (--agentic-locked:
+                   the measured ones; the result judges the run, loadgen/agentx.py)
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
 This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
@@ -31,6 +32,7 @@ from servelab.datasets import prepare_requests, sample_conversations
 from servelab.datasets.agentic import Sessions
 from servelab.datasets.sample import Sample
 from servelab.datasets.sessions import sample_sessions
+from servelab.loadgen.agentx import verdict, verdict_line
 from servelab.loadgen.conversations import Replay, run_conversations, turns
 from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
@@ -135,6 +137,11 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
     run, agentic = in_loop(go, bench.hooks)
     section = agentic.section()
     print(summary_line(section), flush=True)
+    if bench.spec.dataset.agentic_locked:
+        judged = verdict([a.response for a in agentic.attempts.values()], agentic.warmups, run,
+                         bench.spec.dataset.agentic_min_duration_s)
+        section["locked"] = {**section["locked"], "verdict": judged}
+        print(verdict_line(judged), flush=True)
     return DriverRun(run, sections={"agentic": section})
 
 

@@ -41,6 +41,9 @@ class MockConfig:
     seed: int = 0
     model: str = "mock"
     max_model_len: int = 2048
+    # refuse a prompt of max_model_len tokens or more with vLLM 0.32's 400 (renderers/params.py);
+    # off by default: /v1/models reports the length, nothing else obeys it
+    enforce_max_model_len: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     close_after_response: bool = False

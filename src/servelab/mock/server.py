@@ -168,6 +168,9 @@ class MockServer:
         log.prompt_tokens = ask.prompt_tokens
         if self.config.record_messages:
             log.messages = ask.messages
+        if self.config.enforce_max_model_len and ask.prompt_tokens >= self.config.max_model_len:
+            self._too_long(conn, req, log)
+            return
         plan = self.planner.next(ask.max_tokens, ask.ignore_eos)
         tokens = None
         if self.answerer is not None:
@@ -197,6 +200,16 @@ class MockServer:
         body = error_body("mock: injected failure", 500, "InternalServerError")
         conn.reply(500, body, req.keep_alive, extra=[("x-request-id", log.request_id)])
         self.truth_log.end(log, perf_counter_ns(), "http500")
+
+    def _too_long(self, conn: Connection, req: http.Request, log: RequestLog) -> None:
+        """vLLM's refusal of a prompt that leaves no room for one output token (a context overflow)."""
+        self.truth_log.begin(log)
+        body = error_body(f"This model's maximum context length is {self.config.max_model_len} tokens. However, "
+                          f"your prompt contains {log.prompt_tokens} input tokens, which exceeds this limit even "
+                          f"without any output tokens. Please reduce the length of the input prompt.", 400,
+                          "BadRequestError")
+        conn.reply(400, body, req.keep_alive, extra=[("x-request-id", log.request_id)])
+        self.truth_log.end(log, perf_counter_ns(), "too_long")
 
     def _queue_or_admit(self, gen: Generation, now: int) -> None:
         cap = self.config.max_open

@@ -65,6 +65,7 @@ WHEN_SET = frozenset({
     "sim_flags",  # BenchSpec: the --sim-* values given (issue 33); before, argv alone carried them
     "quality",  # BenchSpec: the --quality-* judgement (issue 35)
     "trace_scale", "trace_max_wait_s", "agentic_shape",  # DatasetSpec: agentic sessions (issue 36)
+    "agentic_locked", "agentic_min_duration_s",  # DatasetSpec: the AgentX-style locked scenario (issue 36)
     "traceparent",  # RequestSpec: a W3C traceparent header on each request (issue 37)
 })
 
