@@ -2,7 +2,7 @@
 slow, dying, stubborn or forking LLM server on demand. Run as a script:
 
     python fake_engine.py --port N [--ready-after S] [--die-after S] [--grandchild]
-                          [--ignore-term] [--pid-file F]
+                          [--ignore-term] [--pid-file F] [--no-listen]
 
 It prints vLLM-like startup lines so the memory report has something to read.
 """
@@ -57,6 +57,7 @@ def main():
     parser.add_argument("--grandchild", action="store_true")
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--pid-file")
+    parser.add_argument("--no-listen", action="store_true")  # alive, but never binds its port
     ARGS = parser.parse_args()
     if ARGS.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -71,6 +72,9 @@ def main():
           "Maximum concurrency for 2,048 tokens per request: 22.75x", flush=True)
     if ARGS.die_after is not None:
         threading.Timer(ARGS.die_after, _die).start()
+    if ARGS.no_listen:
+        while True:
+            time.sleep(60)
     ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler).serve_forever()
 
 

@@ -164,3 +164,31 @@ def test_no_stray_signal_handlers_left_behind(tmp_path, port):
     with start_engine(fake_spec(port), tmp_path, progress=False):
         pass
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_server_that_took_the_port_while_the_engine_started_is_not_taken_for_it(tmp_path, port, monkeypatch):
+    """The port was free at launch; another server bound it before the engine did. Its answer
+    must not make the engine ready (servelab would measure the wrong server)."""
+    from servelab.engines import process
+    from servelab.engines.kinds import ENGINES
+
+    monkeypatch.setattr(ENGINES["command"], "listens_itself", True)
+    server = _models_server(port)
+    monkeypatch.setattr(process, "port_in_use", lambda host, p: False)  # the race: taken after the check
+    try:
+        spec = fake_spec(port, "--no-listen")
+        spec = EngineSpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
+                             "ready_url": f"http://127.0.0.1:{port}/v1/models"})
+        with pytest.raises(EngineError, match=f"port {port} answered, but from pid [0-9]+, not the engine"):
+            start_engine(spec, tmp_path, progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_engines_own_listener_passes_the_check(tmp_path, port, monkeypatch):
+    from servelab.engines.kinds import ENGINES
+
+    monkeypatch.setattr(ENGINES["command"], "listens_itself", True)
+    with start_engine(fake_spec(port, "--grandchild"), tmp_path, progress=False) as engine:
+        assert engine.alive() and engine.model == "fake-model"

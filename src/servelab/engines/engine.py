@@ -135,8 +135,21 @@ def _become_ready(engine: Engine, progress: bool) -> None:
     exited = proc.poll if proc else (lambda: None)
     engine.ready_s = wait_ready(spec.name, engine.kind.probes(spec), spec.ready_timeout_s,
                                 exited, engine.log_path, progress)
+    if proc is not None and engine.kind.listens_itself:
+        _answered_by_ours(engine)
     engine.model = served_model(engine.base_url, spec.model)
     engine.memory_report = _memory_report(engine)
+
+
+def _answered_by_ours(engine: Engine) -> None:
+    """The server that answered is the one servelab started, not one that took the port while it
+    was starting (the port was free at launch; the engine then failed to bind, or has yet to)."""
+    spec = engine.spec
+    pid = process.port_listener(spec.port)
+    if pid is not None and not process.in_group(pid, engine._proc.pid):
+        raise EngineError(
+            f"engine {spec.name!r}: port {spec.port} answered, but from pid {pid}, not the engine servelab "
+            f"started: another server took the port while it was starting (its log: {engine.log_path})")
 
 
 def _memory_report(engine: Engine) -> MemoryReport:

@@ -22,6 +22,10 @@ from servelab.errors import InputError
 class EngineKind(Protocol):
     # Seconds between SIGTERM and SIGKILL: vLLM drains and tears down its EngineCore.
     stop_grace_s: float
+    # True: the launched process group itself listens on spec.port, so the server that answered
+    # the ready probe must be one of its processes. False: a command (``docker run``: docker's
+    # proxy listens) or an external server.
+    listens_itself: bool
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         """The spec as launched (the embedded kind becomes the vLLM spec it runs); most: itself."""
@@ -48,6 +52,7 @@ class ExternalEngine:
     """A server someone else runs: nothing to launch or stop, but it must answer."""
 
     stop_grace_s = 0.0
+    listens_itself = False
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         return spec
@@ -69,6 +74,7 @@ class CommandEngine:
     """Any command line that starts a server on spec.host:spec.port; ready when ready_url answers."""
 
     stop_grace_s = 10.0
+    listens_itself = False
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         return spec
@@ -91,6 +97,7 @@ class EmbeddedEngine:
     converted on first use, so it is a vLLM spec only once resolved."""
 
     stop_grace_s = VllmEngine.stop_grace_s
+    listens_itself = True
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         return as_vllm(spec)

@@ -20,6 +20,7 @@ from servelab.errors import InputError
 
 class LlamaCppEngine:
     stop_grace_s = 5.0
+    listens_itself = True
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         return spec

@@ -109,6 +109,24 @@ def _wait_group_gone(proc: subprocess.Popen, timeout_s: float) -> bool:
         time.sleep(0.05)
 
 
+def port_listener(port: int) -> int | None:
+    """The pid listening on TCP ``port`` (any address), or None when none does or it is not ours
+    to see (another user's process)."""
+    try:
+        found = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return None
+    return next((c.pid for c in found if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                 and c.pid is not None), None)
+
+
+def in_group(pid: int, pgid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pgid
+    except OSError:  # gone since
+        return False
+
+
 def port_in_use(host: str, port: int) -> bool:
     """True when something listens on (host, port): we could neither bind nor be refused."""
     family, _, _, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0]

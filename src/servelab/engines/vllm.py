@@ -57,6 +57,7 @@ def _installed(distribution: str) -> str | None:
 
 class VllmEngine:
     stop_grace_s = 15.0  # vLLM shuts its EngineCore down on SIGTERM; give it the time
+    listens_itself = True
 
     def resolve(self, spec: EngineSpec) -> EngineSpec:
         return spec
