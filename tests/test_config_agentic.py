@@ -14,12 +14,18 @@ def test_agentic_datasets_run_on_the_sessions_driver(name):
     assert BenchSpec(dataset=DatasetSpec(name=name, path="t.jsonl")).driver == "sessions"
 
 
-@pytest.mark.parametrize("change", [dict(load=LoadSpec(workers=2)), dict(load=LoadSpec(ray="auto")),
-                                    dict(simulate=(EngineLimits(), StepModel()))], ids=["workers", "ray", "simulate"])
-def test_agentic_sessions_refuse_the_modes_that_split_or_simulate_them(change):
+def test_agentic_sessions_with_simulate_run_on_the_simulated_sessions_driver():
+    spec = BenchSpec(dataset=DatasetSpec(name="agentic"), simulate=(EngineLimits(), StepModel()))
+    check_spec(spec)
+    assert spec.driver == "simulated_sessions"
+
+
+@pytest.mark.parametrize("change", [dict(load=LoadSpec(workers=2)), dict(load=LoadSpec(ray="auto"))],
+                         ids=["workers", "ray"])
+def test_agentic_sessions_refuse_the_modes_that_split_them(change):
     spec = BenchSpec(dataset=DatasetSpec(name="agentic"), **change)
     with pytest.raises(InputError, match="^--dataset-name agentic runs its sessions in this process: not with "
-                                         "--simulate, --multi-turn, --workers or --ray$"):
+                                         "--multi-turn, --workers or --ray$"):
         check_spec(spec)
 
 

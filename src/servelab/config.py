@@ -236,7 +236,7 @@ class BenchSpec:
     def driver(self) -> str:
         """Where the load runs: a key of ``measure.drivers.DRIVERS``."""
         if self.simulate is not None:
-            return "simulated"
+            return "simulated_sessions" if self.dataset.name in AGENTIC_DATASETS else "simulated"
         if self.multi_turn.enabled:
             return "conversations"
         if self.dataset.name in AGENTIC_DATASETS:
@@ -381,8 +381,8 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
         raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
-    if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
-        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
+    if spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
+        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with "
                          "--multi-turn, --workers or --ray")
 
 

@@ -36,7 +36,7 @@ def spec_for(name: str, url: str, tmp_path: Path, tok: str, ray_address: str | N
         path.write_text("".join(json.dumps({"turns": [f"c{i} one", f"c{i} two"]}) + "\n" for i in range(3)))
         dataset = DatasetSpec(name="custom", path=str(path), num_prompts=3, custom_output_len=4, shuffle=False)
         multi, backend = MultiTurnSpec(enabled=True), "openai-chat"
-    if name == "sessions":  # two sessions of three calls: a call, a sub-agent beside it, the join
+    if name in ("sessions", "simulated_sessions"):  # two sessions of three calls: a call, a sub-agent beside it, the join
         path = tmp_path / "weka.jsonl"
         calls = [{"t": 0, "in": 70, "out": 4, "hash_ids": [1]},
                  {"t": 0, "type": "subagent", "agent_id": "a", "requests": [{"t": 0, "in": 20, "out": 4}]},
@@ -44,7 +44,7 @@ def spec_for(name: str, url: str, tmp_path: Path, tok: str, ray_address: str | N
         path.write_text("".join(json.dumps({"id": f"s{i}", "block_size": 64, "requests": calls}) + "\n"
                                 for i in range(2)))
         dataset = DatasetSpec(name="weka", path=str(path), trace_scale=0.25)
-    simulate = (EngineLimits(max_num_seqs=4), StepModel()) if name == "simulated" else None
+    simulate = (EngineLimits(max_num_seqs=4), StepModel()) if name.startswith("simulated") else None
     return BenchSpec(server=ServerSpec(base_url=url, backend=backend, model="mock"), load=load, dataset=dataset,
                      multi_turn=multi, output=OutputSpec(progress=False, telemetry=False), tokenizer=tok,
                      simulate=simulate)
@@ -143,6 +143,6 @@ def test_only_the_drivers_module_reads_the_runs_mode_from_the_spec():
 def test_every_driver_kind_declares_itself():
     for name, kind in DRIVERS.items():
         assert callable(kind.run) and kind.work in ("requests", "conversations", "sessions"), name
-    assert [n for n, k in DRIVERS.items() if not k.served] == ["simulated"]
+    assert [n for n, k in DRIVERS.items() if not k.served] == ["simulated", "simulated_sessions"]
     assert [n for n, k in DRIVERS.items() if k.work == "conversations"] == ["conversations"]
-    assert [n for n, k in DRIVERS.items() if k.work == "sessions"] == ["sessions"]
+    assert [n for n, k in DRIVERS.items() if k.work == "sessions"] == ["sessions", "simulated_sessions"]

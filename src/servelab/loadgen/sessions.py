@@ -82,7 +82,7 @@ def summary_line(section: dict) -> str:
     return (f"servelab: agentic: {section['sessions']} sessions, {section['calls']} calls, {section['sub_agents']} "
             f"sub-agents (fan-out up to {section['max_fan_out']}){scaled}; makespan {made}; {cut} cut; ideal "
             f"prefix-cache hit rate {section['ideal_prefix_cache_hit_rate']:.1%} at block size "
-            f"{section['ideal_at_block_size']} (the engine's: telemetry's prefix_cache_hit_rate)")
+            f"{section['ideal_at_block_size']}")
 
 
 def _ms(timing: dict, i: int, which: int) -> float | None:

@@ -11,6 +11,8 @@ and reads what it needs to know of it from its ``DriverKind``, never from the sp
     conversations  --multi-turn: conversations replayed turn by turn (loadgen/conversations.py)
     sessions       --dataset-name weka / agentic: agentic sessions replayed as DAGs of calls
                    (loadgen/sessions.py); its records are every session's calls
+    simulated_sessions  the same with --simulate: the simulated engine, its client the
+                   sessions' DAG (loadgen/sim_sessions.py)
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
 This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
@@ -36,11 +38,11 @@ from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
-from servelab.loadgen.sessions import run_sessions, summary_line
+from servelab.loadgen.sessions import run_sessions
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
-from servelab.measure import simulated
+from servelab.measure import session_cache, simulated
 from servelab.records import Conversation, RecordSink, SampleRequest
 from servelab.telemetry import machine
 from servelab.telemetry.timeline import Timeline
@@ -70,6 +72,15 @@ class DriverRun:
     warnings: tuple[str, ...] = ()  # shards lost mid-run, one line each
     replay: Replay | None = None  # a multi-turn run's turns
     timeline: Timeline | None = None  # the simulator's own; a served run's comes from its telemetry
+    # the sections it completes once the run's telemetry is known: after(timeline, context),
+    # context the engine's and the simulator's (an agentic run's measured hit rate beside its ideal)
+    after: Callable[[Timeline | None, dict], dict] | None = None
+
+    def finished(self, timeline: Timeline | None, context: dict) -> DriverRun:
+        """This run with ``after``'s sections in."""
+        if self.after is None:
+            return self
+        return dataclasses.replace(self, sections={**self.sections, **self.after(timeline, context)})
 
 
 class Driver(Protocol):
@@ -133,9 +144,8 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
         return run_sessions(bench.config, bench.work, bench.tokenizer, stop, counters, sink=sink, hooks=bench.hooks)
 
     run, agentic = in_loop(go, bench.hooks)
-    section = agentic.section()
-    print(summary_line(section), flush=True)
-    return DriverRun(run, sections={"agentic": section})
+    return DriverRun(run, after=lambda timeline, context: {"agentic": session_cache.complete(agentic, timeline,
+                                                                                             context)})
 
 
 def workers(bench: Bench, sink: RecordSink) -> DriverRun:
@@ -169,6 +179,16 @@ def simulate(bench: Bench, sink: RecordSink) -> DriverRun:
     return DriverRun(run, labels=labels, timeline=timeline)
 
 
+def simulate_sessions(bench: Bench, sink: RecordSink) -> DriverRun:
+    """--simulate with agentic sessions: the simulated engine, a call sent when its parents end."""
+    limits, model = bench.spec.simulate
+    run, timeline, labels, agentic = simulated.run_sessions(limits, model, bench.spec.output, bench.config,
+                                                           bench.work, sink)
+    return DriverRun(run, labels=labels, timeline=timeline,
+                     after=lambda timeline, context: {"agentic": session_cache.complete(agentic, timeline,
+                                                                                        {**labels, **context})})
+
+
 DRIVERS: dict[str, DriverKind] = {
     "local": DriverKind(local, glanced=True),
     "workers": DriverKind(workers),
@@ -176,6 +196,7 @@ DRIVERS: dict[str, DriverKind] = {
     "simulated": DriverKind(simulate, served=False),
     "conversations": DriverKind(conversations, work="conversations"),
     "sessions": DriverKind(sessions, work="sessions"),
+    "simulated_sessions": DriverKind(simulate_sessions, served=False, work="sessions"),
 }
 
 
