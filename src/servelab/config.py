@@ -239,8 +239,9 @@ class BenchSpec:
             return "simulated_sessions" if self.dataset.name in AGENTIC_DATASETS else "simulated"
         if self.multi_turn.enabled:
             return "conversations"
-        if self.dataset.name in AGENTIC_DATASETS:
-            return "sessions"
+        if self.dataset.name in AGENTIC_DATASETS:  # a session whole on one worker or node
+            return "sessions_ray" if self.load.ray is not None else "sessions_workers" if self.load.workers > 1 \
+                else "sessions"
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
@@ -367,7 +368,7 @@ def check_saturation_rule(spec: BenchSpec) -> None:
 
 
 def _check_agentic(spec: BenchSpec) -> None:
-    """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
+    """Agentic sessions (datasets/sessions.py, loadgen/sessions.py): their flags' values."""
     name, scale = spec.dataset.name, spec.dataset.trace_scale
     if name not in AGENTIC_DATASETS:
         if scale != 1:
@@ -381,9 +382,6 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
         raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
-    if spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
-        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with "
-                         "--multi-turn, --workers or --ray")
 
 
 def check_multi_turn(spec: BenchSpec) -> None:

@@ -98,9 +98,10 @@ def ideal_rate(work: Sessions, block_size: int = ENGINE_BLOCK_SIZE) -> float:
 
 async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asyncio.Event,
                        counters: Counters | None = None, *, sink: RecordSink,
-                       hooks: Hooks = Hooks()) -> tuple[BenchRun, Agentic]:
+                       hooks: Hooks = Hooks(), offsets_ns=None) -> tuple[BenchRun, Agentic]:
     """Replay ``work``'s sessions; each call's record goes to ``sink`` as it ends (indexed as
-    ``work.requests``). ``stop`` ends the run early, keeping what completed."""
+    ``work.requests``). ``stop`` ends the run early, keeping what completed. ``offsets_ns``:
+    each session's start (a shard's share of the run's schedule); None: drawn here."""
     if config.kind != "completions":
         raise InputError("agentic sessions send token ids (block-exact prompts); use a completions backend "
                          "(--backend vllm or openai)")
@@ -109,7 +110,7 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
     agentic = Agentic(work)
     try:
         await _probe(config, pool, work)
-        offsets = schedule(config, work.sessions)  # one start per session
+        offsets = schedule(config, work.sessions) if offsets_ns is None else offsets_ns  # one start per session
         t0 = hooks.started(counters)
         cpu0, wall0 = cpu_s(), time.time()
         outcome = await _dispatch(pool, config, work, offsets, stop, counters, agentic, tokenizer, sink, t0)

@@ -13,6 +13,8 @@ and reads what it needs to know of it from its ``DriverKind``, never from the sp
                    (loadgen/sessions.py); its records are every session's calls
     simulated_sessions  the same with --simulate: the simulated engine, its client the
                    sessions' DAG (loadgen/sim_sessions.py)
+    sessions_workers, sessions_ray  the same with --workers N or --ray: whole sessions dealt
+                   between the shards (loadgen/session_shards.py)
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
 This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
@@ -38,6 +40,7 @@ from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
+from servelab.loadgen.session_shards import merged, split_sessions
 from servelab.loadgen.sessions import run_sessions
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
@@ -172,6 +175,33 @@ def _sharded(got: WorkersRun) -> DriverRun:
     return DriverRun(got.run, sections={"workers": got.section}, warnings=tuple(got.failed))
 
 
+def sessions_workers(bench: Bench, sink: RecordSink) -> DriverRun:
+    """Agentic sessions split between --workers processes, a session whole on one."""
+    n, config, work = bench.spec.load.workers, bench.config, bench.work
+    print(f"servelab: {n} client workers, whole sessions dealt round-robin; "
+          f"max concurrency split {concurrency_shares(config.load.max_concurrency, n)}", flush=True)
+    got = run_workers(config, work.requests, bench.tokenizer, n, bench.hooks, sink=sink,
+                      split_by=lambda k: split_sessions(config, work, k, f"--workers {k}"))
+    return _sessions_sharded(got, work)
+
+
+def sessions_ray(bench: Bench, sink: RecordSink) -> DriverRun:
+    """Agentic sessions split between the nodes of a Ray cluster, a session whole on one."""
+    from servelab.loadgen.ray_shards import run_ray  # Ray is optional: imported only here
+
+    address, config, work = bench.spec.load.ray, bench.config, bench.work
+    print(f"servelab: load from the Ray cluster at {address}, whole sessions dealt between its nodes", flush=True)
+    got = run_ray(config, work.requests, bench.tokenizer, address, bench.hooks, sink=sink,
+                  split_by=lambda k: split_sessions(config, work, k, "--ray"))
+    return _sessions_sharded(got, work)
+
+
+def _sessions_sharded(got: WorkersRun, work: Sessions) -> DriverRun:
+    agentic = merged(work, got.shards, got.section["count"])
+    return dataclasses.replace(_sharded(got), after=lambda timeline, context: {
+        "agentic": session_cache.complete(agentic, timeline, context)})
+
+
 def simulate(bench: Bench, sink: RecordSink) -> DriverRun:
     """--simulate: the simulated engine runs the schedule, no server, no waiting."""
     limits, model = bench.spec.simulate
@@ -197,6 +227,8 @@ DRIVERS: dict[str, DriverKind] = {
     "conversations": DriverKind(conversations, work="conversations"),
     "sessions": DriverKind(sessions, work="sessions"),
     "simulated_sessions": DriverKind(simulate_sessions, served=False, work="sessions"),
+    "sessions_workers": DriverKind(sessions_workers, work="sessions"),
+    "sessions_ray": DriverKind(sessions_ray, work="sessions", unattributed=machine.RAY_ACTORS),
 }
 
 
