@@ -109,3 +109,19 @@ def test_sessions_on_the_simulator_keep_their_dag_and_waits_on_its_clock(qwen3_p
     spans = sorted((r.sent_ns, 1) for r in records) + sorted((r.done_ns, -1) for r in records)
     in_flight = np.cumsum([d for _, d in sorted(spans)])
     assert in_flight.max() <= 3  # the cap holds calls in flight
+
+
+def test_the_diagnosis_names_the_eviction_with_its_evidence_when_the_trace_outgrows_the_cache(qwen3_path, tmp_path):
+    trace = long_contexts(tmp_path / "long.jsonl")
+    small = execute(parse_bench_spec(["--simulate", "--dataset-name", "weka", "--dataset-path", str(trace),
+                                      "--tokenizer", qwen3_path, "--disable-tqdm", "--sim-kv-cache-tokens", "384",
+                                      "--max-concurrency", "1"])).result
+    found = {v["id"]: v for v in small["servelab"]["diagnosis"]["verdicts"]}
+    v = found["prefix-cache-eviction"]
+    # 3 × 300 + 3 × 256 prompt tokens, 46 % reusable: 900 computed + 6 output tokens in a 384-token cache
+    assert v["evidence"]["footprint_tokens"] == 906 and v["evidence"]["kv_cache_tokens"] == 384
+    assert v["evidence"]["measured_hit_rate"] == small["servelab"]["agentic"]["measured_prefix_cache_hit_rate"]
+    assert v["evidence"]["hit_tokens_lost"] > 0
+    big = execute(parse_bench_spec(["--simulate", "--dataset-name", "weka", "--dataset-path", str(trace),
+                                    "--tokenizer", qwen3_path, "--disable-tqdm", "--max-concurrency", "1"])).result
+    assert "prefix-cache-eviction" not in {v["id"] for v in big["servelab"]["diagnosis"]["verdicts"]}
