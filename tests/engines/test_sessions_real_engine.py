@@ -9,7 +9,6 @@ counters over the run are the calls' alone.
 """
 
 import dataclasses
-import json
 import urllib.request
 from pathlib import Path
 
