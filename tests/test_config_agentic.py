@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, check_spec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, MultiTurnSpec, ServerSpec, check_spec
 from servelab.errors import InputError
 from servelab.sim.model import EngineLimits, StepModel
 
@@ -14,12 +14,24 @@ def test_agentic_datasets_run_on_the_sessions_driver(name):
     assert BenchSpec(dataset=DatasetSpec(name=name, path="t.jsonl")).driver == "sessions"
 
 
-@pytest.mark.parametrize("change", [dict(load=LoadSpec(workers=2)), dict(load=LoadSpec(ray="auto")),
-                                    dict(simulate=(EngineLimits(), StepModel()))], ids=["workers", "ray", "simulate"])
-def test_agentic_sessions_refuse_the_modes_that_split_or_simulate_them(change):
-    spec = BenchSpec(dataset=DatasetSpec(name="agentic"), **change)
-    with pytest.raises(InputError, match="^--dataset-name agentic runs its sessions in this process: not with "
-                                         "--simulate, --multi-turn, --workers or --ray$"):
+def test_agentic_sessions_with_simulate_run_on_the_simulated_sessions_driver():
+    spec = BenchSpec(dataset=DatasetSpec(name="agentic"), simulate=(EngineLimits(), StepModel()))
+    check_spec(spec)
+    assert spec.driver == "simulated_sessions"
+
+
+@pytest.mark.parametrize("load, driver", [(LoadSpec(workers=2), "sessions_workers"),
+                                          (LoadSpec(ray="auto"), "sessions_ray")], ids=["workers", "ray"])
+def test_agentic_sessions_split_between_workers_or_ray_nodes_on_their_own_drivers(load, driver):
+    spec = BenchSpec(dataset=DatasetSpec(name="agentic"), load=load)
+    check_spec(spec)
+    assert spec.driver == driver
+
+
+def test_agentic_sessions_refuse_multi_turn():
+    spec = BenchSpec(server=ServerSpec(backend="openai-chat"), dataset=DatasetSpec(name="agentic"),
+                     multi_turn=MultiTurnSpec(enabled=True))
+    with pytest.raises(InputError, match="^--multi-turn needs --dataset-name sharegpt or custom, not agentic$"):
         check_spec(spec)
 
 

@@ -240,11 +240,12 @@ class BenchSpec:
     def driver(self) -> str:
         """Where the load runs: a key of ``measure.drivers.DRIVERS``."""
         if self.simulate is not None:
-            return "simulated"
+            return "simulated_sessions" if self.dataset.name in AGENTIC_DATASETS else "simulated"
         if self.multi_turn.enabled:
             return "conversations"
-        if self.dataset.name in AGENTIC_DATASETS:
-            return "sessions"
+        if self.dataset.name in AGENTIC_DATASETS:  # a session whole on one worker or node
+            return "sessions_ray" if self.load.ray is not None else "sessions_workers" if self.load.workers > 1 \
+                else "sessions"
         if self.load.ray is not None:
             return "ray"
         return "workers" if self.load.workers > 1 else "local"
@@ -377,7 +378,7 @@ def check_agentic(spec: BenchSpec) -> None:
 
 
 def _check_agentic(spec: BenchSpec) -> None:
-    """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
+    """Agentic sessions (datasets/sessions.py, loadgen/sessions.py): their flags' values."""
     name, scale = spec.dataset.name, spec.dataset.trace_scale
     if name not in AGENTIC_DATASETS:
         if scale != 1:
@@ -391,9 +392,6 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
         raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
-    if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
-        raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
-                         "--multi-turn, --workers or --ray")
 
 
 AGENTX_IDLE_CAP_S = 10.0  # datasets/agentx.IDLE_CAP_S: the one value --trace-max-wait may repeat
@@ -415,6 +413,8 @@ def _check_locked(spec: BenchSpec) -> None:
     conflicts += [f"--trace-max-wait {data.trace_max_wait_s} (idle gaps are capped at {AGENTX_IDLE_CAP_S:g} s)"] * (
         data.trace_max_wait_s not in (None, AGENTX_IDLE_CAP_S))
     conflicts += ["no --ignore-eos (each call produces its recorded output length)"] * (not spec.request.ignore_eos)
+    conflicts += ["--workers, --ray or --simulate (one client replays the locked scenario)"] * (
+        spec.load.workers > 1 or spec.load.ray is not None or spec.simulate is not None)
     if not data.agentic_min_duration_s > 0:
         conflicts.append(f"--agentic-min-duration {data.agentic_min_duration_s} (must be > 0 s)")
     if conflicts:

@@ -168,6 +168,7 @@ def test_start_points_keep_the_calls_from_the_start_with_the_one_before_as_warm_
     ({"dataset": DatasetSpec(name="weka", path="t", agentic_locked=True, trace_max_wait_s=5.0)},
      "--trace-max-wait 5.0 (idle gaps are capped at 10 s)"),
     ({"request": RequestSpec()}, "no --ignore-eos (each call produces its recorded output length)"),
+    ({"load": LoadSpec(workers=2)}, "--workers, --ray or --simulate (one client replays the locked scenario)"),
 ])
 def test_a_conflicting_flag_is_refused_in_one_line(change, conflict):
     base = {"dataset": DatasetSpec(name="weka", path="t", agentic_locked=True), "request": RequestSpec(ignore_eos=True)}

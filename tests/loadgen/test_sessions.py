@@ -37,7 +37,7 @@ def replay(mock, tok: str, **load):
     tokenizer, work = _prepare(spec, kind, "mock")
     sink = RecordSink(Tally(kind.requests(work)))
     mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
     return work, drove, sink.tally.records(), mock.truth()
 
 
@@ -90,8 +90,7 @@ def test_each_call_goes_as_its_blocks_token_ids_in_dag_order_with_its_waits(mock
     spans = sorted(s["makespan_s"] for s in section["per_session"])
     assert summary_line(section) == (
         f"servelab: agentic: 2 sessions, 8 calls, 3 sub-agents (fan-out up to 2); makespan {spans[1]:.2f} s median, "
-        f"{spans[1]:.2f} s max; 0 cut; ideal prefix-cache hit rate 25.4% at block size 16 (the engine's: "
-        "telemetry's prefix_cache_hit_rate)")
+        f"{spans[1]:.2f} s max; 0 cut; ideal prefix-cache hit rate 25.4% at block size 16")
 
 
 def test_a_failed_call_cuts_its_session_and_its_dependants_are_never_sent(mock_server, qwen3_path):
@@ -186,7 +185,7 @@ def test_replayed_on_the_sim_engine_the_trace_gets_its_ideal_hit_rate_from_its_b
     kind = DRIVERS[spec.driver]
     tokenizer, work = _prepare(spec, kind, "mock")
     sink = RecordSink(Tally(kind.requests(work)))
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
     c = server.engine.counters
     warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
     assert warm  # the ready check's probe and the warm-up went first: queried, never hit
@@ -241,7 +240,7 @@ def test_a_stop_mid_run_keeps_what_completed_and_reports_the_unfinished_sessions
     tokenizer, work = _prepare(spec, kind, "mock")
     sink = RecordSink(Tally(kind.requests(work)))
     drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer,
-                           Hooks(tick=lambda: "disk full" if sink.tally.records() else None)), sink)
+                           Hooks(tick=lambda: "disk full" if sink.tally.records() else None)), sink).finished(None, {})
     records = sink.tally.records()
     assert drove.run.ticked == "disk full" and drove.run.outcome.interrupted
     assert 1 <= len(records) < 8 and all(r.error is None for r in records)  # add-test-1 waits 0.5 s: never sent
@@ -249,3 +248,39 @@ def test_a_stop_mid_run_keeps_what_completed_and_reports_the_unfinished_sessions
     cut = {s["session"]: s["cut"] for s in drove.sections["agentic"]["per_session"]}
     assert cut == {"fix-bug": True, "add-test": True}
     assert 1 <= drove.run.outcome.not_sent <= 8 - len(records)  # the unsent; a call cut in flight is neither
+
+
+def test_on_a_served_engine_the_measured_rate_comes_from_its_metrics_beside_the_ideal_at_its_block_size(
+        sim_server, qwen3_path, capsys):
+    """Telemetry on: the sim server's /metrics give its block size (cache_config_info) and its
+    prefix-cache counters; no probe goes first, so its counters are the calls' alone."""
+    from servelab.measure.run import execute
+
+    server = sim_server(EngineLimits(num_blocks=4096, block_size=32))
+    spec = BenchSpec(server=ServerSpec(base_url=server.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
+                     dataset=DatasetSpec(name="weka", path=str(EXAMPLE)),
+                     output=OutputSpec(progress=False, telemetry_interval_s=0.05), tokenizer=qwen3_path)
+    agentic = execute(spec).result["servelab"]["agentic"]
+    c = server.engine.counters
+    assert (c.prefix_hits, c.prefix_queries) == (320, 1260)
+    assert agentic["ideal_at_block_size"] == 32 and agentic["block_size_source"] == (
+        "engine metrics (vllm:cache_config_info)")
+    assert agentic["measured_prefix_cache"] == {"rate": 0.254, "hits": 320, "queries": 1260,
+                                                "source": "engine metrics (prefix_cache_hits / queries)"}
+    assert agentic["ideal_prefix_cache_hit_rate"] == 0.254
+    assert "ideal prefix-cache hit rate 25.4% at block size 32; 25.4% measured (engine metrics" in capsys.readouterr().out
+
+
+def test_the_engines_block_size_is_read_from_what_the_run_knows_else_assumed():
+    from servelab.measure.session_cache import engine_block_size, measured
+    from servelab.telemetry.timeline import Timeline
+
+    metrics = Timeline({"engine": {"cache_config": {"block_size": "32"}}}, [])
+    assert engine_block_size(metrics, {"args": ["--block-size", "64"]}) == (32, "engine metrics (vllm:cache_config_info)")
+    assert engine_block_size(None, {"memory_report": {"block_size": 128}, "args": ["--block-size", "64"]}) == (
+        128, "engine memory report")
+    assert engine_block_size(Timeline({}, []), {"args": ["--model", "m", "--block-size=64"]}) == (
+        64, "engine args (--block-size)")
+    assert engine_block_size(None, None) == (16, "assumed (vLLM's default; the engine did not say)")
+    assert measured(None, None)["rate"] is None  # no counters: unknown, not 0

@@ -27,7 +27,7 @@ MEASURE = Path(__file__).resolve().parents[2] / "src" / "servelab" / "measure"
 
 def spec_for(name: str, url: str, tmp_path: Path, tok: str, ray_address: str | None = None) -> BenchSpec:
     """Six requests (or three conversations: six turns), four at a time, for driver ``name``."""
-    load = LoadSpec(max_concurrency=4, workers=2 if name == "workers" else 1, ray=ray_address)
+    load = LoadSpec(max_concurrency=4, workers=2 if name.endswith("workers") else 1, ray=ray_address)
     dataset = DatasetSpec(name="random", random_input_len=8, random_output_len=4, num_prompts=6)
     multi = MultiTurnSpec()
     backend = "vllm"
@@ -36,7 +36,7 @@ def spec_for(name: str, url: str, tmp_path: Path, tok: str, ray_address: str | N
         path.write_text("".join(json.dumps({"turns": [f"c{i} one", f"c{i} two"]}) + "\n" for i in range(3)))
         dataset = DatasetSpec(name="custom", path=str(path), num_prompts=3, custom_output_len=4, shuffle=False)
         multi, backend = MultiTurnSpec(enabled=True), "openai-chat"
-    if name == "sessions":  # two sessions of three calls: a call, a sub-agent beside it, the join
+    if "sessions" in name:  # two sessions of three calls: a call, a sub-agent beside it, the join
         path = tmp_path / "weka.jsonl"
         calls = [{"t": 0, "in": 70, "out": 4, "hash_ids": [1]},
                  {"t": 0, "type": "subagent", "agent_id": "a", "requests": [{"t": 0, "in": 20, "out": 4}]},
@@ -44,7 +44,7 @@ def spec_for(name: str, url: str, tmp_path: Path, tok: str, ray_address: str | N
         path.write_text("".join(json.dumps({"id": f"s{i}", "block_size": 64, "requests": calls}) + "\n"
                                 for i in range(2)))
         dataset = DatasetSpec(name="weka", path=str(path), trace_scale=0.25)
-    simulate = (EngineLimits(max_num_seqs=4), StepModel()) if name == "simulated" else None
+    simulate = (EngineLimits(max_num_seqs=4), StepModel()) if name.startswith("simulated") else None
     return BenchSpec(server=ServerSpec(base_url=url, backend=backend, model="mock"), load=load, dataset=dataset,
                      multi_turn=multi, output=OutputSpec(progress=False, telemetry=False), tokenizer=tok,
                      simulate=simulate)
@@ -62,7 +62,7 @@ def ray_cluster():
 @pytest.mark.parametrize("name", sorted(DRIVERS))
 def test_every_driver_hands_each_request_to_the_sink_once_with_a_t0_and_an_end(name, mock_server, qwen3_path,
                                                                                 tmp_path, request):
-    address = request.getfixturevalue("ray_cluster").address if name == "ray" else None
+    address = request.getfixturevalue("ray_cluster").address if name.endswith("ray") else None
     mock = mock_server(ttft_ms=2, itl_ms=1)
     spec = spec_for(name, mock.url, tmp_path, qwen3_path, address)
     assert spec.driver == name  # the spec picks this driver
@@ -90,7 +90,7 @@ def test_every_driver_hands_each_request_to_the_sink_once_with_a_t0_and_an_end(n
 
 
 @pytest.mark.parametrize("name", [n for n, kind in sorted(DRIVERS.items()) if kind.served and n not in
-                                  ("workers", "ray")])
+                                  ("workers", "ray", "sessions_workers", "sessions_ray")])
 def test_a_run_in_this_process_starts_at_the_shared_t0_its_hook_gives(name, mock_server, qwen3_path, tmp_path):
     """Client workers and Ray shards pick their start at their own barrier; the drivers in this
     process start at the instant the t0 hook returns, as scale's replicas need."""
@@ -143,6 +143,7 @@ def test_only_the_drivers_module_reads_the_runs_mode_from_the_spec():
 def test_every_driver_kind_declares_itself():
     for name, kind in DRIVERS.items():
         assert callable(kind.run) and kind.work in ("requests", "conversations", "sessions"), name
-    assert [n for n, k in DRIVERS.items() if not k.served] == ["simulated"]
+    assert [n for n, k in DRIVERS.items() if not k.served] == ["simulated", "simulated_sessions"]
     assert [n for n, k in DRIVERS.items() if k.work == "conversations"] == ["conversations"]
-    assert [n for n, k in DRIVERS.items() if k.work == "sessions"] == ["sessions"]
+    assert [n for n, k in DRIVERS.items() if k.work == "sessions"] == ["sessions", "simulated_sessions",
+                                                                       "sessions_workers", "sessions_ray"]

@@ -118,6 +118,7 @@ def _vllm(kv: Remedy) -> dict[str, Remedy]:
         "scheduler-cap:unknown": Remedy((BATCHED,), SAYS_UNKNOWN),
         "scheduler-cap:plateau": Remedy((SEQS, BATCHED), SAYS_PLATEAU),
         "kv-capacity": kv,
+        "prefix-cache-eviction": kv,  # room in the cache keeps the blocks a session reuses
         "gpu-underutilized": Remedy((CONCURRENCY, SEQS)),
         **_CLIENT_SIDE,
     }

@@ -10,12 +10,13 @@ import statistics
 from servelab.diagnose.evidence import Evidence
 from servelab.diagnose.host import cpu_compute_bound, host_contention, host_line
 from servelab.diagnose.gpu import GPU_RULES
+from servelab.diagnose.prefix_cache import prefix_cache_eviction
 from servelab.diagnose.rules import (PARTIAL, RULES, family, known_cap, mean, more_load, number,
                                      offered_unbounded, preemptions_text)
 from servelab.diagnose.spans import spell
 from servelab.diagnose.verdict import Diagnosis, Verdict, ranked
 
-ALL_RULES = (host_contention, *RULES, *GPU_RULES, cpu_compute_bound)
+ALL_RULES = (host_contention, *RULES, prefix_cache_eviction, *GPU_RULES, cpu_compute_bound)
 
 _SOURCE_NAMES = {"engine": "engine /metrics", "gpu": "GPU (NVML)", "telemetry": "engine, GPU and client"}
 

@@ -31,6 +31,28 @@ from servelab.telemetry.timeline import Timeline
 
 
 @dataclass(frozen=True, slots=True)
+class SessionCache:
+    """What an agentic run's result says of its prefix cache (diagnose/prefix_cache.py)."""
+
+    measured: float
+    ideal: float
+    block_size: int
+    input_tokens: int
+    footprint_tokens: int  # tokens the trace puts in the cache: prompt tokens it does not reuse, and outputs
+
+
+def session_cache(agentic: dict | None) -> SessionCache | None:
+    """From the result's ``servelab.agentic``; None without a measured rate beside the ideal."""
+    agentic = agentic or {}
+    measured, ideal = agentic.get("measured_prefix_cache_hit_rate"), agentic.get("ideal_prefix_cache_hit_rate")
+    if measured is None or ideal is None:
+        return None
+    inputs, outputs = int(agentic.get("input_tokens") or 0), int(agentic.get("output_tokens") or 0)
+    return SessionCache(float(measured), float(ideal), int(agentic.get("ideal_at_block_size") or 16), inputs,
+                        round((1 - float(ideal)) * inputs) + outputs)
+
+
+@dataclass(frozen=True, slots=True)
 class RunFacts:
     """What the result says about the run; None = it does not say."""
 
@@ -50,6 +72,7 @@ class RunFacts:
     host: Host | None = None  # the machine's CPUs during the run (result["servelab"]["machine"])
     peak_concurrency: int | None = None  # exact: the sweep over the records' [sent, done) intervals
     simulated: str | None = None  # what produced the numbers when no engine ran (result["servelab"]["simulated"])
+    session_cache: SessionCache | None = None  # an agentic run's measured prefix-cache hit rate beside its ideal
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +173,7 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
         weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"),
         host=host_from_result(ours), peak_concurrency=_whole(result.get("max_concurrent_requests")),
-        simulated=simulated_label(ours.get("simulated")))
+        simulated=simulated_label(ours.get("simulated")), session_cache=session_cache(ours.get("agentic")))
 
 
 def _whole(x) -> int | None:

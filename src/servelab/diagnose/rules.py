@@ -349,13 +349,14 @@ def kv_capacity(ev: Evidence) -> Verdict | None:
     usage = f"KV usage mean {kv_mean:.0%}, max {kv_max:.0%}" if e.kv else "KV usage not reported"
     return Verdict("kv-capacity", conf,
                    f"The KV cache is the limit: {head}{when}; {usage}; {number(e.waiting_avg)} waiting on average.",
-                   {**_queue_numbers(e), "bound": held.to_dict()}, _free_kv(ev))
+                   {**_queue_numbers(e), "bound": held.to_dict()}, free_kv(ev))
 
 
-def _free_kv(ev: Evidence) -> str:
+def free_kv(ev: Evidence) -> str:
     """The knob table's sentence for this engine (the CPU build's KV budget is an environment variable)."""
     tokens, host = ev.facts.kv_cache_tokens, ev.facts.host
-    kind = changes.family_kind(family(ev.engine), cpu_engine=host is not None and host.cpu_engine)
+    engine = family(ev.engine) if ev.engine is not None else "vllm"
+    kind = changes.family_kind(engine, cpu_engine=host is not None and host.cpu_engine)
     now = f" (it holds {tokens:,} tokens now)" if tokens else ""
     return changes.says(kind, "kv-capacity").format(now=now)
 

@@ -6,6 +6,8 @@ Verdict ids are stable (scripts and reports key on them):
     client-concurrency-cap   the client's --max-concurrency, not the engine, limits the load
     scheduler-cap            requests wait while the batch is full (max_num_seqs, or the token budget)
     kv-capacity              the KV cache is full: preemptions, or near-full usage with a queue
+    prefix-cache-eviction    an agentic run's prefix cache finds well below the trace's ideal
+                             hit rate, the cache full or too small for the trace (prefix_cache.py)
     client-bound             the client itself (CPU, schedule lag) limits the run
     cpu-compute-bound        a CPU engine's cores were full with its own work: its compute limit
     gpu-underutilized        the GPU idles under load: too little batching
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-IDS = ("host-contention", "client-bound", "kv-capacity", "scheduler-cap", "client-concurrency-cap",
+IDS = ("host-contention", "client-bound", "kv-capacity", "prefix-cache-eviction", "scheduler-cap", "client-concurrency-cap",
        "cpu-compute-bound", "memory-bandwidth-bound", "gpu-underutilized", "no-limit-found", "not-judged")
 
 

@@ -30,7 +30,7 @@ from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.ray_connect import connect, first_line
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
-                                     WorkersRun, global_index, live_row, shard_config, shard_run, split)
+                                     WorkersRun, drive_shard, live_row, run_index, shard_config, shard_run, split)
 from servelab.records import RecordSink, RequestRecord
 
 CLOCK_SAMPLES = 16
@@ -66,15 +66,14 @@ class ShardActor(RayParty):
     def run(self) -> ShardRun:
         import asyncio
 
-        from servelab.loadgen.drive import run_bench
-
-        async def main() -> BenchRun:
+        async def main() -> tuple[BenchRun, tuple[dict, ...]]:
             self.stopper = (asyncio.get_running_loop(), asyncio.Event())
             hooks = Hooks(on_start=lambda _counters: self.barrier.arrive(), digest_age_s=RECORDS_EVERY_S)
-            return await run_bench(self.config, list(self.shard.samples), self.tokenizer, self.stopper[1],
-                                   self.live, sink=self.outbox, hooks=hooks, offsets_ns=self.shard.offsets_ns)
+            return await drive_shard(self.config, self.shard, self.tokenizer, self.stopper[1], self.live, self.outbox,
+                                     hooks)
 
-        return shard_run(self.shard, None, loop_run(main()), self.outbox)
+        run, sessions = loop_run(main())
+        return shard_run(self.shard, None, run, self.outbox, sessions)
 
 
 FINAL_TAKE_S = 120.0  # an ended shard's last batch: the whole tail of a big shard may be in it
@@ -84,14 +83,18 @@ READY_S = 300.0  # an actor placed, its shard's requests tokenized, waiting at t
 
 
 def run_ray(config: BenchConfig, samples, tokenizer, address: str | None, hooks: Hooks = Hooks(), *, sink: RecordSink,
-            arrival_state: tuple | None = None) -> WorkersRun:
+            arrival_state: tuple | None = None, split_by=None) -> WorkersRun:
     """Drive ``samples`` with one shard per alive node of the Ray cluster at ``address``;
     ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's.
-    No actor outlives the call, however it ends."""
+    ``split_by(n)``: the run split into n shards another way (an agentic run's sessions:
+    loadgen/session_shards.py), n known once the cluster answers. No actor outlives the call."""
     ray, nodes = connect(address, config.load.ray_connect_timeout_s)
-    if len(samples) < len(nodes):
+    if split_by is not None:
+        shards = split_by(len(nodes))
+    elif len(samples) < len(nodes):
         raise InputError(f"--ray: only {len(samples)} requests for {len(nodes)} nodes")
-    shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, len(nodes))
+    else:
+        shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, len(nodes))
     actors = [_place(ray, node, config, shard, tokenizer) for node, shard in zip(nodes, shards)]
     try:
         return _drive(ray, nodes, shards, actors, hooks, sink)
@@ -116,7 +119,7 @@ def _drive(ray, nodes: list[str], shards: list[Shard], actors: list, hooks: Hook
             return
         off = clocks[k][0]
         for local, record in batch:
-            sink.add(global_index(k, local, len(actors)), shifted(record, -off), t0)
+            sink.add(run_index(shards[k], local, len(actors)), shifted(record, -off), t0)
         returned[k] += len(batch)
 
     got = loop_run(_supervise(ray, runs, actors, t0, hooks, take))

@@ -84,7 +84,7 @@ def summary_line(section: dict) -> str:
     return (f"servelab: agentic: {section['sessions']} sessions, {section['calls']} calls, {section['sub_agents']} "
             f"sub-agents (fan-out up to {section['max_fan_out']}){scaled}; makespan {made}; {cut} cut; ideal "
             f"prefix-cache hit rate {section['ideal_prefix_cache_hit_rate']:.1%} at block size "
-            f"{section['ideal_at_block_size']} (the engine's: telemetry's prefix_cache_hit_rate)")
+            f"{section['ideal_at_block_size']}")
 
 
 def _ms(timing: dict, i: int, which: int) -> float | None:
@@ -100,9 +100,10 @@ def ideal_rate(work: Sessions, block_size: int = ENGINE_BLOCK_SIZE) -> float:
 
 async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asyncio.Event,
                        counters: Counters | None = None, *, sink: RecordSink,
-                       hooks: Hooks = Hooks()) -> tuple[BenchRun, Agentic]:
+                       hooks: Hooks = Hooks(), offsets_ns=None) -> tuple[BenchRun, Agentic]:
     """Replay ``work``'s sessions; each call's record goes to ``sink`` as it ends (indexed as
-    ``work.requests``). ``stop`` ends the run early, keeping what completed."""
+    ``work.requests``). ``stop`` ends the run early, keeping what completed. ``offsets_ns``:
+    each session's start (a shard's share of the run's schedule); None: drawn here."""
     if config.kind != "completions":
         raise InputError("agentic sessions send token ids (block-exact prompts); use a completions backend "
                          "(--backend vllm or openai)")
@@ -112,7 +113,7 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
     try:
         await _probe(config, pool, work)
         agentic.warmups = await send_warmups(config, pool, work)  # none unless --agentic-locked
-        offsets = schedule(config, work.sessions)  # one start per session
+        offsets = schedule(config, work.sessions) if offsets_ns is None else offsets_ns  # one start per session
         t0 = hooks.started(counters)
         cpu0, wall0 = cpu_s(), time.time()
         outcome = await _dispatch(pool, config, work, offsets, stop, counters, agentic, tokenizer, sink, t0)

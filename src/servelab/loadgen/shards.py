@@ -19,6 +19,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from servelab.clock import cpu_s
+from servelab.datasets.agentic import Sessions
+from servelab.loadgen.drive import run_bench
+from servelab.loadgen.hooks import Hooks
+from servelab.loadgen.sessions import run_sessions
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.pacer import COUNTER_ROW, Counters
 from servelab.records import RequestRecord, SampleRequest
@@ -45,8 +49,12 @@ class Shard:
 
     index: int
     samples: tuple[SampleRequest, ...]
-    offsets_ns: np.ndarray
+    offsets_ns: np.ndarray  # its requests' arrivals; an agentic shard's: its sessions' starts
     max_concurrency: int | None
+    # an agentic run's shard: whole sessions (loadgen/session_shards.py), its samples their calls,
+    # ``indices`` each call's place in the run; None: requests dealt round-robin
+    sessions: Sessions | None = None
+    indices: tuple[int, ...] | None = None
 
 
 def concurrency_shares(cap: int | None, n: int) -> list[int | None]:
@@ -66,6 +74,25 @@ def split(samples: list[SampleRequest], offsets_ns: np.ndarray, cap: int | None,
 def global_index(shard: int, local: int, n: int) -> int:
     """Where a shard's ``local``-th request stands in the run (the inverse of ``split``'s deal)."""
     return local * n + shard
+
+
+def run_index(shard: Shard, local: int, n: int) -> int:
+    """Where a shard's ``local``-th record stands in the run: an agentic shard's by its table."""
+    return shard.indices[local] if shard.indices is not None else global_index(shard.index, local, n)
+
+
+async def drive_shard(config: BenchConfig, shard: Shard, tokenizer, stop, counters: Counters, outbox: Outbox,
+                      hooks: Hooks) -> tuple[BenchRun, tuple[dict, ...]]:
+    """Run one shard where it was sent (a worker process, a Ray node): its requests on their
+    offsets, or its sessions from their starts; the run, and an agentic shard's sessions'
+    figures (loadgen/sessions.Agentic.per_session; () for requests)."""
+    if shard.sessions is None:
+        run = await run_bench(config, list(shard.samples), tokenizer, stop, counters, sink=outbox, hooks=hooks,
+                              offsets_ns=shard.offsets_ns)
+        return run, ()
+    run, agentic = await run_sessions(config, shard.sessions, tokenizer, stop, counters, sink=outbox, hooks=hooks,
+                                      offsets_ns=shard.offsets_ns)
+    return run, tuple(agentic.per_session())
 
 
 def shard_config(config: BenchConfig, shard: Shard) -> BenchConfig:
@@ -96,6 +123,7 @@ class ShardRun:
     not_sent: int
     cpu_s: float
     wall_start: float
+    sessions: tuple[dict, ...] = ()  # an agentic shard's sessions, as Agentic.per_session gives them
 
 
 class Outbox:
@@ -124,11 +152,12 @@ class Outbox:
         return float(p50), float(p99)
 
 
-def shard_run(shard: Shard, core: int | None, run: BenchRun, outbox: Outbox) -> ShardRun:
+def shard_run(shard: Shard, core: int | None, run: BenchRun, outbox: Outbox, sessions: tuple[dict, ...] = ()
+              ) -> ShardRun:
     """The little the parent needs of a shard's outcome (its records went through ``outbox``)."""
     return ShardRun(shard.index, os.getpid(), core, len(shard.samples), len(outbox.lags), outbox.lag_ms(),
                     run.outcome.t0_ns, run.outcome.end_ns, run.outcome.interrupted, run.outcome.not_sent,
-                    run.client_cpu_s, run.wall_start)
+                    run.client_cpu_s, run.wall_start, sessions)
 
 
 def live_row(counters: Counters) -> list[int]:

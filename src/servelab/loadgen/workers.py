@@ -33,13 +33,13 @@ from multiprocessing.connection import wait
 
 from servelab.errors import InputError, ServelabError, ServerError
 from servelab.loadgen.barrier import PROCESS_START_LEAD_NS, SPAWN, Aborted, Barrier, reap, spawn, terminate
-from servelab.loadgen.drive import run_bench, schedule
+from servelab.loadgen.drive import schedule
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters, RunOutcome
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.shards import (CONCURRENCY_RULE, LIVE_FIELDS, RECORDS_EVERY_S, Live, Outbox, Shard, ShardRun,
-                                     WorkersRun, global_index, live_row, shard_config, shard_run, split)
+                                     WorkersRun, drive_shard, live_row, run_index, shard_config, shard_run, split)
 from servelab.records import RecordSink
 
 PUBLISH_S = 0.05  # how often a worker copies its counters into shared memory
@@ -61,13 +61,18 @@ class _Worker:
 
 
 def run_workers(config: BenchConfig, samples, tokenizer, n: int, hooks: Hooks = Hooks(), *,
-                sink: RecordSink, arrival_state: tuple | None = None) -> WorkersRun:
+                sink: RecordSink, arrival_state: tuple | None = None, split_by=None) -> WorkersRun:
     """Drive ``samples`` with ``n`` worker processes; ``hooks.started(counters)`` at the shared
     t0, inside the parent's event loop, with counters summed from the workers' (``Live``).
-    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's."""
-    if len(samples) < n:
+    ``sink.add(i, record, t0_ns)`` takes every record returned; ``arrival_state``: drive.schedule's.
+    ``split_by(n)``: the run split into n shards another way (an agentic run's sessions:
+    loadgen/session_shards.py)."""
+    if split_by is not None:
+        shards = split_by(n)
+    elif len(samples) < n:
         raise InputError(f"--workers {n}: only {len(samples)} requests to share between them")
-    shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, n)
+    else:
+        shards = split(samples, schedule(config, samples, arrival_state), config.load.max_concurrency, n)
     barrier = Barrier.for_processes(n)
     workers = [_start(config, s, tokenizer, core, barrier) for s, core in zip(shards, _cores(n))]
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -84,7 +89,7 @@ def run_workers(config: BenchConfig, samples, tokenizer, n: int, hooks: Hooks = 
 def _take(w: _Worker, batch: list, sink, t0_ns: int, n: int) -> None:
     """A batch of ``(local index, record)`` from worker ``w``, into the one sink."""
     for local, record in batch:
-        sink.add(global_index(w.shard.index, local, n), record, t0_ns)
+        sink.add(run_index(w.shard, local, n), record, t0_ns)
     w.returned += len(batch)
 
 
@@ -232,7 +237,7 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, barrier: Ba
 
     error = None
     try:
-        run = loop_run(_shard(config, shard, tokenizer, start, counters, outbox))
+        run, sessions = loop_run(_shard(config, shard, tokenizer, start, counters, outbox))
     except Aborted:
         return
     except ServelabError as exc:
@@ -246,7 +251,7 @@ def _worker_main(config: BenchConfig, shard: Shard, tokenizer, core, barrier: Ba
         conn.send(("error", error))
         return
     conn.send(("records", outbox.take()))
-    conn.send(("done", shard_run(shard, core, run, outbox)))
+    conn.send(("done", shard_run(shard, core, run, outbox, sessions)))
 
 
 def _publish(counters: Counters, live, stopped: threading.Event, outbox: Outbox, conn) -> None:
@@ -266,11 +271,11 @@ def _publish(counters: Counters, live, stopped: threading.Event, outbox: Outbox,
                 conn.send(("records", batch))
 
 
-async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: Counters, outbox: Outbox) -> BenchRun:
+async def _shard(config: BenchConfig, shard: Shard, tokenizer, start, counters: Counters, outbox: Outbox
+                 ) -> tuple[BenchRun, tuple[dict, ...]]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop, keep what completed, send it back
         loop.add_signal_handler(sig, stop.set)
-    return await run_bench(config, list(shard.samples), tokenizer, stop, counters, sink=outbox,
-                           hooks=Hooks(on_start=lambda _counters: start(), digest_age_s=RECORDS_EVERY_S),
-                           offsets_ns=shard.offsets_ns)
+    return await drive_shard(config, shard, tokenizer, stop, counters, outbox,
+                             Hooks(on_start=lambda _counters: start(), digest_age_s=RECORDS_EVERY_S))

@@ -12,6 +12,10 @@ and reads what it needs to know of it from its ``DriverKind``, never from the sp
     sessions       --dataset-name weka / otel / agentic: agentic sessions replayed as DAGs of calls
                    (loadgen/sessions.py); its records are every session's calls (--agentic-locked:
                    the measured ones; the result judges the run, loadgen/agentx.py)
+    simulated_sessions  the same with --simulate: the simulated engine, its client the
+                   sessions' DAG (loadgen/sim_sessions.py)
+    sessions_workers, sessions_ray  the same with --workers N or --ray: whole sessions dealt
+                   between the shards (loadgen/session_shards.py)
 
 Each hands every record to the sink as it is made (or returned); none hands back a tally.
 This is the one module of measure/ that reads the spec's modes (simulate, multi-turn,
@@ -38,11 +42,12 @@ from servelab.loadgen.drive import run_bench
 from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
-from servelab.loadgen.sessions import run_sessions, summary_line
+from servelab.loadgen.session_shards import merged, split_sessions
+from servelab.loadgen.sessions import run_sessions
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
-from servelab.measure import simulated
+from servelab.measure import session_cache, simulated
 from servelab.records import Conversation, RecordSink, SampleRequest
 from servelab.telemetry import machine
 from servelab.telemetry.timeline import Timeline
@@ -72,6 +77,15 @@ class DriverRun:
     warnings: tuple[str, ...] = ()  # shards lost mid-run, one line each
     replay: Replay | None = None  # a multi-turn run's turns
     timeline: Timeline | None = None  # the simulator's own; a served run's comes from its telemetry
+    # the sections it completes once the run's telemetry is known: after(timeline, context),
+    # context the engine's and the simulator's (an agentic run's measured hit rate beside its ideal)
+    after: Callable[[Timeline | None, dict], dict] | None = None
+
+    def finished(self, timeline: Timeline | None, context: dict) -> DriverRun:
+        """This run with ``after``'s sections in."""
+        if self.after is None:
+            return self
+        return dataclasses.replace(self, sections={**self.sections, **self.after(timeline, context)})
 
 
 class Driver(Protocol):
@@ -135,14 +149,17 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
         return run_sessions(bench.config, bench.work, bench.tokenizer, stop, counters, sink=sink, hooks=bench.hooks)
 
     run, agentic = in_loop(go, bench.hooks)
-    section = agentic.section()
-    print(summary_line(section), flush=True)
-    if bench.spec.dataset.agentic_locked:
-        judged = verdict([a.response for a in agentic.attempts.values()], agentic.warmups, run,
-                         bench.spec.dataset.agentic_min_duration_s)
-        section["locked"] = {**section["locked"], "verdict": judged}
-        print(verdict_line(judged), flush=True)
-    return DriverRun(run, sections={"agentic": section})
+    locked, min_s = bench.spec.dataset.agentic_locked, bench.spec.dataset.agentic_min_duration_s
+
+    def after(timeline, context) -> dict:
+        section = session_cache.complete(agentic, timeline, context)
+        if locked:
+            judged = verdict([a.response for a in agentic.attempts.values()], agentic.warmups, run, min_s)
+            section["locked"] = {**section["locked"], "verdict": judged}
+            print(verdict_line(judged), flush=True)
+        return {"agentic": section}
+
+    return DriverRun(run, after=after)
 
 
 def workers(bench: Bench, sink: RecordSink) -> DriverRun:
@@ -169,11 +186,48 @@ def _sharded(got: WorkersRun) -> DriverRun:
     return DriverRun(got.run, sections={"workers": got.section}, warnings=tuple(got.failed))
 
 
+def sessions_workers(bench: Bench, sink: RecordSink) -> DriverRun:
+    """Agentic sessions split between --workers processes, a session whole on one."""
+    n, config, work = bench.spec.load.workers, bench.config, bench.work
+    print(f"servelab: {n} client workers, whole sessions dealt round-robin; "
+          f"max concurrency split {concurrency_shares(config.load.max_concurrency, n)}", flush=True)
+    got = run_workers(config, work.requests, bench.tokenizer, n, bench.hooks, sink=sink,
+                      split_by=lambda k: split_sessions(config, work, k, f"--workers {k}"))
+    return _sessions_sharded(got, work)
+
+
+def sessions_ray(bench: Bench, sink: RecordSink) -> DriverRun:
+    """Agentic sessions split between the nodes of a Ray cluster, a session whole on one."""
+    from servelab.loadgen.ray_shards import run_ray  # Ray is optional: imported only here
+
+    address, config, work = bench.spec.load.ray, bench.config, bench.work
+    print(f"servelab: load from the Ray cluster at {address}, whole sessions dealt between its nodes", flush=True)
+    got = run_ray(config, work.requests, bench.tokenizer, address, bench.hooks, sink=sink,
+                  split_by=lambda k: split_sessions(config, work, k, "--ray"))
+    return _sessions_sharded(got, work)
+
+
+def _sessions_sharded(got: WorkersRun, work: Sessions) -> DriverRun:
+    agentic = merged(work, got.shards, got.section["count"])
+    return dataclasses.replace(_sharded(got), after=lambda timeline, context: {
+        "agentic": session_cache.complete(agentic, timeline, context)})
+
+
 def simulate(bench: Bench, sink: RecordSink) -> DriverRun:
     """--simulate: the simulated engine runs the schedule, no server, no waiting."""
     limits, model = bench.spec.simulate
     run, timeline, labels = simulated.run(limits, model, bench.spec.output, bench.config, bench.work, sink)
     return DriverRun(run, labels=labels, timeline=timeline)
+
+
+def simulate_sessions(bench: Bench, sink: RecordSink) -> DriverRun:
+    """--simulate with agentic sessions: the simulated engine, a call sent when its parents end."""
+    limits, model = bench.spec.simulate
+    run, timeline, labels, agentic = simulated.run_sessions(limits, model, bench.spec.output, bench.config,
+                                                           bench.work, sink)
+    return DriverRun(run, labels=labels, timeline=timeline,
+                     after=lambda timeline, context: {"agentic": session_cache.complete(agentic, timeline,
+                                                                                        {**labels, **context})})
 
 
 DRIVERS: dict[str, DriverKind] = {
@@ -183,6 +237,9 @@ DRIVERS: dict[str, DriverKind] = {
     "simulated": DriverKind(simulate, served=False),
     "conversations": DriverKind(conversations, work="conversations"),
     "sessions": DriverKind(sessions, work="sessions"),
+    "simulated_sessions": DriverKind(simulate_sessions, served=False, work="sessions"),
+    "sessions_workers": DriverKind(sessions_workers, work="sessions"),
+    "sessions_ray": DriverKind(sessions_ray, work="sessions", unattributed=machine.RAY_ACTORS),
 }
 
 

@@ -92,6 +92,7 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
             with _machine_share(kind, config) as shared, _hooks(spec, kind, work, sink, recorder, on_start) as hooks:
                 drove = kind.run(Bench(spec, config, work, tokenizer, hooks), sink)
             timeline = drove.timeline if drove.timeline is not None else _stop(recorder, drove.run)
+    drove = drove.finished(timeline, context or {})
     run_sink.check_written(sink)
     summary = _summary(spec, sink.tally, drove.run)
     finished = Finished(spec, model, drove.run, sink.tally, summary, timeline, card, not kind.served)

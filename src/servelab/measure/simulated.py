@@ -8,9 +8,12 @@ its KV size), so nothing downstream can take it for a measurement.
 from __future__ import annotations
 
 from servelab.config import OutputSpec
+from servelab.datasets.agentic import Sessions
 from servelab.datasets.sample import Sample
 from servelab.loadgen.values import BenchConfig, BenchRun
+from servelab.loadgen.sessions import Agentic
 from servelab.loadgen.sim_drive import run_simulated
+from servelab.loadgen.sim_sessions import run_simulated_sessions
 from servelab.records import RecordSink
 from servelab.sim.model import DEFAULT_OUTPUT_LEN, EngineLimits, StepModel
 from servelab.sim.options import engine_from_flags, to_argv
@@ -28,6 +31,15 @@ def run(limits: EngineLimits, model: StepModel, out: OutputSpec, config: BenchCo
     timeline = None if not out.telemetry else sim_timeline.build(
         sim.steps, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns, out.telemetry_interval_s, limits)
     return bench_run, timeline, sections(limits, model, sim, mode="fast")
+
+
+def run_sessions(limits: EngineLimits, model: StepModel, out: OutputSpec, config: BenchConfig, work: Sessions,
+                 sink: RecordSink) -> tuple[BenchRun, Timeline, dict, Agentic]:
+    """``run`` for agentic sessions (loadgen/sim_sessions.py), and what the sessions did."""
+    bench_run, sim, records, agentic = run_simulated_sessions(config, work, limits, model, sink)
+    timeline = None if not out.telemetry else sim_timeline.build(
+        sim.steps, records, bench_run.outcome.t0_ns, bench_run.outcome.end_ns, out.telemetry_interval_s, limits)
+    return bench_run, timeline, sections(limits, model, sim, mode="fast"), agentic
 
 
 def card(name: str) -> dict:

@@ -114,7 +114,9 @@ class MockServer:
     def route(self, conn: Connection, req: http.Request, now: int) -> None:
         if self.config.keep_requests and not req.path.startswith("/_servelab/"):
             self.truth_log.received.append({"method": req.method, "path": req.path, "headers": dict(req.headers),
-                                           "body": req.body.decode("utf-8", errors="replace")})
+                                           "body": req.body.decode("utf-8", errors="replace"),
+                                           # the client's address: which client process's connection it came on
+                                           "peer": list(conn.transport.get_extra_info("peername") or ())})
         route = ROUTES.get(req.path)
         if route is None:
             conn.reply(404, error_body(f"no route {req.path}", 404, "NotFoundError"), req.keep_alive)

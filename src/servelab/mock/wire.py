@@ -78,6 +78,15 @@ class SocketTransport:
     def is_closing(self) -> bool:
         return self._closing
 
+    def get_extra_info(self, name: str, default=None):
+        """asyncio's Transport API, the part the mock asks: the client's address (``peername``)."""
+        if name != "peername":
+            return default
+        try:
+            return self._sock.getpeername()
+        except OSError:
+            return default
+
     def get_write_buffer_size(self) -> int:
         return len(self._buf)
 

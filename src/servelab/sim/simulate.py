@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.scheduler import EngineCounters, Scheduler, Seq
@@ -74,7 +75,22 @@ class SimResult:
     end_ns: int
 
 
-class _Client:
+class Client(Protocol):
+    """Who sends the requests: when the next one goes, which, and what it hears back. The
+    benchmark's is ``ArrivalClient``; an agentic run's sends a call once its parents are done
+    (loadgen/sim_sessions.py)."""
+
+    def next_send_ns(self) -> int | None:
+        """When the next request will be sent, if it is known yet."""
+
+    def send(self) -> tuple[int, int]:
+        """(its index, when it is sent): called once ``next_send_ns`` is due."""
+
+    def done(self, index: int, t_ns: int, ok: bool) -> None:
+        """Request ``index`` ended at ``t_ns`` (False: it failed)."""
+
+
+class ArrivalClient:
     """Sends requests in arrival order, at most ``cap`` in flight."""
 
     def __init__(self, requests: list[SimRequest], cap: int | None) -> None:
@@ -90,23 +106,24 @@ class _Client:
             return due
         return max(due, self.slots[0]) if self.slots else None
 
-    def send(self) -> int:
+    def send(self) -> tuple[int, int]:
         t = self.next_send_ns()
         if self.slots is not None:
             heapq.heappop(self.slots)
         self.next += 1
-        return t
+        return self.next - 1, t
 
-    def free_slot(self, t_ns: int) -> None:
+    def done(self, index: int, t_ns: int, ok: bool) -> None:
         if self.slots is not None:
             heapq.heappush(self.slots, t_ns)
 
 
 def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
-             max_concurrency: int | None = None) -> SimResult:
-    """Run ``requests`` (sorted by arrival) through the engine; return what each got."""
+             max_concurrency: int | None = None, client: Client | None = None) -> SimResult:
+    """Run ``requests`` (sorted by arrival, unless ``client`` picks when each goes) through the
+    engine; return what each got (None for a request the client never sent)."""
     sched = Scheduler(limits, model)
-    client = _Client(requests, max_concurrency)
+    client = client if client is not None else ArrivalClient(requests, max_concurrency)
     emissions: list[Emission | None] = [None] * len(requests)
     seqs: list[Seq | None] = [None] * len(requests)
     pending: deque[tuple[int, int]] = deque()  # (when the API server hands it on, index), in send order
@@ -122,22 +139,21 @@ def simulate(requests: list[SimRequest], limits: EngineLimits, model: StepModel,
             continue
         steps.sample(t, sched, step.tokens)
         for seq in sched.end(step):
-            client.free_slot(step.end_ns)
             emissions[seq.index].token_ns = seq.token_ns
+            client.done(seq.index, step.end_ns, True)
         t = step.end_ns
     _finish(emissions, seqs)
     return SimResult(emissions, steps, sched.counters, t)
 
 
-def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: int,
+def _deliver(client: Client, sched: Scheduler, requests, emissions, seqs, t: int,
              pending: deque[tuple[int, int]], delay_ns: int) -> None:
     """Hand the engine every request sent by ``t`` and past the API server's ``delay_ns`` (in
     send order: the delay is the same for all); a request that can never fit fails at once (as
     vLLM rejects it) and frees its slot, which the next request may take at once."""
     while True:
         while (due := client.next_send_ns()) is not None and due <= t:
-            i = client.next
-            sent = client.send()
+            i, sent = client.send()
             emissions[i] = Emission(sent, [])
             pending.append((sent + delay_ns, i))
         if not pending or pending[0][0] > t:
@@ -146,7 +162,7 @@ def _deliver(client: _Client, sched: Scheduler, requests, emissions, seqs, t: in
         req = requests[i]
         if not sched.fits(req):
             emissions[i].error = TOO_LONG
-            client.free_slot(ready)
+            client.done(i, ready, False)
             continue
         seqs[i] = Seq(i, req, sched.limits.block_size, sched.limits.enable_prefix_caching)
         sched.add(seqs[i])

@@ -270,16 +270,20 @@ def run_line(outcome: BenchOutcome, wall_s: float, folder: Path) -> str:
             f"mean TTFT {ttft:.0f} ms · {wall_s:.0f} s → {folder}")
 
 
+MADE_AT_SEND = "(token ids made as the call is sent: an agentic session's blocks, datasets/agentic.py)"
+
+
 def _save_prompts(spec: BenchSpec, path: Path) -> None:
     """The first prompts of this workload, for the report. Drawn again with the run's
     own seed, dataset and tokenizer — the same sample the run sends."""
-    from servelab.datasets import prepare_requests
+    from servelab.measure.drivers import DRIVERS
 
+    kind = DRIVERS[spec.driver]
     with contextlib.redirect_stderr(io.StringIO()):  # its notes repeat in the run's own output
         tokenizer = bench_tokenizer(spec, spec.server.model)
-        samples = prepare_requests(spec.dataset, tokenizer).requests  # the run's own, from the cache
-    rows = [{"prompt": s.prompt, "prompt_len": s.prompt_len, "output_len": s.expected_output_len}
-            for s in samples[:PROMPT_SAMPLES]]
+        samples = kind.requests(kind.prepare(spec, tokenizer))  # the run's own (its requests from the cache)
+    rows = [{"prompt": s.prompt if s.prompt != () else MADE_AT_SEND, "prompt_len": s.prompt_len,
+             "output_len": s.expected_output_len} for s in samples[:PROMPT_SAMPLES]]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
 
 
