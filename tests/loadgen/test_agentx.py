@@ -47,7 +47,8 @@ def locked(mock, tok: str, path: str, *, min_s: float = 900.0, tick=None, seed: 
     tokenizer, work = _prepare(spec, kind, "mock")
     sink = RecordSink(Tally(kind.requests(work)))
     mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks(tick=tick and tick(sink))), sink)
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks(tick=tick and tick(sink))),
+                     sink).finished(None, {})
     truth = mock.truth()
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"])["prompt"] for r in truth.received
               if r["path"] == "/v1/completions"}
@@ -206,7 +207,7 @@ def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_h
     kind = DRIVERS[spec.driver]
     tokenizer, work = _prepare(spec, kind, "mock")
     drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work))))
+        kind.requests(work)))).finished(None, {})
     c = server.engine.counters
     warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
     assert len(warm) == len(work.warm) >= 2
@@ -232,7 +233,7 @@ def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_s
     kind = DRIVERS[spec.driver]
     tokenizer, work = _prepare(spec, kind, "mock")
     drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work))))
+        kind.requests(work)))).finished(None, {})
     c = server.engine.counters
     assert (c.prefix_hits, c.prefix_queries) == (1424, 2660)
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(1424 / 2660, 4)

@@ -83,7 +83,7 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
     config = bench_config(spec, model, sent)
     with _recorder(spec, kind, config) as recorder:  # started early: its start-up overlaps the dataset's
         tokenizer, work = _prepare(spec, kind, model)
-        config = _with_conversations(_with_lora(config, spec, kind, work), spec, tokenizer)
+        config = _with_conversations(_with_lora(config, spec, kind, work), spec, kind, tokenizer)
         card = models.get() if kind.served else simulated.card(config.model)
         console.notes(spec, config)
         console.preamble(config)
@@ -166,10 +166,11 @@ def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> 
         kind.requests(work), spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
 
 
-def _with_conversations(config: BenchConfig, spec: BenchSpec, tokenizer) -> BenchConfig:
+def _with_conversations(config: BenchConfig, spec: BenchSpec, kind: DriverKind, tokenizer) -> BenchConfig:
     """A custom dataset's ``messages`` lines, sent whole to a chat endpoint (datasets/custom.py)."""
     d = spec.dataset
-    if d.name != "custom" or d.path is None or tokenizer is None or (config.kind != "chat" and not d.skip_chat_template):
+    if d.name != "custom" or d.path is None or tokenizer is None or kind.work != "requests" or (
+            config.kind != "chat" and not d.skip_chat_template):  # --multi-turn: its lines are conversations
         return config
     return dataclasses.replace(config, chat_messages=custom.conversations(d, tokenizer, config.kind))
 
