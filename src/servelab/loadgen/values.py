@@ -27,6 +27,8 @@ class BenchConfig:
     traceparent: bool = False  # a W3C traceparent header on each request (client/trace.py)
     # request id -> the model name it carries (--lora-modules); others carry ``model``
     request_models: dict = field(default_factory=dict)
+    # request id -> fields its body carries besides the shared ones (--structured-share's constraint)
+    request_fields: dict = field(default_factory=dict)
     # OPENAI_API_KEY, sent as "Authorization: Bearer"; kept out of repr so no log or
     # result that prints a config can show it
     api_key: str | None = field(default=None, repr=False)

@@ -35,7 +35,9 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
+from servelab.datasets import structured
 from servelab.quality import judge, responses, tasks, workload
+from servelab.quality.structured import grade as grade_structured
 from servelab.results import store
 from servelab.results.records_file import FLUSH_S
 from servelab.telemetry import machine
@@ -113,6 +115,19 @@ def _quality(m: Finished, extra: dict) -> dict:
     return judged.section
 
 
+def _structured(m: Finished, config: BenchConfig) -> dict:
+    """--structured-share: each constrained answer graded against its constraint (quality/structured.py)."""
+    if not config.request_fields:
+        return {}
+    kept = store.per_request_lists(m.tally, ("generated_texts", "errors", "output_lens"))
+    asked = [m.tally.requests[int(i)] for i in m.tally.indices()]
+    graded = grade_structured([s.request_id for s in asked], [s.expected_output_len for s in asked],
+                              kept["generated_texts"], kept["errors"], kept["output_lens"], config.request_fields)
+    for said in graded.lines:
+        print("servelab: structured output · " + said)
+    return graded.section
+
+
 def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, context: dict, shared: dict,
             records_file) -> BenchOutcome:
     """After the run: vLLM's block and servelab's lines, the result (its files) and its diagnosis."""
@@ -132,6 +147,7 @@ def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, conte
         extra.update(responses.section(m.tally.requests, m.tally.indices(), tokenizer, m.simulated,
                                        responses.sampling_of(dict(spec.request.sampling), dict(spec.request.extra_body))))
         extra.update(_quality(m, extra))
+        extra.update(_structured(m, config))
     console.warnings(drove.warnings)
     keys = {**(probes or {}), **rps_change_events(spec.load, m.tally, run)}
     result, path, diagnosis = build(m, shown, extra, keys, records_file)
@@ -159,9 +175,12 @@ def _prepare(spec: BenchSpec, kind: DriverKind, model: str):
 
 
 def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> BenchConfig:
-    """The model name each request carries (--lora-modules), once the requests are known."""
-    return dataclasses.replace(config, request_models=request_models(
-        kind.requests(work), spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
+    """The model name each request carries (--lora-modules) and its constraint (--structured-share),
+    once the requests are known."""
+    r, samples = spec.request, kind.requests(work)
+    return dataclasses.replace(
+        config, request_models=request_models(samples, r.lora_modules, r.lora_assignment, spec.seed),
+        request_fields=structured.assign(samples, r.structured_share, r.structured_kind, spec.seed))
 
 
 def _summary(spec: BenchSpec, tally: Tally, run: BenchRun) -> Summary:
