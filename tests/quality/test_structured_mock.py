@@ -114,3 +114,12 @@ def test_bad_input_is_one_line(flags, said, mock_server, qwen3_path, tmp_path, c
     assert bench(mock_server().url, qwen3_path, tmp_path / "r.json", *flags) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+def test_client_workers_send_the_same_constraints(mock_server, qwen3_path, tmp_path):
+    mock = mock_server()
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "0.5", "--custom-output-len", "16",
+                 "--workers", "2") == 0
+    got = structured(out)
+    assert got["valid"] == got["total"] == N // 2 == len(constrained_truth(mock))
