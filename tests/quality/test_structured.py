@@ -64,3 +64,9 @@ def test_one_kind_only_and_failed_requests_counted_apart():
     assert (s["valid"], s["total"], s["failed"], s["verdict"]) == (2, 3, 1, "partly invalid")
     assert graded.lines == ("valid against their own constraint: 2/3 = 66.7% (json 0/0, regex 1/2, choice 1/1); "
                             "1 failed (not graded)", "1 of 3 invalid, 1 of them cut at max_tokens")
+
+
+def test_extra_body_options_stay_beside_each_constraint():
+    fields = assign(samples(4), 1.0, "json", 0, {"disable_any_whitespace": True})
+    for f in fields.values():
+        assert f["structured_outputs"]["disable_any_whitespace"] is True and constraint(f)[0] == "json"

@@ -50,18 +50,20 @@ TEMPLATES: dict[str, tuple[tuple[str, object], ...]] = {
 }
 
 
-def body_fields(kind: str, value: object) -> dict:
-    """What a constrained request's body carries besides the dataset's fields."""
-    return {KEY: {kind: value}, "ignore_eos": False}
+def body_fields(kind: str, value: object, options: dict | None = None) -> dict:
+    """What a constrained request's body carries besides the dataset's fields; ``options``: the
+    ``structured_outputs`` object of ``--extra-body`` (e.g. ``disable_any_whitespace``), kept beside."""
+    return {KEY: {**(options or {}), kind: value}, "ignore_eos": False}
 
 
 def constraint(fields: dict) -> tuple[str, object] | None:
     """(kind, value) of a request's ``body_fields``, or None."""
-    so = fields.get(KEY)
-    return next(iter(so.items())) if so else None
+    so = fields.get(KEY) or {}
+    return next(((k, so[k]) for k in KINDS if k in so), None)
 
 
-def assign(samples: list[SampleRequest], share: float, kind: str, seed: int) -> dict[str, dict]:
+def assign(samples: list[SampleRequest], share: float, kind: str, seed: int,
+           options: dict | None = None) -> dict[str, dict]:
     """request id -> its body fields, for the constrained requests only (none at share 0)."""
     n = len(samples)
     count = round(share * n)
@@ -74,5 +76,5 @@ def assign(samples: list[SampleRequest], share: float, kind: str, seed: int) -> 
     for i, k in zip(chosen, kinds):
         templates = TEMPLATES[KINDS[k]]
         _, value = templates[int(rng.integers(0, len(templates)))]
-        out[samples[i].request_id] = body_fields(KINDS[k], value)
+        out[samples[i].request_id] = body_fields(KINDS[k], value, options)
     return out

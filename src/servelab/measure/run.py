@@ -180,7 +180,8 @@ def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> 
     r, samples = spec.request, kind.requests(work)
     return dataclasses.replace(
         config, request_models=request_models(samples, r.lora_modules, r.lora_assignment, spec.seed),
-        request_fields=structured.assign(samples, r.structured_share, r.structured_kind, spec.seed))
+        request_fields=structured.assign(samples, r.structured_share, r.structured_kind, spec.seed,
+                                         dict(r.extra_body).get(structured.KEY)))
 
 
 def _summary(spec: BenchSpec, tally: Tally, run: BenchRun) -> Summary:
