@@ -84,7 +84,7 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
     config = bench_config(spec, model, sent)
     with _recorder(spec, kind, config) as recorder:  # started early: its start-up overlaps the dataset's
         tokenizer, work = _prepare(spec, kind, model)
-        config = _with_lora(config, spec, kind, work)
+        config = _per_request(config, spec, kind, work)
         card = models.get() if kind.served else simulated.card(config.model)
         console.notes(spec, config)
         console.preamble(config)
@@ -174,7 +174,7 @@ def _prepare(spec: BenchSpec, kind: DriverKind, model: str):
         return tokenizer, kind.prepare(spec, tokenizer)
 
 
-def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> BenchConfig:
+def _per_request(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> BenchConfig:
     """The model name each request carries (--lora-modules) and its constraint (--structured-share),
     once the requests are known."""
     r, samples = spec.request, kind.requests(work)
