@@ -53,17 +53,33 @@ def test_exactly_the_share_of_requests_is_constrained_and_the_seed_names_them(n,
 def test_one_kind_only_and_failed_requests_counted_apart():
     fields = assign(samples(40), 1.0, "choice", 1)
     assert {constraint(f)[0] for f in fields.values()} == {"choice"}
-    ids = [f"r{i}" for i in range(4)]
-    sent = {"r0": body_fields("choice", ["a", "b"]), "r1": body_fields("regex", "x+"),
-            "r2": body_fields("regex", "x+"), "r3": body_fields("json", PERSON)}
-    graded = grade(ids, [8, 8, 3, 8], ["a", "xx", "yyy", ""], ["", "", "", "HTTP 500"], [1, 1, 3, 0], sent)
+    ids = [f"r{i}" for i in range(6)]
+    sent = {"r0": body_fields("choice", ["ab", "b"]), "r1": body_fields("regex", "x+y"),
+            "r2": body_fields("regex", "x+y"), "r3": body_fields("json", PERSON),
+            "r4": body_fields("choice", ["ab", "b"]), "r5": body_fields("choice", ["ab", "b"])}
+    # r2 stopped at max_tokens on a prefix the regex can still complete: cut, not counted against the
+    # server; r4 stopped at max_tokens on a text no choice begins, r5 before it: both broken
+    texts = ["ab", "xxy", "xxx", "", "zz", "a"]
+    graded = grade(ids, [8, 8, 3, 8, 2, 8], texts, ["", "", "", "HTTP 500", "", ""], [1, 1, 3, 0, 2, 1], sent)
     s = graded.section["structured"]
     assert s["by_kind"] == {"json": {"valid": 0, "total": 0, "failed": 1, "cut": 0},
                             "regex": {"valid": 1, "total": 2, "failed": 0, "cut": 1},
-                            "choice": {"valid": 1, "total": 1, "failed": 0, "cut": 0}}
-    assert (s["valid"], s["total"], s["failed"], s["verdict"]) == (2, 3, 1, "partly invalid")
-    assert graded.lines == ("valid against their own constraint: 2/3 = 66.7% (json 0/0, regex 1/2, choice 1/1); "
-                            "1 failed (not graded)", "1 of 3 invalid, 1 of them cut at max_tokens")
+                            "choice": {"valid": 1, "total": 3, "failed": 0, "cut": 0}}
+    assert (s["valid"], s["total"], s["failed"], s["cut"], s["broken"], s["verdict"]) == (2, 5, 1, 1, 2, "partly invalid")
+    assert graded.lines == ("valid against their own constraint: 2/5 = 40.0% (json 0/0, regex 1/2, choice 1/3); "
+                            "1 failed (not graded)", "2 of 5 invalid (not explained by max_tokens)",
+                            "1 of 5 cut at max_tokens while the constraint could still be met: give them more "
+                            "output tokens (not counted against the server)")
+    ignored = grade(ids[4:], [2, 8], texts[4:], ["", ""], [2, 1], sent).section["structured"]
+    assert (ignored["broken"], ignored["verdict"]) == (2, "ignored")
+
+
+def test_a_cut_answer_counts_for_the_server_only_when_the_constraint_could_still_be_met():
+    from servelab.quality.structured import could_continue
+
+    assert could_continue("json", PERSON, ' {"name": "Ad') and not could_continue("json", PERSON, "Sure! {")
+    assert could_continue("regex", r"\d{4}-\d{2}", "202") and not could_continue("regex", r"\d{4}-\d{2}", "x")
+    assert could_continue("choice", ["positive", "neutral"], "pos") and not could_continue("choice", ["a"], "b")
 
 
 def test_extra_body_options_stay_beside_each_constraint():

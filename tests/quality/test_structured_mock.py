@@ -55,10 +55,10 @@ def test_validity_equals_the_mocks_truth_with_cuts_and_failures_apart(mock_serve
         ok = [r for r in answered if r.constraint == kind]
         assert c == {"valid": sum(r.honoured for r in ok), "total": len(ok), "cut": sum(not r.honoured for r in ok),
                      "failed": sum(r.constraint == kind for r in failed)}
-    assert got["verdict"] == "partly invalid"
+    assert got["verdict"] == "enforced" and got["broken"] == 0  # every invalid answer was cut mid-constraint
     said = capsys.readouterr().out
     assert f"servelab: structured output · valid against their own constraint: {got['valid']}/{got['total']}" in said
-    assert f"{len(cut)} of {got['total']} invalid, {len(cut)} of them cut at max_tokens" in said
+    assert f"{len(cut)} of {got['total']} cut at max_tokens while the constraint could still be met" in said
     assert "ignore the constraint" not in said
     bodies = mock.truth().bodies("/v1/completions")
     sent = [b for b in bodies if "structured_outputs" in b]
@@ -90,6 +90,8 @@ def test_a_server_that_ignores_the_constraint_is_named(mock_server, qwen3_path, 
     got = structured(out)
     assert got["valid"] == 0 and got["total"] == N and got["verdict"] == "ignored"
     assert not any(r.honoured for r in constrained_truth(mock))
+    # its answers run to max_tokens (16) too, but no constraint could still be met from them
+    assert got["cut"] == 0 and got["broken"] == N
     assert f"the server seems to ignore the constraint: {N} of {N} invalid" in capsys.readouterr().out
 
 

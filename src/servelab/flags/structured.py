@@ -17,9 +17,10 @@ def add_structured_arguments(p: argparse.ArgumentParser) -> None:
                         "'structured_outputs' field (with ignore_eos false); after the run each answer is graded "
                         "against its own constraint (JSON schema: the first JSON value validates; regex: "
                         "the whole answer matches; choice: the answer is one of them) and the result's "
-                        "servelab.structured counts valid / total per kind, failed requests apart; when at "
-                        "least half the completed constrained answers are invalid, the line says the server "
-                        "seems to ignore the constraint. Implies --save-detailed (default: %(default)s, none)")
+                        "servelab.structured counts valid / total per kind, failed requests apart, and answers cut "
+                        "at max_tokens while the constraint could still be met apart; when at least half the "
+                        "completed constrained answers are invalid otherwise, the line says the server seems "
+                        "to ignore the constraint. Implies --save-detailed (default: %(default)s, none)")
     g.add_argument("--structured-kind", default="mix", metavar="|".join(CHOICES_OF_KIND),
                    help="which constraints: json (3 small schemas with typed fields), regex (a date, a phone "
                         "number, an e-mail address), choice (3 lists), or mix (each request draws a kind, then "

@@ -4,12 +4,13 @@ After the run, from the kept texts (nothing on the client's hot path): a ``json`
 met when the answer's first JSON value validates against the schema, a ``regex`` when the whole
 answer matches, a ``choice`` when the trimmed answer is one of the choices (quality/graders.py's
 ``CONSTRAINT_GRADERS``). A failed request is counted apart, never as invalid. An answer that
-reached its ``max_tokens`` is counted as ``cut`` too: an enforcing server's answer can be invalid
-only that way.
+reached its ``max_tokens`` while the constraint could still be met (``could_continue``) is counted
+as ``cut``: an enforcing server's answer can be invalid only that way (a small model under a JSON
+grammar may emit whitespace until max_tokens).
 
-The verdict (``IGNORED_FROM``): a server that enforces the constraint answers every completed
-request validly unless cut; when at least half of the completed constrained answers are invalid,
-"the server seems to ignore the constraint". Fewer invalid: the count is reported, no name given.
+The verdict (``IGNORED_FROM``): invalid answers not explained by a cut are ``broken``; when at least
+half of the completed constrained answers are broken, "the server seems to ignore the constraint".
+Fewer: the count is reported, no name given.
 """
 
 from __future__ import annotations
@@ -44,11 +45,27 @@ def grade(request_ids: list[str], max_tokens: list[int | None], texts: list[str]
             c["failed"] += 1
             continue
         valid = CONSTRAINT_GRADERS[kind](value, text)
+        cut = not valid and cap is not None and n >= cap and could_continue(kind, value, text)
         c["total"] += 1
         c["valid"] += valid
-        c["cut"] += (not valid) and cap is not None and n >= cap
+        c["cut"] += cut
         grades.append([rid, kind, valid])
     return _verdict({k: v for k, v in counts.items() if v["total"] or v["failed"]}, grades)
+
+
+def could_continue(kind: str, value, text: str) -> bool:
+    """An answer stopped at max_tokens that an enforcing server could still have completed: a choice
+    it begins, a regex it partially matches (the ``regex`` package's partial match; without it, any),
+    a JSON value its first character opens."""
+    if kind == "choice":
+        return any(c.startswith(text.strip()) for c in value)
+    if kind == "regex":
+        try:
+            import regex
+        except ImportError:
+            return True
+        return regex.fullmatch(value, text, partial=True) is not None
+    return text.lstrip()[:1] == ("[" if value.get("type") == "array" else "{")
 
 
 def _verdict(by_kind: dict, grades: list) -> Graded:
@@ -56,19 +73,23 @@ def _verdict(by_kind: dict, grades: list) -> Graded:
     valid = sum(c["valid"] for c in by_kind.values())
     failed = sum(c["failed"] for c in by_kind.values())
     cut = sum(c["cut"] for c in by_kind.values())
-    invalid = total - valid
-    verdict = ("no answers" if total == 0 else "ignored" if invalid >= IGNORED_FROM * total
-               else "partly invalid" if invalid else "enforced")
+    broken = total - valid - cut  # invalid, and not explained by a cut
+    verdict = ("no answers" if total == 0 else "ignored" if broken >= IGNORED_FROM * total
+               else "partly invalid" if broken else "enforced")
     kinds = ", ".join(f"{k} {c['valid']}/{c['total']}" for k, c in by_kind.items())
     share = f"{valid}/{total} = {valid / total:.1%}" if total else "0/0"
     line = f"valid against their own constraint: {share} ({kinds})"
     if failed:
         line += f"; {failed} failed (not graded)"
     lines = [line]
-    if invalid:
-        why = f"{invalid} of {total} invalid" + (f", {cut} of them cut at max_tokens" if cut else "")
+    if broken:
+        why = f"{broken} of {total} invalid (not explained by max_tokens)"
         lines.append(f"the server seems to ignore the constraint: {why}" if verdict == "ignored" else why)
-    section = {"structured": {"valid": valid, "total": total, "failed": failed, "cut": cut, "verdict": verdict,
-                              "rule": f"ignored when invalid >= {IGNORED_FROM:g} x completed", "by_kind": by_kind,
-                              "grades": grades}}
+    if cut:
+        lines.append(f"{cut} of {total} cut at max_tokens while the constraint could still be met: give them more "
+                     "output tokens (not counted against the server)")
+    section = {"structured": {"valid": valid, "total": total, "failed": failed, "cut": cut, "broken": broken,
+                              "verdict": verdict, "by_kind": by_kind, "grades": grades,
+                              "rule": f"ignored when invalid answers not cut at max_tokens >= {IGNORED_FROM:g} x "
+                                      "completed"}}
     return Graded(section, tuple(lines))
