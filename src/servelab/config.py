@@ -151,6 +151,9 @@ class RequestSpec:
     lora_assignment: str = "random"  # random | round-robin | uniform | identical | distinct | zipf:ALPHA
     use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
     traceparent: bool = False  # send a W3C traceparent with each request; its trace id kept in the record
+    # --structured-share of the requests carry a structured-output constraint (datasets/structured.py)
+    structured_share: float = 0.0
+    structured_kind: str = "mix"  # json | regex | choice | mix
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="answer greedily even when a request asks temperature > 0 (a server that ignores it)")
     q.add_argument("--answer-key", default=None, metavar="FILE.json",
                    help="a JSON object {prompt: reply}: prompts it holds (or that contain one) get that reply")
+    parser.add_argument("--ignore-constraints", action="store_true",
+                        help="answer as if a request carried no structured-output constraint (a server that "
+                             "ignores structured_outputs); without it the mock answers a JSON schema, regex or "
+                             "choice with a valid text, cut at max_tokens")
     parser.add_argument("--truth-file", default=None, help="write the recorded truth here (JSON) on exit")
 
 
@@ -68,6 +72,7 @@ def config_from_args(args: argparse.Namespace):
         keep_requests=args.keep_requests, reasoning_len=args.reasoning_len, record_messages=args.record_messages,
         answers=args.answers, corrupt_rate=args.corrupt_rate, corrupt_seed=args.corrupt_seed,
         ignore_temperature=args.ignore_temperature, answer_key=args.answer_key,
+        ignore_constraints=args.ignore_constraints,
     )
 
 

@@ -13,6 +13,7 @@ from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Quali
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields
+from servelab.flags.structured import add_structured_arguments, structured_fields
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
 SLO_NAMES = ("ttft", "tpot", "e2el")
@@ -38,6 +39,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False,
     _add_requests(p)
     _add_sampling(p)
     _add_quality(p)
+    add_structured_arguments(p)
     _add_results(p, hidden=runs_owned)
     add_multi_turn_arguments(p)
     p.add_argument("--simulate", action="store_true",
@@ -376,14 +378,15 @@ def _request(args: argparse.Namespace) -> RequestSpec:
                        extra_body=tuple(extra.items()),
                        logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
                        lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search,
-                       traceparent=args.traceparent)
+                       traceparent=args.traceparent, **structured_fields(args))
 
 
 def _output(args: argparse.Namespace) -> OutputSpec:
     selected, pcts = parse_percentiles(args.percentile_metrics, args.metric_percentiles)
     return OutputSpec(
         label=args.label, save_result=args.save_result, append_result=args.append_result,
-        save_detailed=args.save_detailed or _quality(args) is not None, result_dir=args.result_dir, result_filename=args.result_filename,
+        save_detailed=args.save_detailed or _quality(args) is not None or args.structured_share > 0,
+        result_dir=args.result_dir, result_filename=args.result_filename,
         metadata=tuple(key_values(args.metadata, "--metadata").items()), percentile_metrics=tuple(selected),
         metric_percentiles=tuple(pcts), goodput=tuple(parse_goodput(args.goodput).items()),
         progress=not args.disable_tqdm, telemetry=not args.no_telemetry,

@@ -12,12 +12,14 @@ from servelab.records import SampleRequest
 
 def serialize(config: BenchConfig, s: SampleRequest, pool: Pool, request_id: str) -> bytes:
     model = config.request_models.get(s.request_id, config.model)
+    own = config.request_fields.get(s.request_id)
+    extra = {**config.extra_body, **own} if own else config.extra_body
     messages = config.chat_messages.get(s.prompt) if config.chat_messages else None
     if messages is not None:  # a conversation, sent whole (a chat endpoint: values.BenchConfig)
-        body = openai.messages_body(model, messages, s.expected_output_len, config.ignore_eos, config.extra_body)
+        body = openai.messages_body(model, messages, s.expected_output_len, config.ignore_eos, extra)
     else:
         body = openai.request_body(config.kind, model, s.prompt, s.expected_output_len,
-                                   config.ignore_eos, config.extra_body, config.logprobs)
+                                   config.ignore_eos, extra, config.logprobs)
     return pool.build("POST", config.endpoint, body, headers(config, request_id))
 
 

@@ -30,6 +30,8 @@ class BenchConfig:
     # prompt as sent -> the conversation a chat endpoint is sent whole instead (a custom
     # dataset's ``messages`` lines: datasets/custom.conversations); empty for other runs
     chat_messages: dict = field(default_factory=dict)
+    # request id -> fields its body carries besides the shared ones (--structured-share's constraint)
+    request_fields: dict = field(default_factory=dict)
     # OPENAI_API_KEY, sent as "Authorization: Bearer"; kept out of repr so no log or
     # result that prints a config can show it
     api_key: str | None = field(default=None, repr=False)

@@ -36,7 +36,9 @@ from servelab.measure.target import ServerModels, bench_config, bench_tokenizer,
 from servelab.metrics.probe import probe_stats
 from servelab.metrics.summary import Summary, summarize_tally
 from servelab.metrics.tally import Tally
+from servelab.datasets import structured
 from servelab.quality import judge, responses, tasks, workload
+from servelab.quality.structured import grade as grade_structured
 from servelab.results import store
 from servelab.results.records_file import FLUSH_S
 from servelab.telemetry import machine
@@ -83,7 +85,7 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
     config = bench_config(spec, model, sent)
     with _recorder(spec, kind, config) as recorder:  # started early: its start-up overlaps the dataset's
         tokenizer, work = _prepare(spec, kind, model)
-        config = _with_conversations(_with_lora(config, spec, kind, work), spec, kind, tokenizer)
+        config = _with_conversations(_per_request(config, spec, kind, work), spec, kind, tokenizer)
         card = models.get() if kind.served else simulated.card(config.model)
         console.notes(spec, config)
         console.preamble(config)
@@ -115,6 +117,19 @@ def _quality(m: Finished, extra: dict) -> dict:
     return judged.section
 
 
+def _structured(m: Finished, config: BenchConfig) -> dict:
+    """--structured-share: each constrained answer graded against its constraint (quality/structured.py)."""
+    if not config.request_fields:
+        return {}
+    kept = store.per_request_lists(m.tally, ("generated_texts", "errors", "output_lens"))
+    asked = [m.tally.requests[int(i)] for i in m.tally.indices()]
+    graded = grade_structured([s.request_id for s in asked], [s.expected_output_len for s in asked],
+                              kept["generated_texts"], kept["errors"], kept["output_lens"], config.request_fields)
+    for said in graded.lines:
+        print("servelab: structured output · " + said)
+    return graded.section
+
+
 def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, context: dict, shared: dict,
             records_file) -> BenchOutcome:
     """After the run: vLLM's block and servelab's lines, the result (its files) and its diagnosis."""
@@ -134,6 +149,7 @@ def _report(m: Finished, config: BenchConfig, tokenizer, drove: DriverRun, conte
         extra.update(responses.section(m.tally.requests, m.tally.indices(), tokenizer, m.simulated,
                                        responses.sampling_of(dict(spec.request.sampling), dict(spec.request.extra_body))))
         extra.update(_quality(m, extra))
+        extra.update(_structured(m, config))
     console.warnings(drove.warnings)
     keys = {**(probes or {}), **rps_change_events(spec.load, m.tally, run)}
     result, path, diagnosis = build(m, shown, extra, keys, records_file)
@@ -160,10 +176,14 @@ def _prepare(spec: BenchSpec, kind: DriverKind, model: str):
         return tokenizer, kind.prepare(spec, tokenizer)
 
 
-def _with_lora(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> BenchConfig:
-    """The model name each request carries (--lora-modules), once the requests are known."""
-    return dataclasses.replace(config, request_models=request_models(
-        kind.requests(work), spec.request.lora_modules, spec.request.lora_assignment, spec.seed))
+def _per_request(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -> BenchConfig:
+    """The model name each request carries (--lora-modules) and its constraint (--structured-share),
+    once the requests are known."""
+    r, samples = spec.request, kind.requests(work)
+    return dataclasses.replace(
+        config, request_models=request_models(samples, r.lora_modules, r.lora_assignment, spec.seed),
+        request_fields=structured.assign(samples, r.structured_share, r.structured_kind, spec.seed,
+                                         dict(r.extra_body).get(structured.KEY)))
 
 
 def _with_conversations(config: BenchConfig, spec: BenchSpec, kind: DriverKind, tokenizer) -> BenchConfig:

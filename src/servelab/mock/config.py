@@ -62,6 +62,8 @@ class MockConfig:
     corrupt_seed: int = 0  # which prompts, and from which token (another seed: other ones)
     ignore_temperature: bool = False  # answer greedily even when a request asks temperature > 0
     answer_key: str | None = None  # a JSON object {prompt: reply}: prompts it knows are answered so
+    # a request's structured-output constraint (mock/constrained.py) is honoured unless this is set
+    ignore_constraints: bool = False
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")

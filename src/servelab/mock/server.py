@@ -25,7 +25,8 @@ from servelab.mock.config import MockConfig
 from servelab.mock.dialect import (
     Wire, error_body, estimate_prompt_tokens, metrics_text, models_body,
 )
-from servelab.mock.answers import Answerer, load_key
+from servelab.mock.answers import Answerer, load_key, prompt_key
+from servelab.mock.constrained import constraint_of, tokens_of, valid_text
 from servelab.mock.plan import Plan, Planner
 from servelab.mock.schedule import Scheduler
 from servelab.mock.truth import RequestLog, Truth, TruthLog
@@ -177,6 +178,8 @@ class MockServer:
         tokens = None
         if self.answerer is not None:
             plan, tokens = self._answer(plan, ask, log)
+        if ask.constraint is not None:
+            plan, tokens = self._constrained(plan, ask, log, tokens)
         log.planned_tokens = plan.n_tokens
         self.truth_log.begin(log)
         if plan.failure == "http500":
@@ -197,6 +200,20 @@ class MockServer:
             plan = Plan(plan.failure, len(ans.tokens), "stop" if stop else "length")
         log.answer, log.corrupted_at = "".join(ans.tokens), ans.corrupted_at
         return plan, ans.tokens
+
+    def _constrained(self, plan: Plan, ask: Ask, log: RequestLog, tokens) -> tuple[Plan, tuple[str, ...] | None]:
+        """A structured-output request: a valid text (mock/constrained.py), cut at the planned length;
+        unchanged when the mock ignores constraints or cannot build one (the truth's ``honoured`` says which)."""
+        kind, value = ask.constraint
+        log.constraint, log.honoured = kind, False
+        text = None if self.config.ignore_constraints else valid_text(
+            kind, value, int.from_bytes(prompt_key(ask.prompt)[:4], "big"))
+        if text is None:
+            return plan, tokens
+        whole = tokens_of(text)
+        out = whole[:plan.n_tokens]
+        log.answer, log.honoured = "".join(out), len(out) == len(whole)
+        return Plan(plan.failure, len(out), "stop" if log.honoured else "length"), out
 
     def _fail_500(self, conn: Connection, req: http.Request, log: RequestLog) -> None:
         body = error_body("mock: injected failure", 500, "InternalServerError")
@@ -266,6 +283,7 @@ class Ask:
     prompt: object = None  # the prompt (completions) or the messages (chat)
     temperature: float | None = None
     seed: object = None  # the request's sampling seed (vLLM's ``seed``)
+    constraint: tuple | None = None  # (kind, value) of a structured-output request (mock/constrained.py)
 
     @classmethod
     def parse(cls, body: object, chat: bool, default_max_tokens: int) -> Ask:
@@ -284,6 +302,7 @@ class Ask:
             messages=body.get("messages") if chat else None,
             prompt=body.get("messages") if chat else body.get("prompt"),
             temperature=_number(body.get("temperature")), seed=body.get("seed"),
+            constraint=constraint_of(body, chat),
         )
 
 

@@ -18,7 +18,9 @@ JSON shape (``Truth.to_dict``)::
                    "finish_reason": "length"|"stop"|null,
                    "prompt_tokens", "planned_tokens", "output_tokens",
                    "messages"|null,            # with record_messages: the chat messages received
-                   "answer"|null, "corrupted_at"|null}, ...],  # with answers "prompt" (mock/answers.py)
+                   "answer"|null, "corrupted_at"|null,  # with answers "prompt" (mock/answers.py)
+                   "constraint"|null,  # a structured-output request's kind (json, regex, choice)
+                   "honoured"|null}, ...],  # ... whether its answer was a whole valid text (mock/constrained.py)
      "open": {"t_ns": [int, ...], "n": [int, ...]}}   # open requests after each edge
 """
 
@@ -36,7 +38,7 @@ class RequestLog:
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
         "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
-        "answer", "corrupted_at",
+        "answer", "corrupted_at", "constraint", "honoured",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -57,6 +59,8 @@ class RequestLog:
         self.messages: object = None  # a chat request's messages (MockConfig.record_messages)
         self.answer: str | None = None  # with answers "prompt": the text planned (mock/answers.py)
         self.corrupted_at: int | None = None  # ... and its first corrupted token, if corrupted
+        self.constraint: str | None = None  # a structured-output request's kind
+        self.honoured: bool | None = None  # ... answered with a whole valid text (not ignored, not cut)
 
     def to_dict(self) -> dict:
         return {
@@ -67,6 +71,7 @@ class RequestLog:
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
             "output_tokens": sum(self.event_tokens), "messages": self.messages,
             "answer": self.answer, "corrupted_at": self.corrupted_at,
+            "constraint": self.constraint, "honoured": self.honoured,
         }
 
 
@@ -132,6 +137,8 @@ class RequestTruth:
     messages: list | None = None  # recorded only with MockConfig.record_messages
     answer: str | None = None  # with answers "prompt": the text planned for the request
     corrupted_at: int | None = None  # ... its first corrupted token (None: not corrupted)
+    constraint: str | None = None  # a structured-output request's kind (json, regex, choice)
+    honoured: bool | None = None  # ... whether its answer was a whole valid text
 
     @property
     def arrived_ns(self) -> int:

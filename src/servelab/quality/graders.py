@@ -6,6 +6,10 @@ may name, shared with the structured-output workload.
 * ``json_schema``: the answer's first JSON value (a fenced ```json block, or the text from its
   first ``{`` or ``[``) validates against the schema (with the ``jsonschema`` package);
 * ``choices``: the answer's first word (case and surrounding punctuation ignored) is one of them.
+
+A structured-output constraint is graded strictly (``CONSTRAINT_GRADERS``): ``json`` as
+``json_schema``; ``regex``: the whole answer matches (``re.fullmatch``); ``choice``: the answer,
+trimmed, equals one of them.
 """
 
 from __future__ import annotations
@@ -98,3 +102,16 @@ def check_expected(kind: str, expected, where: str) -> None:
 
 
 GRADERS = {"answer": exact, "regex": search, "json_schema": schema, "choices": choice}
+
+
+# A structured-output constraint (servelab.structured) is stricter than a task's lenient check:
+# a server that enforces it answers the constraint and nothing else.
+def full_match(pattern: str, text: str) -> bool:
+    return re.fullmatch(pattern, text) is not None
+
+
+def one_of(choices: list[str], text: str) -> bool:
+    return text.strip() in choices
+
+
+CONSTRAINT_GRADERS = {"json": schema, "regex": full_match, "choice": one_of}

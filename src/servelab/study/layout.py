@@ -67,6 +67,7 @@ WHEN_SET = frozenset({
     "trace_scale", "trace_max_wait_s", "agentic_shape",  # DatasetSpec: agentic sessions (issue 36)
     "agentic_locked", "agentic_min_duration_s",  # DatasetSpec: the AgentX-style locked scenario (issue 36)
     "traceparent",  # RequestSpec: a W3C traceparent header on each request (issue 37)
+    "structured_share", "structured_kind",  # RequestSpec: structured-output constraints (issue 36)
 })
 
 

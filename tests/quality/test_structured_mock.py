@@ -1,0 +1,127 @@
+"""Structured output end to end: ``servelab bench --structured-share`` against the mock, which
+honours each constraint (mock/constrained.py) or ignores them all; its truth — which answers it
+gave whole and valid, which it cut at max_tokens, which requests failed — is what the result's
+``servelab.structured`` must equal exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab.cli.main import main
+
+N = 60
+
+
+@pytest.fixture(autouse=True)
+def prompts(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"Describe thing {i}."}) + "\n" for i in range(N)))
+    return path
+
+
+def bench(url, tok, out, *extra, backend="vllm"):
+    return main(["bench", "--backend", backend, "--base-url", url, "--model", "mock", "--tokenizer", tok,
+                 "--dataset-name", "custom", "--dataset-path", str(out.parent / "prompts.jsonl"),
+                 "--custom-output-len", "8", "--num-prompts", str(N), "--max-concurrency", "8", "--disable-tqdm",
+                 "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name, *extra])
+
+
+def structured(path) -> dict:
+    return json.loads(path.read_text())["servelab"]["structured"]
+
+
+def constrained_truth(mock) -> list:
+    return [r for r in mock.truth().requests if r.constraint is not None]
+
+
+def test_validity_equals_the_mocks_truth_with_cuts_and_failures_apart(mock_server, qwen3_path, tmp_path, capsys):
+    # 8 output tokens: a choice, a regex and the 6-token person fit; the order and event schemas (11) are cut
+    mock = mock_server(error_rate=0.15, keep_requests=True)
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "0.6", "--seed", "3") == 0
+    got, truth = structured(out), constrained_truth(mock)
+    assert len(truth) == round(0.6 * N)
+    failed = [r for r in truth if r.finish == "http500"]
+    answered = [r for r in truth if r.finish != "http500"]
+    assert failed and got["failed"] == len(failed) and got["total"] == len(answered)
+    valid = {rid for rid, _, ok in got["grades"] if ok}
+    assert valid == {r.request_id for r in answered if r.honoured}  # the mock's truth, request by request
+    cut = [r for r in answered if not r.honoured]
+    assert cut and got["valid"] == len(answered) - len(cut) and got["cut"] == len(cut)
+    assert {kind for _, kind, _ in got["grades"]} == {"json", "regex", "choice"}
+    for kind, c in got["by_kind"].items():
+        ok = [r for r in answered if r.constraint == kind]
+        assert c == {"valid": sum(r.honoured for r in ok), "total": len(ok), "cut": sum(not r.honoured for r in ok),
+                     "failed": sum(r.constraint == kind for r in failed)}
+    assert got["verdict"] == "enforced" and got["broken"] == 0  # every invalid answer was cut mid-constraint
+    said = capsys.readouterr().out
+    assert f"servelab: structured output · valid against their own constraint: {got['valid']}/{got['total']}" in said
+    assert f"{len(cut)} of {got['total']} cut at max_tokens while the constraint could still be met" in said
+    assert "ignore the constraint" not in said
+    bodies = mock.truth().bodies("/v1/completions")
+    sent = [b for b in bodies if "structured_outputs" in b]
+    assert len(sent) == round(0.6 * N) and all(b["ignore_eos"] is False for b in sent)
+    assert not any(k.startswith("guided_") for b in bodies for k in b)
+
+
+def test_an_enforcing_server_is_all_valid_and_the_seed_names_the_assignment(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(keep_requests=True)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    args = ("--structured-share", "0.5", "--structured-kind", "regex", "--custom-output-len", "16")
+    assert bench(mock.url, qwen3_path, first, *args) == 0
+    got = structured(first)
+    assert got["valid"] == got["total"] == N // 2 and got["verdict"] == "enforced"
+    assert list(got["by_kind"]) == ["regex"]
+    sent = [(b["prompt"], b["structured_outputs"]) for b in mock.truth().bodies("/v1/completions")
+            if "structured_outputs" in b]
+    mock.reset_truth()
+    assert bench(mock.url, qwen3_path, second, *args) == 0
+    again = [(b["prompt"], b["structured_outputs"]) for b in mock.truth().bodies("/v1/completions")
+             if "structured_outputs" in b]
+    assert sorted(map(json.dumps, again)) == sorted(map(json.dumps, sent))
+
+
+def test_a_server_that_ignores_the_constraint_is_named(mock_server, qwen3_path, tmp_path, capsys):
+    mock = mock_server(ignore_constraints=True)
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "1", "--custom-output-len", "16") == 0
+    got = structured(out)
+    assert got["valid"] == 0 and got["total"] == N and got["verdict"] == "ignored"
+    assert not any(r.honoured for r in constrained_truth(mock))
+    # its answers run to max_tokens (16) too, but no constraint could still be met from them
+    assert got["cut"] == 0 and got["broken"] == N
+    assert f"the server seems to ignore the constraint: {N} of {N} invalid" in capsys.readouterr().out
+
+
+def test_chat_requests_carry_the_constraint_too(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(keep_requests=True)
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "0.5", "--structured-kind", "json",
+                 "--custom-output-len", "16", backend="openai-chat") == 0
+    got = structured(out)
+    assert got["valid"] == got["total"] == N // 2
+    sent = [b for b in mock.truth().bodies("/v1/chat/completions") if "structured_outputs" in b]
+    assert len(sent) == N // 2 and all("json" in b["structured_outputs"] for b in sent)
+
+
+@pytest.mark.parametrize("flags, said", [
+    (("--structured-share", "1.5"), "--structured-share must be in [0, 1], got 1.5"),
+    (("--structured-share", "0.5", "--structured-kind", "xml"),
+     "--structured-kind 'xml': choose from json, regex, choice, mix"),
+    (("--structured-share", "0.5", "--simulate"), "--structured-share needs a server"),
+])
+def test_bad_input_is_one_line(flags, said, mock_server, qwen3_path, tmp_path, capsys):
+    assert bench(mock_server().url, qwen3_path, tmp_path / "r.json", *flags) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+def test_client_workers_send_the_same_constraints(mock_server, qwen3_path, tmp_path):
+    mock = mock_server()
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "0.5", "--custom-output-len", "16",
+                 "--workers", "2") == 0
+    got = structured(out)
+    assert got["valid"] == got["total"] == N // 2 == len(constrained_truth(mock))
