@@ -147,6 +147,9 @@ class RequestSpec:
     lora_assignment: str = "random"  # random | round-robin | uniform | identical | distinct | zipf:ALPHA
     use_beam_search: bool = False  # accepted; vLLM 0.32's bench serve sends nothing for it either
     traceparent: bool = False  # send a W3C traceparent with each request; its trace id kept in the record
+    # --session-tools: agentic chat sessions carry the committed tools with this tool_choice
+    # ("auto" | "required"; datasets/agentic_chat.TOOLS); None: no tools
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +373,8 @@ def _check_agentic(spec: BenchSpec) -> None:
     """Agentic sessions run in this process (datasets/sessions.py, loadgen/sessions.py)."""
     name, scale = spec.dataset.name, spec.dataset.trace_scale
     if name not in AGENTIC_DATASETS:
+        if spec.request.tool_choice is not None:
+            raise InputError(f"--session-tools is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         if scale != 1:
             raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         if spec.dataset.agentic_shape:
@@ -381,6 +386,8 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
         raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
+    if spec.request.tool_choice is not None and spec.server.backend != "openai-chat":
+        raise InputError("--session-tools sends tool calls, which need chat requests: add --backend openai-chat")
     if spec.simulate is not None or spec.multi_turn.enabled or spec.load.workers > 1 or spec.load.ray is not None:
         raise InputError(f"--dataset-name {name} runs its sessions in this process: not with --simulate, "
                          "--multi-turn, --workers or --ray")

@@ -37,6 +37,7 @@ from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
 from servelab.loadgen.sessions import run_sessions, summary_line
+from servelab.loadgen.tool_turns import chat_line
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
@@ -135,6 +136,8 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
     run, agentic = in_loop(go, bench.hooks)
     section = agentic.section()
     print(summary_line(section), flush=True)
+    if "chat" in section:
+        print(chat_line(section["chat"]), flush=True)
     return DriverRun(run, sections={"agentic": section})
 
 

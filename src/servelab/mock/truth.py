@@ -18,6 +18,7 @@ JSON shape (``Truth.to_dict``)::
                    "finish_reason": "length"|"stop"|null,
                    "prompt_tokens", "planned_tokens", "output_tokens",
                    "messages"|null,            # with record_messages: the chat messages received
+                   "tool_call_id"|null,        # the id of the tool call it answered with
                    "answer"|null, "corrupted_at"|null}, ...],  # with answers "prompt" (mock/answers.py)
      "open": {"t_ns": [int, ...], "n": [int, ...]}}   # open requests after each edge
 """
@@ -36,7 +37,7 @@ class RequestLog:
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
         "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
-        "answer", "corrupted_at",
+        "answer", "corrupted_at", "tool_call_id",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -57,6 +58,7 @@ class RequestLog:
         self.messages: object = None  # a chat request's messages (MockConfig.record_messages)
         self.answer: str | None = None  # with answers "prompt": the text planned (mock/answers.py)
         self.corrupted_at: int | None = None  # ... and its first corrupted token, if corrupted
+        self.tool_call_id: str | None = None  # answered with a tool call: its id
 
     def to_dict(self) -> dict:
         return {
@@ -66,7 +68,7 @@ class RequestLog:
             "finish": self.finish, "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "planned_tokens": self.planned_tokens,
             "output_tokens": sum(self.event_tokens), "messages": self.messages,
-            "answer": self.answer, "corrupted_at": self.corrupted_at,
+            "answer": self.answer, "corrupted_at": self.corrupted_at, "tool_call_id": self.tool_call_id,
         }
 
 
@@ -132,6 +134,7 @@ class RequestTruth:
     messages: list | None = None  # recorded only with MockConfig.record_messages
     answer: str | None = None  # with answers "prompt": the text planned for the request
     corrupted_at: int | None = None  # ... its first corrupted token (None: not corrupted)
+    tool_call_id: str | None = None  # answered with a tool call: its id
 
     @property
     def arrived_ns(self) -> int:

@@ -66,6 +66,7 @@ WHEN_SET = frozenset({
     "quality",  # BenchSpec: the --quality-* judgement (issue 35)
     "trace_scale", "trace_max_wait_s", "agentic_shape",  # DatasetSpec: agentic sessions (issue 36)
     "traceparent",  # RequestSpec: a W3C traceparent header on each request (issue 37)
+    "tool_choice",  # RequestSpec: agentic chat sessions' tools (issue 36)
 })
 
 
