@@ -126,3 +126,25 @@ def test_session_tools_need_chat_requests_and_an_agentic_dataset():
         check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), request=RequestSpec(tool_choice="auto")))
     check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), dataset=DatasetSpec(name="agentic"),
                          request=RequestSpec(tool_choice="required")))
+
+
+def test_the_synthetic_generators_tool_turns_each_send_a_tool_message(mock_server, qwen3_path):
+    mock = mock_server(eos_len=3, keep_requests=True)
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="openai-chat", model="mock"),
+                     load=LoadSpec(num_warmups=0), request=RequestSpec(tool_choice="auto"),
+                     dataset=DatasetSpec(name="agentic", num_prompts=2, seed=3, trace_scale=0.25, request_id_prefix="g-",
+                                         agentic_shape=(("tool_wait_s", "0.01"),)),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
+        kind.requests(work))))
+    bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in mock.truth().received
+              if r["path"] == "/v1/chat/completions"}
+    sent = 0
+    for s in work.sessions:
+        for k, call in enumerate(s.calls):
+            last = bodies[f"g-{s.session_id}-{k}"]["messages"][-1]
+            assert (last["role"] == "tool") == call.tool_result
+            sent += call.tool_result
+    assert sent > 0 and drove.sections["agentic"]["chat"]["tool_calls"]["tool_results_sent"] == sent
