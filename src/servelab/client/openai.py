@@ -139,14 +139,20 @@ def _tool_deltas(kind: str, data: dict, calls: dict[int, dict]) -> str | None:
         return None
     text = ""
     for d in deltas:
-        call = calls.setdefault(d.get("index", 0), {"id": None, "type": "function",
-                                                    "function": {"name": None, "arguments": ""}})
+        index = d.get("index")
+        call = calls.setdefault(index if isinstance(index, int) else 0,
+                                {"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
         fn = d.get("function") or {}
-        call["id"] = d.get("id") or call["id"]
-        call["function"]["name"] = fn.get("name") or call["function"]["name"]
-        call["function"]["arguments"] += fn.get("arguments") or ""
-        text += fn.get("arguments") or ""
+        call["id"] = _text(d.get("id")) or call["id"]
+        call["function"]["name"] = _text(fn.get("name")) or call["function"]["name"]
+        call["function"]["arguments"] += _text(fn.get("arguments"))
+        text += _text(fn.get("arguments"))
     return text
+
+
+def _text(value) -> str:
+    """A field that should be text: itself, else empty (a server's odd value is not a crash)."""
+    return value if isinstance(value, str) else ""
 
 
 def _shape_problem(kind: str, data: dict) -> str | None:
