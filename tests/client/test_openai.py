@@ -81,3 +81,22 @@ def test_messages_body_is_the_chat_body_with_the_whole_conversation():
     body = json.loads(openai.messages_body("m", messages, 8, True, {"temperature": 0}))
     plain = json.loads(openai.request_body("chat", "m", "c", 8, True, {"temperature": 0}))
     assert body == {**plain, "messages": messages}
+
+
+def test_tool_call_deltas_are_output_joined_by_index_and_a_bad_shape_is_one_line():
+    events = [
+        ev(1, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        ev(2, {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function",
+                                                     "function": {"name": "read_file"}}]}}]}),
+        ev(3, {"choices": [{"delta": {"tool_calls": [{"index": 1, "id": "c1", "function": {"name": "ls"}},
+                                                    {"index": 0, "function": {"arguments": '{"path": '}}]}}]}),
+        ev(4, {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"a"}'}}]},
+                            "finish_reason": "tool_calls"}]}),
+        ev(5, "[DONE]"),
+    ]
+    s = openai.interpret("chat", events)
+    assert s.token_ns == (2, 3, 4) and s.answer == "" and s.finish_reason == "tool_calls"
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in s.tool_calls] == [
+        ("c0", "read_file", '{"path": "a"}'), ("c1", "ls", "")]
+    bad = openai.interpret("chat", [ev(1, {"choices": [{"delta": {"tool_calls": "x"}}]})])
+    assert bad.error == "unreadable event in stream: 'delta.tool_calls' is not a list of objects: 'x'"

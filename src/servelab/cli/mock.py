@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep each chat request's messages in the truth (what a multi-turn client sent)")
     parser.add_argument("--root", default=None,
                         help="the model card's root in /v1/models, as vLLM shows the served path (default: --model)")
+    parser.add_argument("--tool-calls", default="user", choices=["user", "always", "never"],
+                        help="a chat request carrying tools is answered with a tool call (streamed as vLLM "
+                             "streams tool_calls deltas): user: when its last message is the user's (default); "
+                             "tool_choice required always gets one, none never")
     parser.add_argument("--keep-requests", action="store_true",
                         help="record every request received (method, path, headers, body) in the truth")
     q = parser.add_argument_group("answers (quality tests: what the mock says)")
@@ -72,7 +76,7 @@ def config_from_args(args: argparse.Namespace):
         keep_requests=args.keep_requests, reasoning_len=args.reasoning_len, record_messages=args.record_messages,
         answers=args.answers, corrupt_rate=args.corrupt_rate, corrupt_seed=args.corrupt_seed,
         ignore_temperature=args.ignore_temperature, answer_key=args.answer_key,
-        ignore_constraints=args.ignore_constraints,
+        ignore_constraints=args.ignore_constraints, tool_calls=args.tool_calls,
     )
 
 

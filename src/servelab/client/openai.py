@@ -5,7 +5,8 @@ same work). Interpretation happens after the run, from stamped events:
 
 * token-bearing event — completions: an event whose ``choices`` is non-empty
   (vLLM's rule; text may be empty for special tokens). Chat: a delta with
-  ``content`` or reasoning text; the first role-only delta vLLM sends carries no
+  ``content`` or reasoning text, or a ``tool_calls`` delta (a tool call's name or
+  argument fragment is output too); the first role-only delta vLLM sends carries no
   output and is NOT counted (vLLM's own client counts it, which shortens TTFT).
 * output tokens — ``usage.completion_tokens`` when the server sends it (we ask
   with ``stream_options.include_usage``), else the tokenizer over the text.
@@ -23,7 +24,7 @@ BACKENDS = {"vllm": "completions", "openai": "completions", "openai-chat": "chat
 DEFAULT_ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 TOKEN_EVENT_RULES = {
     "completions": "event with non-empty choices",
-    "chat": "delta with content or reasoning (role-only delta excluded)",
+    "chat": "delta with content, reasoning or tool_calls (role-only delta excluded)",
 }
 
 
@@ -74,6 +75,10 @@ class Stream:
     first_reasoning_ns: int = 0  # first event with reasoning text (0: none)
     first_answer_ns: int = 0  # first event with answer text (0: none)
     answer: str = ""  # the answer text alone, no reasoning: what a chat client keeps in its history
+    # a chat reply's tool calls, their streamed deltas joined by index: {"id", "type", "function":
+    # {"name", "arguments"}} each (arguments the JSON text as streamed, maybe cut short)
+    tool_calls: tuple[dict, ...] = ()
+    finish_reason: str | None = None  # the last one seen ("tool_calls", "length", "stop")
 
 
 def interpret(kind: str, events: list[Event]) -> Stream:
@@ -83,6 +88,8 @@ def interpret(kind: str, events: list[Event]) -> Stream:
     finished, error = False, None
     answers: list[str] = []
     first = {"reasoning": 0, "answer": 0}
+    calls: dict[int, dict] = {}
+    finish = None
     for ev in events:
         if ev.data == "[DONE]":
             finished = True
@@ -103,11 +110,14 @@ def interpret(kind: str, events: list[Event]) -> Stream:
         usage = data.get("usage") or usage
         for choice in data.get("choices") or ():
             finished = finished or bool(choice.get("finish_reason"))
+            finish = choice.get("finish_reason") or finish
         answer, reasoning = _token_text(kind, data)
-        if answer is None:
+        fragment = _tool_deltas(kind, data, calls)
+        if answer is None and fragment is None:
             continue
+        answer = answer or ""
         token_ns.append(ev.t_ns)
-        texts.append(answer + reasoning)
+        texts.append(answer + reasoning + (fragment or ""))
         answers.append(answer)
         if reasoning and not first["reasoning"]:
             first["reasoning"] = ev.t_ns
@@ -115,7 +125,34 @@ def interpret(kind: str, events: list[Event]) -> Stream:
             first["answer"] = ev.t_ns
     return Stream(tuple(token_ns), tuple(texts), usage.get("completion_tokens"),
                   usage.get("prompt_tokens"), finished, error, first["reasoning"], first["answer"],
-                  "".join(answers))
+                  "".join(answers), tuple(calls[i] for i in sorted(calls)), finish)
+
+
+def _tool_deltas(kind: str, data: dict, calls: dict[int, dict]) -> str | None:
+    """Join an event's ``delta.tool_calls`` into ``calls`` (by index: the first delta of a call
+    carries its id, type and name, the next ones argument fragments, as vLLM streams them);
+    the argument text it carried, or None when it carried no tool call."""
+    if kind != "chat" or not data.get("choices"):
+        return None
+    deltas = (data["choices"][0].get("delta") or {}).get("tool_calls")
+    if not deltas:
+        return None
+    text = ""
+    for d in deltas:
+        index = d.get("index")
+        call = calls.setdefault(index if isinstance(index, int) else 0,
+                                {"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+        fn = d.get("function") or {}
+        call["id"] = _text(d.get("id")) or call["id"]
+        call["function"]["name"] = _text(fn.get("name")) or call["function"]["name"]
+        call["function"]["arguments"] += _text(fn.get("arguments"))
+        text += _text(fn.get("arguments"))
+    return text
+
+
+def _text(value) -> str:
+    """A field that should be text: itself, else empty (a server's odd value is not a crash)."""
+    return value if isinstance(value, str) else ""
 
 
 def _shape_problem(kind: str, data: dict) -> str | None:
@@ -137,6 +174,10 @@ def _shape_problem(kind: str, data: dict) -> str | None:
         if delta is not None and not isinstance(delta, dict):
             return f"unreadable event in stream: 'delta' is not an object: {str(delta)[:60]!r}"
         texts = [(f"delta.{k}", (delta or {}).get(k)) for k in ("content", "reasoning", "reasoning_content")]
+        calls = (delta or {}).get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function") or {}, dict) for c in calls)):
+            return f"unreadable event in stream: 'delta.tool_calls' is not a list of objects: {str(calls)[:60]!r}"
     for name, text in texts:
         if text is not None and not isinstance(text, str):
             return f"unreadable event in stream: choices[0].{name} is not text: {str(text)[:40]!r}"

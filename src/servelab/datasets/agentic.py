@@ -44,6 +44,9 @@ class Call:
     parents: tuple[int, ...] = ()  # indices of calls of the same session that must complete first
     wait_s: float = 0.0  # after the last parent completed (the session's start for a root)
     t_s: float | None = None  # when it was sent in the recorded run, s from the session's start (None: not recorded)
+    # its new input is a tool's result: its agent's call before it ended in a tool call (a
+    # scripted tool turn; a chat replay sends that call and the result, datasets/agentic_chat.py)
+    tool_result: bool = False
 
 
 @dataclass(frozen=True, slots=True)

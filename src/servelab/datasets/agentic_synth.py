@@ -7,7 +7,8 @@ starts at ``system_tokens`` and grows after each call by the call's output and a
 (lognormal, median ``tool_result_tokens``, shape ``tool_result_sigma``); each call resends
 the whole context (its full blocks shared with the call before, the tail new). Outputs are
 lognormal (median ``output_tokens``, shape ``output_sigma``); the wait before each call after
-the first is the tool's run time, exponential with mean ``tool_wait_s``. After a call that is
+the first is the tool's run time, exponential with mean ``tool_wait_s`` (each such call is a
+tool turn: ``Call.tool_result``). After a call that is
 not the last, with probability ``fan_out_p``, ``fan_out`` sub-agents (uniform integer in the
 range) start, each its own scope (a fresh cache context, as WEKA's): ``sub_turns`` calls
 growing the same way from ``sub_system_tokens``; the main agent's next call waits for all.
@@ -81,12 +82,14 @@ class _Agent:
     """One agent's growing context: its block ids so far and its length in tokens."""
 
     def __init__(self, name: str, tokens: int, size: int) -> None:
-        self.name, self.tokens, self.size, self.ids = name, tokens, size, []
+        self.name, self.tokens, self.size, self.ids, self.calls = name, tokens, size, [], 0
 
     def call(self, output: int, parents: tuple[int, ...], wait_s: float) -> Call:
+        """A call on the context so far: after the agent's first, its new input is a tool's result."""
         while len(self.ids) < self.tokens // self.size:  # a block once full keeps its id
             self.ids.append(len(self.ids) + 1)
-        return Call(self.name, tuple(self.ids), self.tokens, output, parents, wait_s)
+        self.calls += 1
+        return Call(self.name, tuple(self.ids), self.tokens, output, parents, wait_s, tool_result=self.calls > 1)
 
 
 def _session(sid: str, shape: Shape, rng: np.random.Generator) -> Session:

@@ -39,6 +39,8 @@ class Tokenizer(Protocol):
     ``num_special_tokens`` is how many tokens ``add_special_tokens`` adds (a BOS).
     ``encode`` adds them only when asked: a count of generated text must not
     include a BOS, while vLLM counts ShareGPT/custom prompts with it.
+    ``block_separator`` is its BOS token, else its EOS (None: neither): what starts each
+    block of a chat session's text, so no two blocks merge when the server re-tokenizes.
     """
 
     name: str
@@ -46,6 +48,7 @@ class Tokenizer(Protocol):
     special_ids: frozenset[int]
     num_special_tokens: int
     source_files: tuple[Path, ...]  # what it was read from: the prepared-request cache hashes them
+    block_separator: int | None
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]: ...
 
@@ -79,6 +82,9 @@ class FastTokenizer:
         self._config = _read_tokenizer_config(path.parent)
         self._template = _read_chat_template(path.parent, self._config)
         self.source_files = (path, path.parent / "tokenizer_config.json", path.parent / "chat_template.jinja")
+        names = [_token_name(self._config.get(key)) for key in ("bos_token", "eos_token")]
+        ids = [self._tok.token_to_id(n) for n in names if n]
+        self.block_separator = next((i for i in ids if i is not None), None)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
@@ -135,6 +141,8 @@ class HFTokenizer:
         self.num_special_tokens = int(self._tok.num_special_tokens_to_add())
         # the folder may be a whole model: its weights are not the tokenizer and would take seconds to hash
         self.source_files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix not in WEIGHTS))
+        bos, eos = self._tok.bos_token_id, self._tok.eos_token_id
+        self.block_separator = bos if bos is not None else eos
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
@@ -158,6 +166,11 @@ class HFTokenizer:
                                                  **template_kwargs)
         except ValueError as exc:  # no template
             raise TokenizerError(f"tokenizer {self.name}: {exc}; pass --skip-chat-template") from exc
+
+
+def _token_name(value) -> str | None:
+    """A special token's text as tokenizer_config.json gives it: a string, or {"content": ...}."""
+    return value.get("content") if isinstance(value, dict) else value if isinstance(value, str) else None
 
 
 def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:

@@ -16,6 +16,8 @@ the background. A call is sent ``think_time`` seconds (the trace's "gap since pr
 response completed"; 0 where absent) after what it waits for. Hash ids cover full blocks
 (⌊in / block_size⌋; ⌈in / block_size⌉ is accepted, the last one partial); the rest of
 ``in`` is new tokens. A sub-agent's ids are its own scope (its cache context is fresh).
+A request is a tool turn (``Call.tool_result``) when its ``input_types`` hold ``tool_result``
+or its agent's request before it stopped with ``stop: tool_use``.
 
 Bad input is one line naming the file, the line and the field.
 """
@@ -81,7 +83,7 @@ def _agent(where: str, row: dict, field: str, agent: str, spawned_by: int | None
     requests = row.get("requests")
     if not isinstance(requests, list) or not requests:
         raise DatasetError(f"{where}: field '{field}' must be a non-empty list of requests")
-    prev, joining = spawned_by, []
+    prev, joining, tool_use = spawned_by, [], False
     for j, req in enumerate(requests):
         name = f"{field}[{j}]"
         if not isinstance(req, dict):
@@ -100,9 +102,15 @@ def _agent(where: str, row: dict, field: str, agent: str, spawned_by: int | None
         parents = tuple(p for p in (prev, *joining) if p is not None)
         n = _count(where, req, name, "in")
         calls.append(Call(agent, _hash_ids(where, req, name, size, n), n, _count(where, req, name, "out"), parents,
-                          _time(where, req, name, "think_time"), t))
-        prev, joining = len(calls) - 1, []
+                          _time(where, req, name, "think_time"), t_s=t, tool_result=tool_use or _tool_result(req)))
+        prev, joining, tool_use = len(calls) - 1, [], req.get("stop") == "tool_use"
     return prev
+
+
+def _tool_result(req: dict) -> bool:
+    """The request's input is a tool's result (``input_types``: ``tool_result``)."""
+    kinds = req.get("input_types")
+    return isinstance(kinds, list) and "tool_result" in kinds
 
 
 def _count(where: str, req: dict, name: str, key: str) -> int:

@@ -136,6 +136,11 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-body", default=None, help="JSON object merged into every request body")
     g.add_argument("--logprobs", type=int, default=None,
                    help="logprobs per token (completions: sent as null when not given, as vLLM)")
+    g.add_argument("--session-tools", choices=["auto", "required"], default=None, dest="tool_choice",
+                   help="weka / agentic with --backend openai-chat: each request carries a small read_file tool "
+                        "with this tool_choice; a reply that is a tool call (or a turn the trace scripts as one) "
+                        "is answered with a tool message of the stated length after the tool's wait "
+                        "(docs/agentic.md; default: no tools)")
     g.add_argument("--traceparent", action="store_true",
                    help="send a W3C traceparent header with each request (ids derived from --seed and the "
                         "request id) and keep its trace id in the per-request records, to join them with the "
@@ -378,7 +383,7 @@ def _request(args: argparse.Namespace) -> RequestSpec:
                        extra_body=tuple(extra.items()),
                        logprobs=args.logprobs, lora_modules=tuple(args.lora_modules or ()),
                        lora_assignment=args.lora_assignment, use_beam_search=args.use_beam_search,
-                       traceparent=args.traceparent, **structured_fields(args))
+                       traceparent=args.traceparent, tool_choice=args.tool_choice, **structured_fields(args))
 
 
 def _output(args: argparse.Namespace) -> OutputSpec:

@@ -8,7 +8,8 @@ sub-agents run concurrently, and a join after every child it waits for. ``--max-
 caps calls in flight; a call waiting for its parents or its wait holds no slot.
 
 Prompts are token ids to ``/v1/completions`` (block-exact: datasets/agentic.Blocks makes a
-call's ids as it is sent, so a run holds one copy of each block, not of each prompt). A call
+call's ids as it is sent, so a run holds one copy of each block, not of each prompt); with
+``--backend openai-chat``, chat messages, tool calls included (loadgen/tool_turns.py). A call
 that fails cuts its session: the calls that depend on it are never sent (counted as
 ``abandoned``); the session is reported cut, with the calls it had done.
 
@@ -34,6 +35,7 @@ from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.pacer import Attempt, Counters, RunOutcome, dispatch, send_one, wait_until
 from servelab.loadgen.payloads import serialize
 from servelab.loadgen.responses import to_record
+from servelab.loadgen.tool_turns import ChatTurns
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.records import RecordSink, SampleRequest
 
@@ -52,12 +54,14 @@ class Agentic:
     abandoned: dict[int, int] = field(default_factory=dict)  # session -> calls never sent for a failed parent
     timing: dict[int, tuple[int, int]] = field(default_factory=dict)  # request index -> (TTFT, E2E) ns, answered
     warmups: list = field(default_factory=list)  # --agentic-locked: the warm-up turns' responses (loadgen/agentx.py)
+    chat: ChatTurns | None = None  # a chat run's messages and replies (None: token ids)
 
     def section(self, engine_block_size: int = ENGINE_BLOCK_SIZE) -> dict:
         """The result's ``agentic`` section: where the sessions came from, the ideal hit rate,
         and each session's makespan, calls and TTFT / E2E per call (ms)."""
+        chat = {"chat": self.chat.section()} if self.chat else {}
         return {**self.work.about, "ideal_prefix_cache_hit_rate": round(ideal_rate(self.work, engine_block_size), 4),
-                "ideal_at_block_size": engine_block_size, "per_session": self.per_session()}
+                "ideal_at_block_size": engine_block_size, **chat, "per_session": self.per_session()}
 
     def per_session(self) -> list[dict]:
         first, out = self.work.first(), []
@@ -70,7 +74,8 @@ class Agentic:
                         "ttft_ms": [_ms(self.timing, first[si] + k, 0) for k in range(len(s.calls))],
                         "e2e_ms": [_ms(self.timing, first[si] + k, 1) for k in range(len(s.calls))],
                         "makespan_s": round((max(a.response.done_ns for a in done)
-                                             - min(a.sent_ns for a in done)) / 1e9, 6) if done else None})
+                                             - min(a.sent_ns for a in done)) / 1e9, 6) if done else None,
+                        **(self.chat.per_session(si, first[si], len(s.calls)) if self.chat else {})})
         return out
 
 
@@ -104,14 +109,13 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
     """Replay ``work``'s sessions; each call's record goes to ``sink`` as it ends (indexed as
     ``work.requests``). ``stop`` ends the run early, keeping what completed. ``offsets_ns``:
     each session's start (a shard's share of the run's schedule); None: drawn here."""
-    if config.kind != "completions":
-        raise InputError("agentic sessions send token ids (block-exact prompts); use a completions backend "
-                         "(--backend vllm or openai)")
+    if config.kind not in ("completions", "chat"):
+        raise InputError(f"agentic sessions are sent as completions or chat requests, not {config.kind}")
     counters = counters or Counters()
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
-    agentic = Agentic(work)
+    agentic = Agentic(work, chat=ChatTurns(config, work, tokenizer) if config.kind == "chat" else None)
     try:
-        await _probe(config, pool, work)
+        await _probe(config, pool, work, agentic.chat)
         agentic.warmups = await send_warmups(config, pool, work)  # none unless --agentic-locked
         offsets = schedule(config, work.sessions) if offsets_ns is None else offsets_ns  # one start per session
         t0 = hooks.started(counters)
@@ -123,13 +127,14 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
     return BenchRun(outcome, wall0, cpu), agentic
 
 
-async def _probe(config: BenchConfig, pool: Pool, work: Sessions) -> None:
+async def _probe(config: BenchConfig, pool: Pool, work: Sessions, chat: ChatTurns | None) -> None:
     """The ready check and warm-ups: a prompt as long as the first call's, of tokens no call
     has, under its own id — the first call's own would warm the prefix cache with its blocks."""
     first = work.requests[0]
     ids = work.blocks.tokens("servelab-probe", first.prompt_len)
     rid = f"{first.request_id}-warmup"
-    probe = serialize(config, replace(first, prompt=tuple(ids), request_id=rid), pool, rid)
+    sample = replace(first, prompt=tuple(ids), request_id=rid)
+    probe = chat.probe(pool, ids, sample) if chat else serialize(config, sample, pool, rid)
     if config.load.ready_check_timeout_s > 0:
         await wait_ready(config, pool, probe)
     if config.load.num_warmups > 0:
@@ -197,18 +202,22 @@ class _Session:
     async def _send(self, k: int, intended: int) -> int | None:
         i = self.base + k
         sample: SampleRequest = self.work.requests[i]
-        ids = tuple(self.work.blocks.prompt(self.session, k))
         attempt = Attempt(i, intended, dispatched_ns=_now())
         self.agentic.attempts[i] = attempt
         self.counters.dispatched += 1
         self.counters.lag_ns = attempt.dispatched_ns - intended
-        payload = serialize(self.config, replace(sample, prompt=ids), self.pool, sample.request_id)
+        chat = self.agentic.chat
+        payload = chat.payload(self.pool, self.si, k, i) if chat else serialize(
+            self.config, replace(sample, prompt=tuple(self.work.blocks.prompt(self.session, k))), self.pool,
+            sample.request_id)
         if self.sem is None:
             await send_one(self.pool, payload, attempt, self.counters)
         else:
             async with self.sem:
                 await send_one(self.pool, payload, attempt, self.counters)
         self.on_done(self.si, i, attempt)
+        if chat:
+            chat.answered(self.si, k, i, attempt)
         resp = attempt.response
         if resp.error or resp.status != 200 or resp.closed_early:
             self.agentic.failed[self.si] = self.agentic.failed.get(self.si, 0) + 1

@@ -25,6 +25,7 @@ class BenchConfig:
     logprobs: int | None = None
     profile: bool = False  # POST /start_profile after the warm-ups, /stop_profile after the run
     traceparent: bool = False  # a W3C traceparent header on each request (client/trace.py)
+    tool_choice: str | None = None  # agentic chat sessions: the tools' tool_choice (None: no tools)
     # request id -> the model name it carries (--lora-modules); others carry ``model``
     request_models: dict = field(default_factory=dict)
     # prompt as sent -> the conversation a chat endpoint is sent whole instead (a custom

@@ -44,6 +44,7 @@ from servelab.loadgen.loop import loop_run
 from servelab.loadgen.pacer import Counters
 from servelab.loadgen.session_shards import merged, split_sessions
 from servelab.loadgen.sessions import run_sessions
+from servelab.loadgen.tool_turns import chat_line
 from servelab.loadgen.shards import WorkersRun, concurrency_shares
 from servelab.loadgen.values import BenchConfig, BenchRun
 from servelab.loadgen.workers import run_workers
@@ -153,6 +154,8 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
 
     def after(timeline, context) -> dict:
         section = session_cache.complete(agentic, timeline, context)
+        if "chat" in section:
+            print(chat_line(section["chat"]), flush=True)
         if locked:
             judged = verdict([a.response for a in agentic.attempts.values()], agentic.warmups, run, min_s)
             section["locked"] = {**section["locked"], "verdict": judged}

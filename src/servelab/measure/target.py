@@ -95,7 +95,7 @@ def bench_config(spec: BenchSpec, model: str, sent: str | None = None) -> BenchC
         extra_body={**dict(spec.request.sampling), **dict(spec.request.extra_body)},
         headers=dict(server.headers), seed=spec.seed, verify_tls=server.verify_tls,
         logprobs=spec.request.logprobs, api_key=os.environ.get("OPENAI_API_KEY") or None,
-        profile=server.profile, traceparent=spec.request.traceparent)
+        profile=server.profile, traceparent=spec.request.traceparent, tool_choice=spec.request.tool_choice)
 
 
 def bench_tokenizer(spec: BenchSpec, model: str, served: bool = True):

@@ -14,6 +14,10 @@ from servelab.mock.answers import ANSWER_MODES
 # abort:   the connection is closed mid-stream, half way through the content events.
 # stall:   the stream stops half way and stays open (the client must time out).
 FAILURE_KINDS = ("http500", "abort", "stall")
+# When a chat request that carries ``tools`` is answered with a tool call (its ``tool_choice``
+# "required" or a named function: always; "none": never): "user" when its last message is the
+# user's (an agent loop: a tool call, then text once the tool's result is back), "always", "never"
+TOOL_CALL_RULES = ("user", "always", "never")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,7 @@ class MockConfig:
     answer_key: str | None = None  # a JSON object {prompt: reply}: prompts it knows are answered so
     # a request's structured-output constraint (mock/constrained.py) is honoured unless this is set
     ignore_constraints: bool = False
+    tool_calls: str = "user"  # TOOL_CALL_RULES: when a request with tools gets a tool call back
 
     def __post_init__(self) -> None:
         _check(self.ttft_ms >= 0 and self.itl_ms >= 0, "--ttft-ms and --itl-ms must be >= 0")
@@ -75,6 +80,7 @@ class MockConfig:
         _check(self.max_open is None or self.max_open >= 1, "--max-open must be >= 1")
         _check(self.eos_len is None or self.eos_len >= 1, "--eos-len must be >= 1")
         _check(self.reasoning_len >= 0, "--reasoning-len must be >= 0")
+        _check(self.tool_calls in TOOL_CALL_RULES, f"--tool-calls: choose from {', '.join(TOOL_CALL_RULES)}")
         _check(self.answers in ANSWER_MODES, f"--answers: choose from {', '.join(ANSWER_MODES)}")
         _check(0.0 <= self.corrupt_rate <= 1.0, "--corrupt-rate must be in [0, 1]")
         quality = self.corrupt_rate > 0 or self.ignore_temperature or self.answer_key is not None

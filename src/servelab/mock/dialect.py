@@ -50,14 +50,15 @@ def estimate_prompt_tokens(prompt: object) -> int:
 class Wire:
     """Pre-encoded events for one response (completions or chat, one choice)."""
 
-    __slots__ = ("chat", "head", "tail", "created", "rid", "model", "_cache", "_mid", "tokens")
+    __slots__ = ("chat", "head", "tail", "created", "rid", "model", "_cache", "_mid", "tokens", "tool", "_args")
 
     def __init__(self, chat: bool, rid: str, model: str, created: int,
-                 tokens: tuple[str, ...] | None = None) -> None:
+                 tokens: tuple[str, ...] | None = None, tool: tuple[str, str] | None = None) -> None:
         """``tokens``: this response's own words (mock/answers.py), one string a token;
-        None: the cycle of ``WORDS`` (its events cached, since they repeat)."""
+        None: the cycle of ``WORDS`` (its events cached, since they repeat). ``tool``: (call
+        id, tool name) when the reply is a tool call (``tool_delta``)."""
         self.chat, self.rid, self.model, self.created = chat, rid, model, created
-        self.tokens = tokens
+        self.tokens, self.tool, self._args = tokens, tool, False
         obj = "chat.completion.chunk" if chat else "text_completion"
         self.head = (
             f'{{"id":{json.dumps(rid)},"object":"{obj}","created":{created},'
@@ -78,7 +79,7 @@ class Wire:
     def middle(self, j: int, tpe: int) -> bytes:
         """Content event j of a stream, not the last (fast path: cached by j mod len(WORDS),
         which fixes its text since every earlier event carried ``tpe`` tokens)."""
-        if self.tokens is not None:
+        if self.tokens is not None or self.tool is not None:
             return self._content(j * tpe, tpe, None)
         i = j % len(WORDS)
         ev = self._mid[i]
@@ -89,7 +90,7 @@ class Wire:
     def content(self, first_token: int, n_tokens: int, finish_reason: str | None,
                 reasoning: bool = False) -> bytes:
         """Tokens ``first_token``.. as one event; ``reasoning``: as a chat reasoning delta."""
-        if self.tokens is not None:
+        if self.tokens is not None or self.tool is not None:
             return self._content(first_token, n_tokens, finish_reason, reasoning)
         key = (first_token % len(WORDS), n_tokens, finish_reason, reasoning)
         ev = self._cache.get(key)
@@ -99,6 +100,8 @@ class Wire:
 
     def _content(self, first_token: int, n_tokens: int, finish_reason: str | None,
                  reasoning: bool = False) -> bytes:
+        if self.tool is not None:
+            return self.tool_delta(first_token, n_tokens, finish_reason)
         text = json.dumps(self.text(first_token, n_tokens))
         close = "}" if self.chat else ""
         fr = json.dumps(finish_reason)
@@ -108,6 +111,28 @@ class Wire:
             f'{self.head}[{{"index":0,{tail}{text}{close},"logprobs":null,'
             f'"finish_reason":{fr},"stop_reason":null{extra},"token_ids":null}}]}}'
         )
+
+    def tool_delta(self, first_token: int, n_tokens: int, finish_reason: str | None) -> bytes:
+        """A tool call streamed as vLLM streams one: the first event names the call (id, type,
+        function name; its tokens the call's preamble), each later one an argument fragment,
+        ``{"path": "`` then the event's words; a reply that stops (finish_reason "tool_calls")
+        closes the JSON, one cut at max_tokens ("length") leaves it open."""
+        fn: dict = {}
+        call: dict = {"index": 0}
+        if first_token == 0:
+            call.update(id=self.tool[0], type="function")
+            fn["name"] = self.tool[1]
+        else:
+            words = self.text(first_token, n_tokens)
+            fn["arguments"] = words if self._args else '{"path": "' + words.lstrip()
+            self._args = True
+        if finish_reason == "stop":
+            fn["arguments"] = fn.get("arguments", "") + ('"}' if self._args else "{}")
+        call["function"] = fn
+        fr = json.dumps("tool_calls" if finish_reason == "stop" else finish_reason)
+        delta = json.dumps({"tool_calls": [call]}, separators=(",", ":"))
+        return sse(f'{self.head}[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{fr},'
+                   f'"stop_reason":null,"token_ids":null}}]}}')
 
     def text(self, first_token: int, n_tokens: int) -> str:
         if self.tokens is None:
@@ -120,7 +145,13 @@ class Wire:
     def full(self, n_tokens: int, finish_reason: str, prompt_tokens: int) -> bytes:
         """A non-streaming response body (vLLM's field order, trimmed of null extras)."""
         text = json.dumps(self.text(0, n_tokens))
-        if self.chat:
+        if self.tool is not None:
+            args = '{"path": "' + self.text(1, n_tokens - 1).strip() + ('"}' if finish_reason == "stop" else "")
+            call = {"id": self.tool[0], "type": "function", "function": {"name": self.tool[1], "arguments": args}}
+            finish_reason = "tool_calls" if finish_reason == "stop" else finish_reason
+            obj, choice = "chat.completion", (f'"message":{{"role":"assistant","content":null,"tool_calls":'
+                                              f'{json.dumps([call])}}}')
+        elif self.chat:
             obj, choice = "chat.completion", f'"message":{{"role":"assistant","content":{text}}}'
         else:
             obj, choice = "text_completion", f'"text":{text}'

@@ -185,7 +185,11 @@ class MockServer:
         if plan.failure == "http500":
             self._fail_500(conn, req, log)
             return
-        wire = Wire(chat, ("chatcmpl-" if chat else "cmpl-") + rid, self.config.model, int(time.time()), tokens)
+        tool = _tool_name(ask, self.config.tool_calls) if chat else None
+        if tool is not None:
+            log.tool_call_id = f"chatcmpl-tool-{rid}"
+        wire = Wire(chat, ("chatcmpl-" if chat else "cmpl-") + rid, self.config.model, int(time.time()), tokens,
+                    None if tool is None else (log.tool_call_id, tool))
         gen = Generation(self, conn, log, wire, plan, req.keep_alive, ask.include_usage)
         conn.start(gen)
         if ask.stream:
@@ -284,6 +288,9 @@ class Ask:
     temperature: float | None = None
     seed: object = None  # the request's sampling seed (vLLM's ``seed``)
     constraint: tuple | None = None  # (kind, value) of a structured-output request (mock/constrained.py)
+    tools: object = None  # a chat request's tools and tool_choice, as received
+    tool_choice: object = None
+    last_role: object = None  # the role of a chat request's last message
 
     @classmethod
     def parse(cls, body: object, chat: bool, default_max_tokens: int) -> Ask:
@@ -303,7 +310,31 @@ class Ask:
             prompt=body.get("messages") if chat else body.get("prompt"),
             temperature=_number(body.get("temperature")), seed=body.get("seed"),
             constraint=constraint_of(body, chat),
+            tools=body.get("tools") if chat else None, tool_choice=body.get("tool_choice"),
+            last_role=_last_role(body.get("messages")) if chat else None,
         )
+
+
+def _last_role(messages: object) -> object:
+    return messages[-1].get("role") if isinstance(messages, list) and messages and isinstance(
+        messages[-1], dict) else None
+
+
+def _tool_name(ask: Ask, rule: str) -> str | None:
+    """The tool a request is answered with a call of, or None (MockConfig.tool_calls): its first
+    tool's; a named ``tool_choice`` names it; "required" always calls, "none" never."""
+    tools = ask.tools if isinstance(ask.tools, list) else []
+    names = [t["function"].get("name") for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    names = [n for n in names if isinstance(n, str) and n]
+    choice = ask.tool_choice
+    if not names or choice == "none":
+        return None
+    if isinstance(choice, dict):
+        named = (choice.get("function") or {}).get("name")
+        return named if isinstance(named, str) and named else names[0]
+    if choice == "required" or rule == "always" or (rule == "user" and ask.last_role == "user"):
+        return names[0]
+    return None
 
 
 def _max_tokens(body: dict, chat: bool, default: int) -> int:

@@ -18,6 +18,7 @@ JSON shape (``Truth.to_dict``)::
                    "finish_reason": "length"|"stop"|null,
                    "prompt_tokens", "planned_tokens", "output_tokens",
                    "messages"|null,            # with record_messages: the chat messages received
+                   "tool_call_id"|null,        # the id of the tool call it answered with
                    "answer"|null, "corrupted_at"|null,  # with answers "prompt" (mock/answers.py)
                    "constraint"|null,  # a structured-output request's kind (json, regex, choice)
                    "honoured"|null}, ...],  # ... whether its answer was a whole valid text (mock/constrained.py)
@@ -38,7 +39,7 @@ class RequestLog:
     __slots__ = (
         "request_id", "endpoint", "stream", "recv_ns", "wire_ns", "admit_ns", "end_ns", "event_ns",
         "event_tokens", "finish", "finish_reason", "prompt_tokens", "planned_tokens", "messages",
-        "answer", "corrupted_at", "constraint", "honoured",
+        "answer", "corrupted_at", "constraint", "honoured", "tool_call_id",
     )
 
     def __init__(self, request_id: str, endpoint: str, stream: bool, recv_ns: int,
@@ -61,6 +62,7 @@ class RequestLog:
         self.corrupted_at: int | None = None  # ... and its first corrupted token, if corrupted
         self.constraint: str | None = None  # a structured-output request's kind
         self.honoured: bool | None = None  # ... answered with a whole valid text (not ignored, not cut)
+        self.tool_call_id: str | None = None  # answered with a tool call: its id
 
     def to_dict(self) -> dict:
         return {
@@ -72,6 +74,7 @@ class RequestLog:
             "output_tokens": sum(self.event_tokens), "messages": self.messages,
             "answer": self.answer, "corrupted_at": self.corrupted_at,
             "constraint": self.constraint, "honoured": self.honoured,
+            "answer": self.answer, "corrupted_at": self.corrupted_at, "tool_call_id": self.tool_call_id,
         }
 
 
@@ -139,6 +142,7 @@ class RequestTruth:
     corrupted_at: int | None = None  # ... its first corrupted token (None: not corrupted)
     constraint: str | None = None  # a structured-output request's kind (json, regex, choice)
     honoured: bool | None = None  # ... whether its answer was a whole valid text
+    tool_call_id: str | None = None  # answered with a tool call: its id
 
     @property
     def arrived_ns(self) -> int:
