@@ -28,7 +28,7 @@ def replay(mock, tok: str, tool_choice: str | None = "auto", ignore_eos: bool = 
     tokenizer, work = _prepare(spec, kind, "mock")
     sink = RecordSink(Tally(kind.requests(work)))
     mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in mock.truth().received
               if r["path"] == "/v1/chat/completions"}
     return work, tokenizer, drove.sections["agentic"], sink.tally.records(), mock.truth().by_id(), bodies
@@ -122,10 +122,18 @@ def test_session_tools_need_chat_requests_and_an_agentic_dataset():
     with pytest.raises(InputError, match="^--session-tools sends tool calls, which need chat requests: add "
                                          "--backend openai-chat$"):
         check_spec(BenchSpec(dataset=DatasetSpec(name="agentic"), request=RequestSpec(tool_choice="auto")))
-    with pytest.raises(InputError, match="^--session-tools is for --dataset-name weka or agentic, not random$"):
+    with pytest.raises(InputError, match="^--session-tools is for --dataset-name weka or otel or agentic, not random$"):
         check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), request=RequestSpec(tool_choice="auto")))
     check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), dataset=DatasetSpec(name="agentic"),
                          request=RequestSpec(tool_choice="required")))
+    from servelab.sim.model import EngineLimits, StepModel
+
+    with pytest.raises(InputError, match=r"^--simulate replays sessions as token ids: not with --backend openai-chat"):
+        check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), dataset=DatasetSpec(name="agentic"),
+                             simulate=(EngineLimits(), StepModel())))
+    with pytest.raises(InputError, match=r"conflicts with: --backend openai-chat \(the locked replay sends token ids\)$"):
+        check_spec(BenchSpec(server=ServerSpec(backend="openai-chat"), request=RequestSpec(ignore_eos=True),
+                             dataset=DatasetSpec(name="weka", path="t", agentic_locked=True)))
 
 
 def test_the_synthetic_generators_tool_turns_each_send_a_tool_message(mock_server, qwen3_path):
@@ -138,7 +146,7 @@ def test_the_synthetic_generators_tool_turns_each_send_a_tool_message(mock_serve
     kind = DRIVERS[spec.driver]
     tokenizer, work = _prepare(spec, kind, "mock")
     drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work))))
+        kind.requests(work)))).finished(None, {})
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in mock.truth().received
               if r["path"] == "/v1/chat/completions"}
     sent = 0
