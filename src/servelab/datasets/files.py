@@ -200,6 +200,19 @@ def _expect_end(text: str, pos: int, path, records: list) -> list:
     return records
 
 
+def jsonl_rows(path: str | Path, text: str) -> list[tuple[int, object]]:
+    """``(line number, value)`` for each non-blank line of ``text``, a trace file's JSON Lines
+    (the agentic readers: weka.py, otel.py); a bad line is one error naming the file and line."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append((number, json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{path}:{number}: not JSON ({e.msg}, column {e.colno})") from None
+    return rows
+
+
 def load_jsonl(path: str | Path) -> list[tuple[int, object]]:
     """``(line number, value)`` for each non-blank line of a JSON Lines file."""
     rows = []

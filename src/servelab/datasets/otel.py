@@ -43,7 +43,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from servelab.datasets.agentic import Call, Session
-from servelab.datasets.files import read_text
+from servelab.datasets.files import jsonl_rows, read_text
 from servelab.errors import DatasetError
 
 BLOCK_SIZE = 64  # tokens per block id made here (the WEKA traces' size, so --trace-scale reads the same)
@@ -112,13 +112,7 @@ def _spans(path: str, text: str) -> list[Span]:
     try:
         rows = [(1, json.loads(text))]
     except json.JSONDecodeError:
-        rows = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((number, json.loads(line)))
-                except json.JSONDecodeError as e:
-                    raise DatasetError(f"{path}:{number}: not JSON ({e.msg}, column {e.colno})") from None
+        rows = jsonl_rows(path, text)
     spans: list[Span] = []
     for number, row in rows:
         spans += _export(f"{path}:{number}", row)

@@ -29,6 +29,7 @@ import math
 from pathlib import Path
 
 from servelab.datasets.agentic import Call, Session
+from servelab.datasets.files import jsonl_rows
 from servelab.errors import DatasetError
 
 REQUEST_TYPES = ("s", "n", "subagent")
@@ -56,14 +57,7 @@ def _rows(path: str, text: str) -> list[tuple[int, object]]:
         return [(1, whole)]
     if isinstance(whole, list):
         return [(1, row) for row in whole]
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append((number, json.loads(line)))
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{number}: not JSON ({e.msg}, column {e.colno})") from None
-    return rows
+    return jsonl_rows(path, text)
 
 
 def _conversation(where: str, row: object, line: int) -> Session:
