@@ -51,3 +51,12 @@ def test_key_of_splits_the_scheduler_cap_by_its_limit():
         "scheduler-cap:max_num_batched_tokens"
     assert changes.key_of("kv-capacity", {}) == "kv-capacity"
     assert changes.key_of("client-concurrency-cap", {}, cpu_full=True) == "client-concurrency-cap:cpu"
+
+
+def test_the_cpu_builds_max_num_seqs_is_cited_at_vllms_cpu_default():
+    """vLLM 0.32's API server defaults to 128 sequences on its CPU build (256 on a GPU under 70 GiB):
+    EngineArgs.get_batch_defaults. A step from the CPU engine's unstated cap starts from 128."""
+    for key in ("scheduler-cap:max_num_seqs", "scheduler-cap:plateau", "gpu-underutilized"):
+        cpu = {c.name: c.default for c in changes.remedy("vllm-cpu", key).changes}
+        gpu = {c.name: c.default for c in changes.remedy("vllm", key).changes}
+        assert (cpu["--max-num-seqs"], gpu["--max-num-seqs"]) == ("128", "256"), key

@@ -50,7 +50,11 @@ class Remedy:
     says: str = ""  # the diagnosis's next-step sentence (a format string), where rules.py writes it
 
 
-SEQS = Change(FLAG, "--max-num-seqs", "double", 1024, "256", "max_num_seqs")  # vLLM 0.32 default 256 (GPU)
+# vLLM 0.32's defaults when the flag is not given (EngineArgs.get_batch_defaults, the API server): 256
+# sequences on a GPU under 70 GiB (1024 on larger ones: the table does not know the GPU, so it cites
+# the smaller), 128 on the CPU build; the CPU build's token budget is 2048, as a smaller GPU's.
+SEQS = Change(FLAG, "--max-num-seqs", "double", 1024, "256", "max_num_seqs")
+SEQS_CPU = Change(FLAG, "--max-num-seqs", "double", 1024, "128", "max_num_seqs")
 BATCHED = Change(FLAG, "--max-num-batched-tokens", "double", 65536, "2048", "max_num_batched_tokens")
 CONCURRENCY = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concurrency")
 CONCURRENCY_SEQS = Change(CLIENT, "max_concurrency", "double", 4096, None, "max_concurrency",
@@ -110,16 +114,16 @@ _CLIENT_SIDE = {
 }
 
 
-def _vllm(kv: Remedy) -> dict[str, Remedy]:
+def _vllm(kv: Remedy, seqs: Change = SEQS) -> dict[str, Remedy]:
     return {
         "client-concurrency-cap:seqs": Remedy((CONCURRENCY_SEQS,), SAYS_CONCURRENCY_SEQS),
-        "scheduler-cap:max_num_seqs": Remedy((SEQS, BATCHED), SAYS_SEQS),
+        "scheduler-cap:max_num_seqs": Remedy((seqs, BATCHED), SAYS_SEQS),
         "scheduler-cap:max_num_batched_tokens": Remedy((BATCHED,), SAYS_BATCHED),
         "scheduler-cap:unknown": Remedy((BATCHED,), SAYS_UNKNOWN),
-        "scheduler-cap:plateau": Remedy((SEQS, BATCHED), SAYS_PLATEAU),
+        "scheduler-cap:plateau": Remedy((seqs, BATCHED), SAYS_PLATEAU),
         "kv-capacity": kv,
         "prefix-cache-eviction": kv,  # room in the cache keeps the blocks a session reuses
-        "gpu-underutilized": Remedy((CONCURRENCY, SEQS)),
+        "gpu-underutilized": Remedy((CONCURRENCY, seqs)),
         **_CLIENT_SIDE,
     }
 
@@ -129,7 +133,7 @@ CTX = Change(FLAG, "--ctx-size", "double", 1 << 20, "4096")
 TABLE: dict[str, dict[str, Remedy]] = {
     "vllm": {**_vllm(Remedy((KV_FP8, GPU_UTIL, ALT_MODEL), SAYS_KV_GPU)),
              "memory-bandwidth-bound": Remedy((KV_FP8, ALT_MODEL), SAYS_BANDWIDTH)},
-    "vllm-cpu": _vllm(Remedy((CPU_KV, ALT_MODEL), SAYS_KV_CPU)),
+    "vllm-cpu": _vllm(Remedy((CPU_KV, ALT_MODEL), SAYS_KV_CPU), SEQS_CPU),
     # the sim's "model" is its step costs: a --step-model file stands in for a checkpoint (optimize/config.py)
     "sim": _vllm(Remedy((SIM_KV, ALT_MODEL), SAYS_KV_SIM)),
     "llamacpp": {
