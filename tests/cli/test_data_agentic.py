@@ -17,7 +17,7 @@ def test_inspect_describes_a_weka_trace_scaled(qwen3_path, capsys):
     # each main agent's blocks 1-2)
     assert out.split("\n\n")[0] == (
         f"Agentic sessions (trace {EXAMPLE}, scaled ×0.5)\n"
-        "  sessions 2 · calls 8 · sub-agents 3 · max fan-out 2\n"
+        "  sessions 2 · calls 8 · sub-agents 3 · max fan-out 2 · turns fed a tool's result 3\n"
         "  blocks 12 of 32 tokens · input tokens 630 (longest call 150) · output tokens 46\n"
         "  waits (tool / think time): total 1.0 s, median 0.0 s, max 0.5 s\n"
         "  ideal prefix-cache hit rate 25.4% (an unbounded cache at block size 16, every call in order)")
@@ -44,7 +44,7 @@ def test_inspect_describes_an_otel_span_export_and_the_locked_cut(qwen3_path, ca
         f"Agentic sessions (trace {OTEL})\n"
         "  OpenTelemetry spans 17 · tool spans 3 (4.5 s) · calls with no input count (grown from their previous "
         "call) 1\n"
-        "  sessions 2 · calls 8 · sub-agents 2 · max fan-out 2\n"
+        "  sessions 2 · calls 8 · sub-agents 2 · max fan-out 2 · turns fed a tool's result 0\n"
         "  blocks 21 of 64 tokens · input tokens 2660 (longest call 740) · output tokens 172\n"
         "  waits (tool / think time): total 32.72 s, median 0.6 s, max 30.1 s\n"
         "  ideal prefix-cache hit rate 53.5% (an unbounded cache at block size 16, every call in order)")

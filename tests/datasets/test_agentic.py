@@ -31,7 +31,7 @@ def test_the_example_trace_reads_as_its_dag():
     # a sub-agent after the parent's last request: it runs in the background, nothing joins it
     assert [(c.agent, c.parents) for c in add.calls] == [("", ()), ("", (0,)), ("lint", (1,))]
     assert describe([fix, add]) == {
-        "sessions": 2, "calls": 8, "sub_agents": 3, "max_fan_out": 2, "blocks": 12, "block_size": [64],
+        "sessions": 2, "calls": 8, "sub_agents": 3, "max_fan_out": 2, "tool_turns": 3, "blocks": 12, "block_size": [64],
         "input_tokens": 1260, "output_tokens": 92, "max_input_len": 300,
         "wait_s": {"total": 1.0, "max": 0.5, "median": 0.0}}
 

@@ -193,7 +193,7 @@ def describe(sessions: list[Session] | tuple[Session, ...]) -> dict:
     agents = {(s.session_id, c.agent) for s in sessions for c in s.calls if c.agent}
     waits = sorted(c.wait_s for c in calls)
     return {"sessions": len(sessions), "calls": len(calls), "sub_agents": len(agents),
-            "max_fan_out": max(fan, default=0),
+            "max_fan_out": max(fan, default=0), "tool_turns": sum(c.tool_result for c in calls),
             "blocks": sum(len({(c.agent, h) for c in s.calls for h in c.blocks}) for s in sessions),
             "block_size": sorted({s.block_size for s in sessions}),
             "input_tokens": sum(c.input_len for c in calls), "output_tokens": sum(c.output_len for c in calls),
@@ -212,7 +212,7 @@ def report(figures: dict) -> str:
     lines = _otel_line(figures.get("otel")) + _locked_line(figures.get("locked"))
     return (f"Agentic sessions ({made}{scaled})\n{lines}"
             f"  sessions {figures['sessions']} · calls {figures['calls']} · sub-agents {figures['sub_agents']} · "
-            f"max fan-out {figures['max_fan_out']}\n"
+            f"max fan-out {figures['max_fan_out']} · turns fed a tool's result {figures.get('tool_turns', 0)}\n"
             f"  blocks {figures['blocks']} of {'/'.join(map(str, figures['block_size']))} tokens · input tokens "
             f"{figures['input_tokens']} (longest call {figures['max_input_len']}) · output tokens "
             f"{figures['output_tokens']}\n"
