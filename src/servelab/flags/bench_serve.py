@@ -137,7 +137,7 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
     g.add_argument("--logprobs", type=int, default=None,
                    help="logprobs per token (completions: sent as null when not given, as vLLM)")
     g.add_argument("--session-tools", choices=["auto", "required"], default=None, dest="tool_choice",
-                   help="weka / agentic with --backend openai-chat: each request carries a small read_file tool "
+                   help="weka / otel / agentic with --backend openai-chat: each request carries a small read_file tool "
                         "with this tool_choice; a reply that is a tool call (or a turn the trace scripts as one) "
                         "is answered with a tool message of the stated length after the tool's wait "
                         "(docs/agentic.md; default: no tools)")
