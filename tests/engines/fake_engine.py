@@ -72,9 +72,9 @@ def main():
           "Maximum concurrency for 2,048 tokens per request: 22.75x", flush=True)
     if ARGS.die_after is not None:
         threading.Timer(ARGS.die_after, _die).start()
-    if ARGS.no_listen:
+    if ARGS.no_listen:  # alive until signalled, its port never bound
         while True:
-            time.sleep(60)
+            signal.pause()
     ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler).serve_forever()
 
 

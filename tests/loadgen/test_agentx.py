@@ -204,10 +204,7 @@ def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_h
                      dataset=DatasetSpec(name="weka", path=trace(tmp_path, *[growing(6, think=0.0)] * 4),
                                          agentic_locked=True, agentic_min_duration_s=0.01),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work)))).finished(None, {})
+    work, drove = drive(spec)
     c = server.engine.counters
     warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
     assert len(warm) == len(work.warm) >= 2
@@ -217,6 +214,14 @@ def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_h
     assert c.prefix_hits / queried == pytest.approx(ideal, abs=1e-12) and ideal > ideal_rate(
         dataclasses.replace(work, warm=()))  # the warm-ups' blocks count
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(ideal, 4)
+
+
+def drive(spec: BenchSpec):
+    """The spec's sessions sent by its driver, as servelab bench sends them: (work, the driver's run)."""
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    return work, kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
+        kind.requests(work)))).finished(None, {})
 
 
 def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_server, qwen3_path):
@@ -230,10 +235,7 @@ def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_s
                      load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
                      dataset=DatasetSpec(name="otel", path=str(example), trace_max_wait_s=0.05),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work)))).finished(None, {})
+    work, drove = drive(spec)
     c = server.engine.counters
     assert (c.prefix_hits, c.prefix_queries) == (1424, 2660)
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(1424 / 2660, 4)
