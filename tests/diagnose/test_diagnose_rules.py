@@ -313,3 +313,38 @@ def test_a_timeline_with_no_sample_in_flight_is_not_judged():
     assert [v.id for v in d.verdicts] == ["not-judged"] and d.top.level == "low"
     assert "Cannot judge" in d.top.summary and "engine /metrics: unreachable (refused)" in d.top.summary
     assert "offered load" not in d.top.next and "telemetry" in d.top.next
+
+
+def _starved_scrapes(i: int) -> dict:
+    """CI's failing run, in ticks: 32 in flight at max_num_seqs 2 for 45 s, every scrape timed out
+    while the queue stood, and the only answers came in the last second — the drain, one running."""
+    return {"error": "timed out"} if i < 176 else {"running": 1.0, "waiting": 0.0, "kv_usage": 0.01}
+
+
+def test_engine_samples_from_a_sliver_of_the_run_are_not_read_as_its_state():
+    """A handful of answers from the drain is not the engine's state for a run whose scrapes failed
+    the rest of the time: read as one, the queue of 30 disappeared and the client's cap was blamed."""
+    tl = make_timeline(n=180, client=lambda i: {"in_flight": 32 if i < 176 else 1, "waiting": 22 if i < 176 else 0,
+                                                "cpu": 0.02, "lag_ms": 0.2},
+                       engine=_starved_scrapes)
+    d = run(tl, max_concurrency=32, max_num_seqs=2)
+    assert d.top.id == "scheduler-cap" and d.top.evidence["inferred_from"] == "client in flight"
+    reason = ("engine /metrics: its samples cover 4% of the 45.0 s with requests in flight (4 answered, 176 scrapes"
+              " failed: timed out; longest gap between answers 44.0 s)")
+    assert reason in d.not_checked
+    assert "client-concurrency-cap" not in [v.id for v in d.verdicts[:1]]
+
+
+def test_slow_but_regular_answers_still_stand_for_the_run():
+    """One answer a second (a starved API server answering late) covers every tick within a second of
+    one: the engine's own gauges are judged, at full confidence. One answer in 4 s still covers more
+    than half the ticks (9 of 16); one in 5 s does not (9 of 20)."""
+    def every(k):
+        return lambda i: {"running": 2.0, "waiting": 30.0, "kv_usage": 0.02} if i % k == 0 else {"error": "timed out"}
+
+    def judged(k):
+        return run(make_timeline(n=120, client=client_at(32, waiting=22), engine=every(k)), max_concurrency=32, max_num_seqs=2).top
+
+    assert [judged(k).confidence for k in (4, 16)] == [pytest.approx(0.9)] * 2
+    assert judged(4).evidence["waiting_median"] == 30 and "inferred_from" not in judged(16).evidence
+    assert judged(20).evidence["inferred_from"] == "client in flight"

@@ -43,8 +43,16 @@ def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys, on
     diagnosis = outcome.result["servelab"]["diagnosis"]
     top = diagnosis["verdicts"][0]
     assert "cpu-compute-bound" not in [v["id"] for v in diagnosis["verdicts"]]  # a pinned batch (issue 34)
-    assert outcome.exit_code == 0 and diagnosis["verdict"] == "scheduler-cap" and top["level"] == "high"
-    assert top["evidence"]["max_num_seqs"] == 2 and top["evidence"]["running_max"] == 2
+    assert outcome.exit_code == 0 and diagnosis["verdict"] == "scheduler-cap"
+    assert top["evidence"]["max_num_seqs"] == 2
+    if top["evidence"].get("inferred_from"):
+        # The API server can go silent under this load on 2 cores (CI once got answers only in the
+        # run's last second): the cap is then seen from the client's count, saying why, never from a
+        # sliver of drain (issue: that read "1 running, 0 waiting" and blamed the client's cap).
+        assert top["level"] == "medium" and "its samples cover" in top["summary"]
+        assert top["evidence"]["client_in_flight_max"] == 32
+        return
+    assert top["level"] == "high" and top["evidence"]["running_max"] == 2
     # The queue fills to at most 32 in flight − 2 running. The median is lower than 30 and depends on the
     # machine: ramp-up and drain are kept, and requests still in vLLM's frontend (tokenizing, on 2 busy
     # cores) are in flight for the client but not yet "waiting" in the engine — CI saw a median of 22.

@@ -17,6 +17,7 @@ same reason: a run-wide mean hides a limit that bound for a third of a long tail
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import statistics
@@ -241,6 +242,9 @@ def evidence(facts: RunFacts, timeline: Timeline | None) -> Evidence:
     engine = engine_view(timeline) if "engine" not in missing else None
     if engine is None and "engine" not in missing:
         missing["engine"] = no_engine_view(timeline)
+    sparse = sparse_engine(timeline, client) if engine is not None else None
+    if sparse is not None:  # a sliver of the run is not its state: judge from the client's view alone
+        engine, missing["engine"] = None, sparse
     gpus: tuple[GpuView, ...] = ()
     if "gpu" not in missing:
         used, why = engine_gpus(timeline)
@@ -267,6 +271,42 @@ def no_engine_view(timeline: Timeline) -> str:
     gap = max((b - a for a, b in pairwise(times)), default=None)
     longest = f"; longest gap between samples {gap / 1000:.1f} s" if gap is not None else ""
     return f"no engine samples during the run: the scraper took none in its {end / 1000:.1f} s{longest}"
+
+
+# An engine answer stands for the state within this many seconds of it; answers that stand for
+# less than half the time requests were in flight are not the run's state. On a 2-core machine at
+# full load, vLLM's API server went silent for whole runs but their last second (CI, Dec 2026): the
+# drain's "1 running, 0 waiting" hid a queue of 30, and the client's cap was blamed.
+ANSWER_STANDS_S = 1.0
+COVERED = 0.5
+
+
+def sparse_engine(timeline: Timeline, client: ClientView | None) -> str | None:
+    """Why the engine's answers do not stand for the run, in figures; None when they cover at least
+    COVERED of the client's loaded ticks (each within ANSWER_STANDS_S of an answer). Slow but
+    regular answers (one a second under contention) still cover the run; a long silence does not."""
+    if client is None or not client.t_s:
+        return None
+    end = timeline.duration_ms
+    inside = [s for s in timeline.samples if s["src"] == "engine" and 0.0 <= s["t_ms"] <= end]
+    answers = [s["t_ms"] / 1000.0 for s in inside if "error" not in s]
+    covered = sum(1 for t in client.t_s if _nearest(answers, t) <= ANSWER_STANDS_S) / len(client.t_s)
+    if covered >= COVERED:
+        return None
+    tick = float(timeline.header.get("interval_s") or 0.25)
+    first, last = client.t_s[0], client.t_s[-1] + tick
+    edges = [first, *(t for t in answers if first <= t <= last), last]
+    gap = max(b - a for a, b in pairwise(edges))
+    failed = Counter(s["error"] for s in inside if "error" in s)
+    why = f", {sum(failed.values())} scrapes failed: {failed.most_common(1)[0][0]}" if failed else ""
+    return (f"its samples cover {covered:.0%} of the {len(client.t_s) * tick:.1f} s with requests in flight "
+            f"({len(answers)} answered{why}; longest gap between answers {gap:.1f} s)")
+
+
+def _nearest(times: list[float], t: float) -> float:
+    """Distance from ``t`` to the nearest of the sorted ``times`` (inf when there are none)."""
+    i = bisect.bisect_left(times, t)
+    return min((abs(times[j] - t) for j in (i - 1, i) if 0 <= j < len(times)), default=math.inf)
 
 
 def engine_view(timeline: Timeline) -> EngineView | None:
