@@ -91,3 +91,53 @@ def test_the_engines_own_metrics_beat_the_tables_default(tmp_path):
     assert known(Config(), GPU_UTIL, {}, Config(), reported=reported) == ("0.92", "engine metrics (cache_config_info)")
     assert known(Config(("--gpu-memory-utilization", "0.8")), GPU_UTIL, {}, reported=reported).value == "0.8"
     assert engine_reported(tmp_path / "none", {}) == {}
+
+
+def test_a_gpu_engines_defaults_follow_its_gpu_as_vllm_sets_them():
+    """vLLM's API server takes 1024 sequences and 8192 batched tokens on a GPU of 70 GiB or more (not an
+    A100), 16384 tokens from 160 GiB, else 256 / 2048 (EngineArgs.get_batch_defaults): a knob left at
+    its default steps from the engine's, not from the table's smaller GPU."""
+    from servelab.optimize.config import engine_defaults, known
+
+    h100 = engine_defaults("vllm", ("NVIDIA H100 80GB HBM3", 79.6))
+    where = "vLLM 0.32's default on NVIDIA H100 80GB HBM3 (80 GiB), not observed"
+    assert known(Config(), SEQS, {}, Config(), defaults=h100) == ("1024", where)
+    assert known(Config(), BATCHED, {}, Config(), defaults=h100) == ("8192", where)
+    assert next_value(SEQS, h100["--max-num-seqs"].value) is None  # already at the table's ceiling
+    b200 = engine_defaults("vllm", ("NVIDIA B200", 179.1))
+    assert (b200["--max-num-seqs"].value, b200["--max-num-batched-tokens"].value) == ("1024", "16384")
+    a100 = engine_defaults("vllm", ("NVIDIA A100-SXM4-80GB", 79.2))
+    assert (a100["--max-num-seqs"].value, a100["--max-num-batched-tokens"].value) == ("256", "2048")
+    # what the engine states beats any default; the CPU build and other kinds keep the table's
+    assert known(Config(), SEQS, {"max_num_seqs": 6}, Config(), defaults=h100).value == "6"
+    assert engine_defaults("vllm-cpu", ("NVIDIA H100 80GB HBM3", 79.6)) == {} == engine_defaults("vllm", None)
+
+
+def test_on_an_h100_the_loop_steps_the_token_budget_up_from_8192_not_down_from_the_tables_2048(plan_of, tmp_path):
+    """Before, a plateau on an H100 stepped --max-num-seqs 256 → 512 and the budget 2048 → 4096: both
+    below what the engine already ran with."""
+    import dataclasses
+
+    from servelab.optimize.loop import State, untried
+    from servelab.optimize.steps import Seen
+
+    plan = dataclasses.replace(plan_of(tmp_path, "h100"), kind="vllm", fast=False,
+                               device=("NVIDIA H100 80GB HBM3", 79.6))
+    state = State(plan, None, {}, [], print)
+    best = Seen(Config((), {}, 2048), {}, "scheduler-cap", {"limit": "plateau", "plateau": 1024}, ())
+    moves = [(m.change.name, m.old, m.new, m.source) for m in untried(state, best)]
+    assert moves == [("--max-num-batched-tokens", "8192", "16384",
+                      "vLLM 0.32's default on NVIDIA H100 80GB HBM3 (80 GiB), not observed")]
+
+
+def test_optimize_reads_the_gpu_a_vllm_engine_serves_from(monkeypatch, plan_of, tmp_path):
+    import dataclasses
+
+    from servelab.optimize import run as optimize_run
+
+    monkeypatch.setattr(optimize_run, "gpu_devices", lambda: [{"name": "NVIDIA H200", "memory_total_gib": 139.8}])
+    vllm = dataclasses.replace(plan_of(tmp_path, "x"), kind="vllm")
+    assert optimize_run.with_engine_gpu(vllm).device == ("NVIDIA H200", 139.8)
+    assert optimize_run.with_engine_gpu(plan_of(tmp_path, "x")).device is None  # the sim has no GPU defaults
+    monkeypatch.setattr(optimize_run, "gpu_devices", lambda: [])
+    assert optimize_run.with_engine_gpu(vllm).device is None

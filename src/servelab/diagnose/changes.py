@@ -51,8 +51,8 @@ class Remedy:
 
 
 # vLLM 0.32's defaults when the flag is not given (EngineArgs.get_batch_defaults, the API server): 256
-# sequences on a GPU under 70 GiB (1024 on larger ones: the table does not know the GPU, so it cites
-# the smaller), 128 on the CPU build; the CPU build's token budget is 2048, as a smaller GPU's.
+# sequences on a GPU under 70 GiB, 128 on the CPU build; the token budget 2048 on both. A larger GPU's
+# (1024 / 8192) come from the GPU the engine serves from (optimize/config.engine_defaults).
 SEQS = Change(FLAG, "--max-num-seqs", "double", 1024, "256", "max_num_seqs")
 SEQS_CPU = Change(FLAG, "--max-num-seqs", "double", 1024, "128", "max_num_seqs")
 BATCHED = Change(FLAG, "--max-num-batched-tokens", "double", 65536, "2048", "max_num_batched_tokens")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from servelab.diagnose.changes import CLIENT, ENV, FLAG, MODEL, Change
 from servelab.engines.spec import flag_value
+from servelab.planner.vllm_defaults import ASSUMED, batch_defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +100,13 @@ def current(config: Config, change: Change, evidence: dict) -> str | None:
 
 
 def known(config: Config, change: Change, evidence: dict, base: Config | None = None,
-          from_command: frozenset[str] = frozenset(), reported: dict[str, str] | None = None) -> Known:
+          from_command: frozenset[str] = frozenset(), reported: dict[str, str] | None = None,
+          defaults: dict[str, Known] | None = None) -> Known:
     """The value the configuration runs with and where it was read: as set — by the user where the
     base configuration (``base``) sets the same value (``from_command``: the flags a command engine's
     own command line set), else by a kept step — then as the engine reported it (``reported``: its
-    metrics, by flag; the verdict's evidence), then its default."""
+    metrics, by flag; the verdict's evidence), then its default: the engine's on its device where
+    known (``defaults``: ``engine_defaults``), else the knob table's."""
     if change.kind == MODEL:
         return Known(config.model, GIVEN)  # None: the base model (the loop names it)
     given = set_value(config, change)
@@ -117,7 +120,19 @@ def known(config: Config, change: Change, evidence: dict, base: Config | None = 
     seen = evidence.get(change.evidence_key) if change.evidence_key else None
     if seen is not None:
         return Known(str(seen), REPORTED)
-    return Known(change.default, DEFAULT)
+    return (defaults or {}).get(change.name) or Known(change.default, DEFAULT)
+
+
+def engine_defaults(kind: str, device: tuple[str, float | None] | None) -> dict[str, Known]:
+    """vLLM's batch defaults on the GPU it serves from, by flag: the knob table cites a GPU under
+    70 GiB's (256 sequences), and an H100's engine runs 1024 — stepping from the table's would set
+    fewer than it had. {} for other kinds, or with no GPU seen."""
+    if kind != "vllm" or device is None:
+        return {}
+    name, gib = device
+    tokens, seqs = batch_defaults(name, gib)
+    where = (f"vLLM {ASSUMED}'s default on {name} ({gib or 0:.0f} GiB), not observed")
+    return {"--max-num-seqs": Known(str(seqs), where), "--max-num-batched-tokens": Known(str(tokens), where)}
 
 
 def set_value(config: Config, change: Change) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from servelab.diagnose.changes import CLIENT, MODEL, key_of, remedy
 from servelab.errors import EngineError, InputError
 from servelab.optimize import record as rec
-from servelab.optimize.config import Config, Move, apply, known, next_value
+from servelab.optimize.config import Config, Move, apply, engine_defaults, known, next_value
 from servelab.optimize.measure import Measurer, config_tag
 from servelab.optimize.plan import OptimizePlan, definition, head
 from servelab.optimize.quality_check import judge as judge_quality
@@ -226,7 +226,7 @@ def untried(state: State, best: Seen) -> list[Move]:
         if change.name == "workers" and plan.fast:
             continue  # the simulator has no client processes to split
         old = known(best.config, change, best.evidence, plan.base_config, frozenset(plan.from_command),
-                    best.reported)
+                    best.reported, engine_defaults(plan.kind, plan.device))
         new = next_value(change, old.value)
         if change.name == "max_concurrency" and new is not None and int(new) > plan.spec.dataset.num_prompts:
             continue  # more slots than requests is no more load

@@ -41,6 +41,7 @@ class OptimizePlan(EnginePlan):
     plan_check: dict | None = None
     alternative_models: tuple[str, ...] = ()  # checkpoints to try instead of the base (--alternative-model)
     from_command: tuple[str, ...] = ()  # a command engine: the knob flags its command line set (own_flags)
+    device: tuple[str, float | None] | None = None  # the GPU a vLLM engine serves from (name, GiB): its defaults
 
     @property
     def base_config(self) -> Config:

@@ -14,6 +14,7 @@ from servelab.optimize.measure import EngineMeasurer, SimMeasurer
 from servelab.optimize.plan import OptimizePlan, check, own_flags, plan_check
 from servelab.optimize.prerank import Prerank
 from servelab.optimize.report import write_report
+from servelab.telemetry.gpu import gpu_devices
 from servelab.results.layout import OPTIMIZE_FILE
 from servelab.study.entries import EngineEntry
 
@@ -26,6 +27,18 @@ def table_kind(entry: EngineEntry) -> str:
     return kind
 
 
+def with_engine_gpu(plan: OptimizePlan) -> OptimizePlan:
+    """A vLLM engine's plan with the GPU it serves from: its batch defaults follow it (config.engine_defaults)."""
+    if plan.kind != "vllm" or plan.device is not None:
+        return plan
+    return dataclasses.replace(plan, device=serving_gpu())
+
+
+def serving_gpu() -> tuple[str, float | None] | None:
+    """The first GPU NVML sees (name, GiB), where a vLLM engine started here serves; None without one."""
+    return next(((d["name"], d.get("memory_total_gib")) for d in gpu_devices()), None)
+
+
 def optimize_command(plan: OptimizePlan, say) -> tuple[dict, Path]:
     check(plan)
     plan = own_flags(plan)
@@ -34,6 +47,7 @@ def optimize_command(plan: OptimizePlan, say) -> tuple[dict, Path]:
         plan = dataclasses.replace(plan, plan_check=plan_check(plan.engine, plan.port))
         if plan.plan_check:
             say(f"plan: {plan.plan_check['line']}")
+    plan = with_engine_gpu(plan)
     measurer = _measurer(plan, say)
     prerank = None
     if plan.simulate_first:

@@ -21,7 +21,7 @@ from servelab.planner.kv import KvPool, kv_bytes_per_token, kv_pool
 from servelab.planner.models import ModelShape, tensor_parallel_sizes
 from servelab.planner.speed import SpeedFloor, speed_floor
 from servelab.planner.speed_model import Engine, StepCosts, expert_bytes, setup_class, step_costs
-from servelab.planner.vllm_defaults import ASSUMED, vllm_defaults
+from servelab.planner.vllm_defaults import ASSUMED, batch_defaults, vllm_defaults
 
 GIB = budget.GIB
 DEFAULT_UTILIZATION = vllm_defaults(ASSUMED).gpu_memory_utilization  # a PlanSpec's, unless given
@@ -227,16 +227,8 @@ def block_size(spec: PlanSpec) -> int:
 
 def default_batch(spec: PlanSpec) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs): the server defaults of ``spec.vllm_version`` by
-    device memory (``EngineArgs.get_batch_defaults``, vllm/engine/arg_utils.py), unless given."""
-    memory = spec.gpu.memory_gib or 0
-    if spec.gpu.name == "cpu":
-        tokens, seqs = 2048, 128
-    elif memory >= 160 and vllm_defaults(spec.vllm_version).largest_tier:
-        tokens, seqs = 16384, 1024
-    elif memory >= 70 and "A100" not in spec.gpu.name:
-        tokens, seqs = 8192, 1024
-    else:
-        tokens, seqs = 2048, 256
+    device memory (``vllm_defaults.batch_defaults``), unless given."""
+    tokens, seqs = batch_defaults(spec.gpu.name, spec.gpu.memory_gib, spec.vllm_version)
     return spec.max_num_batched_tokens or tokens, spec.max_num_seqs or seqs
 
 

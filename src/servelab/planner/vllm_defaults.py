@@ -39,3 +39,17 @@ def vllm_defaults(version: str = ASSUMED) -> VllmDefaults:
     return VllmDefaults(version=version.strip().removeprefix("v"),
                         gpu_memory_utilization=0.92 if release >= UTILIZATION_CHANGED else 0.9,
                         largest_tier=release >= LARGEST_TIER)
+
+
+def batch_defaults(device: str, memory_gib: float | None, version: str = ASSUMED) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM ``version``'s API server takes on ``device``
+    when neither flag is given (``EngineArgs.get_batch_defaults``): by the device's memory, an A100
+    kept on the smaller tier; the CPU build ("cpu") 2048 / 128."""
+    memory = memory_gib or 0
+    if device == "cpu":
+        return 2048, 128
+    if memory >= 160 and vllm_defaults(version).largest_tier:
+        return 16384, 1024
+    if memory >= 70 and "a100" not in device.lower():
+        return 8192, 1024
+    return 2048, 256
