@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, MultiTurnSpec, ServerSpec, check_spec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, MultiTurnSpec, ServerSpec
+
+from servelab.spec_checks import check_spec
 from servelab.errors import InputError
 from servelab.sim.model import EngineLimits, StepModel
 

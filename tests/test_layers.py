@@ -11,6 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "servelab"
 LAYERS = {
     "errors": -1,  # imports nothing: every module may raise its errors
     "__init__": 0, "records": 0, "config": 0, "clock": 0,
+    "spec_checks": 0.5,  # the checks on config's values
     "datasets": 1, "client": 1, "metrics": 1, "mock": 1, "sim": 1,
     "loadgen": 2, "engines": 2, "flags": 2, "telemetry": 2, "results": 2,
     "search": 3, "diagnose": 3, "planner": 3, "quality": 3,

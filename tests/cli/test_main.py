@@ -152,7 +152,7 @@ def test_num_prompts_is_checked_before_any_server_is_asked(capsys):
 
 
 def test_num_prompts_below_one_still_means_every_line_of_a_custom_file():
-    from servelab.config import check_num_prompts
+    from servelab.spec_checks import check_num_prompts
 
     check_num_prompts("custom", -1)  # vLLM's reading: every line
     with pytest.raises(Exception, match="--num-prompts must be >= 1, got 0"):

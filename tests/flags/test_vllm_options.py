@@ -7,7 +7,9 @@ import argparse
 
 import pytest
 
-from servelab.config import AGENTIC_DATASETS, DATASET_NAMES, lora_rule
+from servelab.config import AGENTIC_DATASETS, DATASET_NAMES
+
+from servelab.spec_checks import lora_rule
 from servelab.flags.bench_serve import add_bench_arguments
 
 # Defaults that differ on purpose, each with its reason (the README lists them too).

@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec, check_spec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
+
+from servelab.spec_checks import check_spec
 from servelab.datasets.agentic import Blocks, Call, Session
 from servelab.datasets.agentx import MARKER_TOKENS, start_points
 from servelab.datasets.sessions import read_sessions

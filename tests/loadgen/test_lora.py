@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servelab.config import lora_rule
+from servelab.spec_checks import lora_rule
 from servelab.errors import InputError
 from servelab.loadgen.lora import counts, request_models
 from servelab.records import SampleRequest

@@ -116,7 +116,7 @@ def test_required_running_to_max_tokens_and_ignore_eos_with_tools_are_counted_wa
 def test_session_tools_need_chat_requests_and_an_agentic_dataset():
     import pytest
 
-    from servelab.config import check_spec
+    from servelab.spec_checks import check_spec
     from servelab.errors import InputError
 
     with pytest.raises(InputError, match="^--session-tools sends tool calls, which need chat requests: add "

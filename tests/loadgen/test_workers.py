@@ -157,7 +157,7 @@ def test_bad_worker_counts_are_one_line_errors():
     import pytest
 
     from servelab.errors import InputError
-    from servelab.config import check_spec
+    from servelab.spec_checks import check_spec
 
     for load, text in ((LoadSpec(workers=0), "at least 1"), (LoadSpec(workers=4, max_concurrency=3), "more than")):
         with pytest.raises(InputError, match=text):
@@ -225,7 +225,7 @@ def test_ray_without_ray_installed_is_a_one_line_error():
     import pytest
 
     from servelab.errors import InputError
-    from servelab.config import check_spec
+    from servelab.spec_checks import check_spec
     from servelab.loadgen.ray_shards import run_ray
 
     with pytest.raises(InputError, match="--ray cannot be used with --workers"):

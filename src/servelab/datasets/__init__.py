@@ -12,7 +12,9 @@ import dataclasses
 import uuid
 from collections.abc import Callable
 
-from servelab.config import DatasetSpec, MultiTurnSpec, check_num_prompts
+from servelab.config import DatasetSpec, MultiTurnSpec
+
+from servelab.spec_checks import check_num_prompts
 from servelab.datasets import conversations
 from servelab.datasets.burstgpt import sample_burstgpt
 from servelab.datasets.cache import cached

@@ -30,7 +30,7 @@ import secrets
 
 import numpy as np
 
-from servelab.config import AGENTX_IDLE_CAP_S
+from servelab.spec_checks import AGENTX_IDLE_CAP_S
 from servelab.datasets.agentic import Blocks, Call, Session
 
 IDLE_CAP_S = AGENTX_IDLE_CAP_S  # AgentX's idle-gap cap (config refuses another --trace-max-wait)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from servelab.config import (BenchSpec, DatasetSpec, LoadSpec, OutputSpec, QualitySpec, RequestSpec, ServerSpec,
-                             check_agentic, check_lora, check_num_prompts, check_spec)
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, QualitySpec, RequestSpec, ServerSpec
+
+from servelab.spec_checks import check_agentic, check_lora, check_num_prompts, check_spec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
 from servelab.flags.stop import add_stop_arguments, stop_fields

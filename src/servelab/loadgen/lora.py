@@ -17,7 +17,7 @@ from collections import Counter
 
 import numpy as np
 
-from servelab.config import lora_rule
+from servelab.spec_checks import lora_rule
 from servelab.records import SampleRequest
 
 _STREAM = 0x10A  # keeps these draws apart from the arrivals' generator of the same seed

@@ -16,7 +16,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.config import BenchSpec, check_saturation_rule
+from servelab.config import BenchSpec
+
+from servelab.spec_checks import check_saturation_rule
 from servelab.datasets import custom
 from servelab.datasets.heap import TRIM_FROM, release_freed
 from servelab.diagnose.verdict import render as render_diagnosis
@@ -70,7 +72,7 @@ def execute(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> B
 
 
 def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> BenchOutcome:
-    """Run one bench from its spec (checked where it was built: config.check_spec); print
+    """Run one bench from its spec (checked where it was built: spec_checks.check_spec); print
     vLLM's block; write files if asked. Mutates nothing.
 
     ``context`` (e.g. the engine and its memory report) goes into the result's

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from servelab.config import BenchSpec, check_spec
+from servelab.config import BenchSpec
+
+from servelab.spec_checks import check_spec
 from servelab.metrics.noise import Spread
 from servelab.engines.kinds import kind_of
 from servelab.errors import InputError

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from servelab.config import BenchSpec, OutputSpec, check_saturation_rule, check_spec
+from servelab.config import BenchSpec, OutputSpec
+
+from servelab.spec_checks import check_saturation_rule, check_spec
 from servelab.engines.spec import DEFAULT_PORT
 from servelab.errors import InputError
 from servelab.results import layout as files

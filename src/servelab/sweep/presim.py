@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from servelab.config import check_spec
+from servelab.spec_checks import check_spec
 from servelab.errors import InputError
 from servelab.sim.options import SIMULABLE, engine_from_flags
 from servelab.measure.run import execute
