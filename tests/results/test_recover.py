@@ -147,3 +147,23 @@ def test_the_sidecar_counts_what_the_run_sent(tmp_path, monkeypatch):
     f.tick(sent=3)
     assert side()["sent"] == 3
     f.discard()
+
+
+def test_a_run_killed_before_any_record_leaves_nothing_behind_once_told(tmp_path, capsys):
+    """Killed before its first record was flushed: nothing to recover, and its part, sidecar and
+    hidden scrape file are removed — before, they stayed, and every later run offered the same
+    empty recovery."""
+    part = killed_run(tmp_path, [])
+    side = records_file.sidecar_of(part)
+    scrape = tmp_path / ".servelab-abc.scrape.jsonl"
+    scrape.write_text('{"src": "meta", "t_ns": 1}\n')
+    side.write_text(json.dumps({**json.loads(side.read_text()), "telemetry": {"scrape_file": scrape.name,
+                                                                             "interval_s": 0.25}}))
+    kept = tmp_path / "r.json"
+    kept.write_text("{}")
+    assert main(["results", "recover", str(tmp_path)]) == 1  # nothing recovered fails a script, as before
+    out = capsys.readouterr().out
+    assert "nothing to recover (removed what it left: .servelab-x.records.jsonl.part, " in out
+    assert scrape.name in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert recover.orphans_under(tmp_path) == []

@@ -121,7 +121,9 @@ def recover_one(part: Path, folder: Path, say=print, telemetry=None) -> Path | N
     header = _header(part)
     lines = read_lines(part)
     if not lines or "wall_start" not in header:
-        say(f"servelab: {part.name}: no request had finished when the run was killed; nothing to recover")
+        gone = discard(part, header)
+        say(f"servelab: {part.name}: no request had finished when the run was killed; nothing to recover "
+            f"(removed what it left: {', '.join(gone)})")
         return None
     tally, made = Tally(lines), [record_from_line(line) for line in lines]
     for i, record in enumerate(made):
@@ -144,6 +146,22 @@ def recover_one(part: Path, folder: Path, say=print, telemetry=None) -> Path | N
         f"{ending['meant']} requests ({ending['cut']} sent without a record{unsent}) into {path}; "
         f"records in {records}{timeline}")
     return path
+
+
+def discard(part: Path, header: dict) -> list[str]:
+    """A killed run with nothing to recover: its part, its sidecar and the scrape file its
+    header names (the telemetry of a run that never finished a request) are removed, so the
+    folder does not offer the same empty recovery at every run; returns their names."""
+    scrape = str((header.get("telemetry") or {}).get("scrape_file") or "")
+    files = [part, sidecar_of(part), *([part.parent / Path(scrape).name] if scrape else [])]
+    gone = []
+    for path in files:
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        gone.append(path.name)
+    return gone
 
 
 def _whole_bytes(part: Path, n: int) -> int:
