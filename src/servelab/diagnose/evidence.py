@@ -159,6 +159,7 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
     ours = result.get("servelab") or {}
     engine = ours.get("engine") or {}
     args = [str(a) for a in engine.get("args") or []]
+    stated = engine.get("stated_args") or {}  # what vLLM's log says it was given, however it was given
     memory = engine.get("memory_report") or {}
     rate = result.get("request_rate", "inf")
     return RunFacts(
@@ -168,10 +169,12 @@ def facts_from_result(result: dict, max_num_seqs: int | None = None,
         output_throughput=result.get("output_throughput"),
         client_cpu_fraction=ours.get("client_cpu_fraction"),
         schedule_lag_p99_ms=(ours.get("schedule_lag_ms") or {}).get("p99"),
-        max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs"),
-        max_num_batched_tokens=max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens"),
+        max_num_seqs=max_num_seqs or flag_value(args, "--max-num-seqs") or _whole(stated.get("max_num_seqs")),
+        max_num_batched_tokens=(max_num_batched_tokens or flag_value(args, "--max-num-batched-tokens")
+                                or _whole(stated.get("max_num_batched_tokens"))),
         kv_cache_tokens=memory.get("kv_cache_tokens"), slots=memory.get("slots"),
-        tensor_parallel=flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp"),
+        tensor_parallel=(flag_value(args, "--tensor-parallel-size") or flag_value(args, "-tp")
+                         or _whole(stated.get("tensor_parallel_size"))),
         weights_gib=memory.get("weights_gib") or (engine.get("model_files") or {}).get("weights_gib"),
         host=host_from_result(ours), peak_concurrency=_whole(result.get("max_concurrent_requests")),
         simulated=simulated_label(ours.get("simulated")), session_cache=session_cache(ours.get("agentic")))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from servelab.engines import guard, process
 from servelab.engines.kinds import EngineKind, kind_of
-from servelab.engines.memory import MemoryReport, parse_cache_config_info, parse_memory_report, with_cache_info
+from servelab.engines.memory import (MemoryReport, parse_cache_config_info, parse_memory_report,
+                                     parse_stated_args, with_cache_info)
 from servelab.engines.ready import http_get, last_lines, probes_pass, served_model, wait_ready
 from servelab.engines.spec import EngineSpec
 from servelab.engines.vllm import served_dtype, vllm_build
@@ -38,6 +39,7 @@ class Engine:
         self.base_url = spec.base_url
         self.model = spec.model
         self.memory_report = MemoryReport()
+        self.stated_args: dict = {}  # what vLLM's log says it was given (memory.parse_stated_args)
         self.ready_s: float | None = None
         self._proc: subprocess.Popen | None = None
         self._watchdog: subprocess.Popen | None = None
@@ -139,6 +141,7 @@ def _become_ready(engine: Engine, progress: bool) -> None:
         _answered_by_ours(engine)
     engine.model = served_model(engine.base_url, spec.model)
     engine.memory_report = _memory_report(engine)
+    engine.stated_args = parse_stated_args(_log_text(engine))
 
 
 def _answered_by_ours(engine: Engine) -> None:
@@ -153,7 +156,7 @@ def _answered_by_ours(engine: Engine) -> None:
 
 
 def _memory_report(engine: Engine) -> MemoryReport:
-    report = parse_memory_report(engine.log_path.read_text(errors="replace"))
+    report = parse_memory_report(_log_text(engine))
     status, body = http_get(f"{engine.base_url}/metrics")
     if status == 200:
         report = with_cache_info(report, parse_cache_config_info(body.decode("utf-8", "replace")))
@@ -161,6 +164,13 @@ def _memory_report(engine: Engine) -> MemoryReport:
         dtype, why = served_dtype(engine.spec.args)
         report = dataclasses.replace(report, dtype=dtype, dtype_reason=why)
     return report
+
+
+def _log_text(engine: Engine) -> str:
+    try:
+        return engine.log_path.read_text(errors="replace")
+    except OSError:  # an external engine's log is a header servelab wrote; a log removed is no report
+        return ""
 
 
 def _write_header(log_path: Path, spec: EngineSpec, argv: list[str] | None, env: dict[str, str]) -> None:

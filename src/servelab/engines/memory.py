@@ -8,6 +8,7 @@ in ``tests/engines/golden/``).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import asdict, dataclass
 
@@ -173,6 +174,27 @@ CACHE_INFO_LABELS: dict[str, tuple[str, float | None]] = {
     "kv_cache_max_concurrency": ("max_concurrency", 1.0),
     "kv_cache_memory_bytes": ("kv_cache_gib", 1 / 2**30),
 }
+
+
+# vLLM's "non-default args: {...}" line (log_non_default_args, vllm/entrypoints/serve/utils/api_utils.py,
+# 0.32): the repr of a dict of EngineArgs names to what the server was given, however it was given (its
+# command line, a --config YAML, an image's entrypoint). A pair is read when its value is a literal.
+_STATED_LINE = re.compile(r"non-default args: \{(.*)\}\s*$", re.M)
+_STATED_PAIR = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=, '|$)")
+
+
+def parse_stated_args(log_text: str) -> dict[str, str | int | float | bool]:
+    """The knobs vLLM says it was started with (its last "non-default args" line), by EngineArgs
+    name: ``{"max_num_seqs": 2, "dtype": "float32", ...}``; {} when the log has no such line."""
+    found = _STATED_LINE.findall(log_text)
+    if not found:
+        return {}
+    try:  # the whole dict when every value is a literal; else its literal pairs (an enum's repr is not one)
+        pairs = ast.literal_eval("{" + found[-1] + "}").items()
+    except (ValueError, SyntaxError):
+        flat = re.sub(r"\{[^{}]*\}", "{}", found[-1])  # a nested dict's pairs are not the server's args
+        pairs = [(name, ast.literal_eval(text)) for name, text in _STATED_PAIR.findall(flat)]
+    return {name: value for name, value in pairs if isinstance(value, (bool, int, float, str))}
 
 
 def parse_cache_config_info(metrics_text: str) -> dict[str, float | int]:

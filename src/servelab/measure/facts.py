@@ -36,7 +36,8 @@ def engine_context(engine) -> dict:
     spec = engine.spec
     return {"name": spec.name, "kind": spec.kind, "model": spec.model, "args": list(spec.args),
             "env": dict(spec.env), "base_url": engine.base_url, "ready_s": engine.ready_s,
-            "memory_report": engine.memory_report.to_dict(), "log": str(engine.log_path)}
+            "memory_report": engine.memory_report.to_dict(), "log": str(engine.log_path),
+            "stated_args": dict(getattr(engine, "stated_args", {}))}
 
 
 def engine_facts(engine) -> dict:
