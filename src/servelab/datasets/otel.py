@@ -92,7 +92,7 @@ def read_otel(path: str) -> OtelTrace:
     tools = [s for s in spans if s.op == "execute_tool"]
     return OtelTrace([s for s in sessions if s.calls], {
         "spans": len(spans), "tool_spans": len(tools), "tool_s": round(sum(s.end - s.start for s in tools) / 1e9, 3),
-        "calls_without_input_tokens": made.grown})
+        "calls_without_input_tokens": made.grown, "concurrent_calls": made.concurrent})
 
 
 def looks_like_otel(path: str) -> bool:
@@ -205,6 +205,7 @@ def _by_trace(spans: list[Span]) -> dict[str, list[Span]]:
 @dataclass(slots=True)
 class _Made:
     grown: int = 0  # calls whose input count was missing (grown from their previous call)
+    concurrent: int = 0  # calls whose span overlapped their agent's calls before: sent beside them
 
 
 @dataclass(slots=True)
@@ -213,6 +214,15 @@ class _Agent:
 
     scope: str  # its block scope: "" for the main agent
     items: list[tuple[int, str, Span]] = field(default_factory=list)  # (start, "call" | "agent", span)
+
+
+@dataclass(slots=True)
+class _Step:
+    """An agent's latest step: its calls sent side by side (one, unless their spans overlapped)."""
+
+    after: tuple[int, ...]  # what each of them waits for
+    base: int | None  # the call their prompts grow from (None: all new)
+    calls: list[int] = field(default_factory=list)
 
 
 class _Builder:
@@ -234,20 +244,34 @@ class _Builder:
             self.agents[span.span] = _Agent(label if scopes[label] == 1 else f"{label}#{scopes[label]}")
         return self.agents[span.span]
 
-    def emit(self, key: str | None, spawned_by: int | None) -> int | None:
-        """Append the agent's calls (its sub-agents' too); its last call's index."""
-        prev, own, pending = spawned_by, None, []
+    def emit(self, key: str | None, spawned_by: int | None) -> tuple[int, ...]:
+        """Append the agent's calls (its sub-agents' too); the calls of its last step."""
+        step, last, pending = _Step(_unique((spawned_by,)), None), spawned_by, []
         for start, kind, span in sorted(self.agents[key].items, key=lambda item: item[0]):
             if kind == "agent":
-                pending.append((self.emit(span.span, prev), span.end))
+                pending.append((self.emit(span.span, self._spawner(step, start, last)), span.end))
                 continue
-            joined = [last for last, end in pending if last is not None and end <= start]
-            pending = [(last, end) for last, end in pending if end > start]
-            parents = tuple(dict.fromkeys(p for p in (prev, *joined) if p is not None))
-            after = max((self.ends[p] for p in parents), default=self.t0)
-            self._call(self.agents[key].scope, span, own, parents, max(0, start - after) / 1e9)
-            prev = own = len(self.calls) - 1
-        return prev
+            joined = tuple(c for calls, end in pending if end <= start for c in calls)
+            pending = [(calls, end) for calls, end in pending if end > start]
+            if step.calls and start < max(self.ends[c] for c in step.calls):  # beside the step's calls
+                step.after = _unique(step.after + joined)
+                self.made.concurrent += 1
+            else:  # after every call of the step: joins them all, grows from the one that ended last
+                step = _Step(_unique((*(step.calls or step.after), *joined)), self._latest(step.calls, step.base))
+            after = max((self.ends[p] for p in step.after), default=self.t0)
+            self._call(self.agents[key].scope, span, step.base, step.after, max(0, start - after) / 1e9)
+            last = len(self.calls) - 1
+            step.calls.append(last)
+        return tuple(step.calls) or step.after
+
+    def _latest(self, calls: list[int], otherwise: int | None) -> int | None:
+        """The call of ``calls`` that ended last (the later one of a tie), else ``otherwise``."""
+        return max(calls, key=lambda c: (self.ends[c], c)) if calls else otherwise
+
+    def _spawner(self, step: _Step, start: int, last: int | None) -> int | None:
+        """The call that spawned a sub-agent starting at ``start``: the step's call that ended
+        last before it, else the agent's last call (the spawning agent's first call: none)."""
+        return self._latest([c for c in step.calls if self.ends[c] <= start], last)
 
     def _call(self, scope: str, span: Span, own: int | None, parents: tuple[int, ...], wait_s: float) -> None:
         n = _count(span, INPUT_TOKENS)
@@ -294,6 +318,11 @@ def _session(key: str, spans: list[Span], made: _Made) -> Session:
         stack += [(kid, agent, inside, in_llm or span.op in LLM_OPERATIONS) for kid in reversed(span.kids)]
     build.emit(None, None)
     return Session(key, BLOCK_SIZE, tuple(build.calls))
+
+
+def _unique(ids: tuple) -> tuple[int, ...]:
+    """``ids`` without None and repeats, in order."""
+    return tuple(dict.fromkeys(i for i in ids if i is not None))
 
 
 def _count(span: Span, key: str) -> int | None:
