@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from servelab.config import DatasetSpec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.datasets.agentic import Blocks, Call, describe, ideal_hits
+from servelab.datasets.agentic_chat import chain
 from servelab.datasets.otel import read_otel
 from servelab.datasets.sessions import read_sessions
 from servelab.errors import DatasetError
+from servelab.loadgen.hooks import Hooks
+from servelab.measure.drivers import DRIVERS, Bench
+from servelab.measure.run import _prepare
+from servelab.measure.target import bench_config
+from servelab.metrics.tally import Tally
+from servelab.results.store import RecordSink
 from servelab.sim.kv import block_hashes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_otel.jsonl"
@@ -155,9 +162,10 @@ def test_overlapping_calls_of_one_agent_are_siblings_and_the_next_call_joins_the
     assert [c.blocks for c in s.calls] == [(1, 2), (1, 2, 3, 4), (1, 2, 5), (1, 2, 5, 6, 7)]
     assert got.about["concurrent_calls"] == 1
     assert describe(got.sessions)["calls"] == 4 and describe(got.sessions)["max_fan_out"] == 0
-    # A ending last: J grows from A, and a call with fewer input tokens than A's is a rewrite
+    # A ending last: J continues A (the last of its parents, as a chat replay's history follows it)
     (late,) = read_otel(group(tmp_path, a=(1.5, 4.5), b=(2.0, 3.0))).sessions
-    assert (late.calls[3].parents, late.calls[3].blocks[:4]) == ((1, 2), (1, 2, 3, 4))
+    assert (late.calls[3].parents, late.calls[3].blocks[:4]) == ((2, 1), (1, 2, 3, 4))
+    assert chain(late, 3) == [0, 1] and chain(s, 3) == [0, 2] and chain(s, 1) == chain(s, 2) == [0]
 
 
 def test_a_call_starting_while_any_call_of_the_step_runs_is_a_sibling_and_a_sub_agent_spawns_from_one_ended(
@@ -174,8 +182,8 @@ def test_a_call_starting_while_any_call_of_the_step_runs_is_a_sibling_and_a_sub_
     assert [(c.agent, c.parents, c.wait_s) for c in s.calls] == [
         ("", (), 1.0), ("", (), 1.2), ("w", (1,), 0.2),
         ("", (2,), 0.6),  # and it joins the sub-agent that had ended (2.9 s), as any call of its agent would
-        ("", (0, 1, 3), 1.0)]  # every call of the step (the sub-agent through C); 1 s after A's end (5 s)
-    assert s.calls[4].blocks[:2] == s.calls[0].blocks  # J continues A's context, the call that ended last
+        ("", (1, 3, 0), 1.0)]  # every call of the step (the sub-agent through C), 1 s after A's end (5 s);
+    assert s.calls[4].blocks[:2] == s.calls[0].blocks  # it continues A, the one that ended last (its last parent)
 
 
 def test_siblings_share_their_predecessors_blocks_not_each_others_in_the_ideal_hit_rate(tmp_path):
@@ -192,14 +200,6 @@ def test_siblings_share_their_predecessors_blocks_not_each_others_in_the_ideal_h
 
 def test_replayed_on_the_mock_the_siblings_are_in_flight_at_once_and_the_join_waits_for_both(
         tmp_path, mock_server, qwen3_path):
-    from servelab.config import BenchSpec, LoadSpec, OutputSpec, ServerSpec
-    from servelab.loadgen.hooks import Hooks
-    from servelab.measure.drivers import DRIVERS, Bench
-    from servelab.measure.run import _prepare
-    from servelab.measure.target import bench_config
-    from servelab.metrics.tally import Tally
-    from servelab.results.store import RecordSink
-
     path = group(tmp_path, a=(1.0, 3.0), b=(1.01, 2.0), out=60)  # B sent 10 ms after A; J 1 s after A's end
     mock = mock_server(ttft_ms=30, itl_ms=5, keep_requests=True)  # a call of 60 tokens streams for ~0.3 s
     spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),

@@ -22,16 +22,26 @@ Read by the GenAI semantic conventions (``gen_ai.operation.name``):
 - any other span (HTTP, a framework's own): a container, looked through.
 
 One session is a ``gen_ai.conversation.id`` (the traces that carry it: a chat's turns), else
-one trace. An agent's calls follow each other in start order; each is sent ``wait_s`` after
-what it waits for completed, the recorded end-to-start gap (the tool's run, the user's
-think time; AgentX's rule: delays from the previous completion).
+one trace. An agent's calls, in start order, make steps: a call that starts after every call
+of its agent's step before it had ended begins the next step and waits for all of them; a
+call that starts while one of them still runs (its span overlaps: a framework firing model
+calls at once) joins that step, sent beside its calls: it waits for what they wait for, not
+for them. Either also waits for its agent's sub-agents that had ended before it started.
+Without overlap every step is one call, each waiting for the one before. Each call is sent
+``wait_s`` after the last of what it waits for completed, the recorded end-to-start gap
+(the tool's run, the user's think time; AgentX's rule: delays from the previous
+completion). A sub-agent is spawned by the call of its parent's step that ended last before
+it started (none ended: its parent's call before it).
 
-Spans carry token counts, not content, so a call's prompt is its agent's previous call's
-prompt, then that call's output, then new tokens (the tool result, the next user turn): the
-blocks of the previous prompt, then new blocks (``BLOCK_SIZE`` tokens, the last one short,
-so the next call can share it whole). A call with no input count grows from its previous
-call by its output alone; one with fewer input tokens than its previous call's prompt had
-its context rewritten (compacted) and shares nothing. An agent's first call is all new.
+Spans carry token counts, not content, so a call's prompt is the prompt it continues, then
+that call's output, then new tokens (the tool result, the next user turn): the blocks of
+that prompt, then new blocks (``BLOCK_SIZE`` tokens, the last one short, so the next call
+can share it whole). A call continues the call of the step before it that ended last (its
+latest context, listed last among its agent's parents; with no overlap, its agent's
+previous call); calls of one step continue the same one, never each other (a call sent
+beside another has not seen its output). A call with no input count grows from the call it
+continues by its output alone; one with fewer input tokens than that call's prompt had its
+context rewritten (compacted) and shares nothing. An agent's first step is all new.
 
 Bad input is one line naming the file, the line and the field.
 """
@@ -253,16 +263,24 @@ class _Builder:
                 continue
             joined = tuple(c for calls, end in pending if end <= start for c in calls)
             pending = [(calls, end) for calls, end in pending if end > start]
-            if step.calls and start < max(self.ends[c] for c in step.calls):  # beside the step's calls
-                step.after = _unique(step.after + joined)
-                self.made.concurrent += 1
-            else:  # after every call of the step: joins them all, grows from the one that ended last
-                step = _Step(_unique((*(step.calls or step.after), *joined)), self._latest(step.calls, step.base))
+            step = self._step(step, start, joined)
             after = max((self.ends[p] for p in step.after), default=self.t0)
             self._call(self.agents[key].scope, span, step.base, step.after, max(0, start - after) / 1e9)
             last = len(self.calls) - 1
             step.calls.append(last)
         return tuple(step.calls) or step.after
+
+    def _step(self, step: _Step, start: int, joined: tuple[int, ...]) -> _Step:
+        """The step of a call starting at ``start``, the sub-agents that had ended by then ``joined``."""
+        if step.calls and start < max(self.ends[c] for c in step.calls):  # beside the step's calls
+            step.after = _unique(step.after + joined)
+            self.made.concurrent += 1
+            return step
+        # after every call of the step: it waits for them all and continues the one that ended
+        # last, the last of its agent's parents (a chat replay's history follows it: agentic_chat.chain)
+        base = self._latest(step.calls, step.base)
+        waits = [c for c in step.calls if c != base] + [base] if step.calls else list(step.after)
+        return _Step(_unique((*waits, *joined)), base)
 
     def _latest(self, calls: list[int], otherwise: int | None) -> int | None:
         """The call of ``calls`` that ended last (the later one of a tie), else ``otherwise``."""
