@@ -186,6 +186,20 @@ def test_a_call_starting_while_any_call_of_the_step_runs_is_a_sibling_and_a_sub_
     assert s.calls[4].blocks[:2] == s.calls[0].blocks  # it continues A, the one that ended last (its last parent)
 
 
+def test_a_sub_agents_overlapping_calls_start_from_its_spawner_and_the_parent_joins_both(tmp_path):
+    path = write(tmp_path, [
+        span("root", "", "invoke_agent", 0.0, 20.0),
+        chat("c1", "root", 0.0, 1.0, 100, 10),
+        span("s", "root", "invoke_agent", 1.1, 4.0, gen_ai__agent__id="w"),
+        chat("s1", "s", 1.2, 4.0, 50, 5),
+        chat("s2", "s", 1.5, 3.0, 60, 5),  # beside s1: spawned by c1 too, 0.5 s after it
+        chat("c2", "root", 5.0, 6.0, 200, 10)])
+    (s,) = read_otel(path).sessions
+    assert [(c.agent, c.parents, c.wait_s) for c in s.calls] == [
+        ("", (), 0.0), ("w", (0,), 0.2), ("w", (0,), 0.5), ("", (0, 1, 2), 1.0)]  # c2 joins both of w's calls
+    assert s.calls[1].blocks == (1,) and s.calls[2].blocks == (2,)  # a sub-agent's first step is all new
+
+
 def test_siblings_share_their_predecessors_blocks_not_each_others_in_the_ideal_hit_rate(tmp_path):
     """Worked by hand at block size 16: P's 100 tokens are blocks 1 and 2 (of 64; the last one
     short). A (200 tokens: 1, 2, 3, 4) hits P's 6 full cache blocks, 96 tokens; B (150: 1, 2,
