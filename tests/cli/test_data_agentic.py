@@ -43,7 +43,7 @@ def test_inspect_describes_an_otel_span_export_and_the_locked_cut(qwen3_path, ca
     assert out.split("\n\n")[0] == (
         f"Agentic sessions (trace {OTEL})\n"
         "  OpenTelemetry spans 17 · tool spans 3 (4.5 s) · calls with no input count (grown from their previous "
-        "call) 1\n"
+        "call) 1 · calls overlapping their agent's call before (sent beside it) 0\n"
         "  sessions 2 · calls 8 · sub-agents 2 · max fan-out 2 · turns fed a tool's result 0\n"
         "  blocks 21 of 64 tokens · input tokens 2660 (longest call 740) · output tokens 172\n"
         "  waits (tool / think time): total 32.72 s, median 0.6 s, max 30.1 s\n"

@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from servelab.config import DatasetSpec
+from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.datasets.agentic import Blocks, Call, describe, ideal_hits
+from servelab.datasets.agentic_chat import chain
 from servelab.datasets.otel import read_otel
 from servelab.datasets.sessions import read_sessions
 from servelab.errors import DatasetError
+from servelab.loadgen.hooks import Hooks
+from servelab.measure.drivers import DRIVERS, Bench
+from servelab.measure.run import _prepare
+from servelab.measure.target import bench_config
+from servelab.metrics.tally import Tally
+from servelab.results.store import RecordSink
 from servelab.sim.kv import block_hashes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_otel.jsonl"
@@ -61,7 +68,8 @@ def test_the_example_export_reads_as_its_sessions():
     assert [c.blocks for c in conv.calls][:2] == [(1, 2, 3), (1, 2, 3, 4, 5, 6, 7)]
     assert conv.calls[6].blocks[:11] == conv.calls[5].blocks and conv.calls[2].blocks == (1, 2, 3)
     assert [(c.input_len, c.output_len) for c in helper.calls] == [(90, 10)]  # the inner LLM span is the same call
-    assert got.about == {"spans": 17, "tool_spans": 3, "tool_s": 4.5, "calls_without_input_tokens": 1}
+    assert got.about == {"spans": 17, "tool_spans": 3, "tool_s": 4.5, "calls_without_input_tokens": 1,
+                         "concurrent_calls": 0}
     assert describe(got.sessions)["sub_agents"] == 2 and describe(got.sessions)["max_fan_out"] == 2
     # an unbounded cache: 176 of call 0's tokens in call 1, 416 of call 1's in call 5, 688 of call 5's in call 6,
     # 144 of explore's first call in its second
@@ -130,6 +138,99 @@ def test_missing_token_counts_grow_from_the_call_before_or_stop_with_one_line(tm
     no_out = write(tmp_path, [chat("c1", "", 0, 1, 10, None)])
     with pytest.raises(DatasetError, match=r"has no gen_ai\.usage\.output_tokens \(nor gen_ai\.request\.max_tokens\)"):
         read_otel(no_out)
+
+
+def group(tmp_path: Path, a: tuple = (1.5, 3.0), b: tuple = (2.0, 4.0), out: int = 10) -> str:
+    """A call, then two calls of one agent whose spans overlap (B starts before A ended), then a
+    call after both: (start, end) in seconds; B ends last by default."""
+    return write(tmp_path, [
+        span("root", "", "invoke_agent", 0.0, 20.0),
+        chat("p", "root", 0.0, 1.0, 100, out),
+        chat("a", "root", *a, 200, out),
+        chat("b", "root", *b, 150, out),
+        chat("j", "root", max(a[1], b[1]) + 1.0, max(a[1], b[1]) + 2.0, 300, out)])
+
+
+def test_overlapping_calls_of_one_agent_are_siblings_and_the_next_call_joins_them_all(tmp_path):
+    got = read_otel(group(tmp_path))
+    (s,) = got.sessions
+    # B waits for what A waits for (P), its recorded offset from P's end, not for A; J joins both,
+    # 1 s after the later end (B's, 4.0 s)
+    assert [(c.parents, c.wait_s, c.t_s) for c in s.calls] == [
+        ((), 0.0, 0.0), ((0,), 0.5, 1.5), ((0,), 1.0, 2.0), ((1, 2), 1.0, 5.0)]
+    # each sibling grows from P (its blocks 1, 2), not from the other; J from B, the one that ended last
+    assert [c.blocks for c in s.calls] == [(1, 2), (1, 2, 3, 4), (1, 2, 5), (1, 2, 5, 6, 7)]
+    assert got.about["concurrent_calls"] == 1
+    assert describe(got.sessions)["calls"] == 4 and describe(got.sessions)["max_fan_out"] == 0
+    # A ending last: J continues A (the last of its parents, as a chat replay's history follows it)
+    (late,) = read_otel(group(tmp_path, a=(1.5, 4.5), b=(2.0, 3.0))).sessions
+    assert (late.calls[3].parents, late.calls[3].blocks[:4]) == ((2, 1), (1, 2, 3, 4))
+    assert chain(late, 3) == [0, 1] and chain(s, 3) == [0, 2] and chain(s, 1) == chain(s, 2) == [0]
+
+
+def test_a_call_starting_while_any_call_of_the_step_runs_is_a_sibling_and_a_sub_agent_spawns_from_one_ended(
+        tmp_path):
+    path = write(tmp_path, [
+        span("root", "", "invoke_agent", 0.0, 20.0),
+        chat("a", "root", 1.0, 5.0, 100, 10),
+        chat("b", "root", 1.2, 2.0, 120, 10),
+        span("w", "root", "invoke_agent", 2.1, 3.0, gen_ai__agent__id="w"),  # spawned by B's tool call
+        chat("wc", "w", 2.2, 2.9, 50, 5),
+        chat("c", "root", 3.5, 4.0, 80, 10),  # after B ended, A still running: a sibling too
+        chat("j", "root", 6.0, 7.0, 300, 10)])
+    (s,) = read_otel(path).sessions
+    assert [(c.agent, c.parents, c.wait_s) for c in s.calls] == [
+        ("", (), 1.0), ("", (), 1.2), ("w", (1,), 0.2),
+        ("", (2,), 0.6),  # and it joins the sub-agent that had ended (2.9 s), as any call of its agent would
+        ("", (1, 3, 0), 1.0)]  # every call of the step (the sub-agent through C), 1 s after A's end (5 s);
+    assert s.calls[4].blocks[:2] == s.calls[0].blocks  # it continues A, the one that ended last (its last parent)
+
+
+def test_a_sub_agents_overlapping_calls_start_from_its_spawner_and_the_parent_joins_both(tmp_path):
+    path = write(tmp_path, [
+        span("root", "", "invoke_agent", 0.0, 20.0),
+        chat("c1", "root", 0.0, 1.0, 100, 10),
+        span("s", "root", "invoke_agent", 1.1, 4.0, gen_ai__agent__id="w"),
+        chat("s1", "s", 1.2, 4.0, 50, 5),
+        chat("s2", "s", 1.5, 3.0, 60, 5),  # beside s1: spawned by c1 too, 0.5 s after it
+        chat("c2", "root", 5.0, 6.0, 200, 10)])
+    (s,) = read_otel(path).sessions
+    assert [(c.agent, c.parents, c.wait_s) for c in s.calls] == [
+        ("", (), 0.0), ("w", (0,), 0.2), ("w", (0,), 0.5), ("", (0, 1, 2), 1.0)]  # c2 joins both of w's calls
+    assert s.calls[1].blocks == (1,) and s.calls[2].blocks == (2,)  # a sub-agent's first step is all new
+
+
+def test_siblings_share_their_predecessors_blocks_not_each_others_in_the_ideal_hit_rate(tmp_path):
+    """Worked by hand at block size 16: P's 100 tokens are blocks 1 and 2 (of 64; the last one
+    short). A (200 tokens: 1, 2, 3, 4) hits P's 6 full cache blocks, 96 tokens; B (150: 1, 2,
+    5) hits 8, 128 tokens — all of blocks 1 and 2, which A's prompt had whole — but not A's
+    block 3; J (300, grown from B: 1, 2, 5, 6, 7) hits B's 9 cache blocks, 144 tokens."""
+    sessions = read_otel(group(tmp_path)).sessions
+    assert ideal_hits(sessions, 16) == (96 + 128 + 144, 100 + 200 + 150 + 300)
+    blocks = Blocks(list(range(1000, 3000)))
+    p, a, b, j = (blocks.prompt(sessions[0], k) for k in range(4))
+    assert a[:100] == b[:100] == p and a[128:144] != b[128:144] and j[:150] == b
+
+
+def test_replayed_on_the_mock_the_siblings_are_in_flight_at_once_and_the_join_waits_for_both(
+        tmp_path, mock_server, qwen3_path):
+    path = group(tmp_path, a=(1.0, 3.0), b=(1.01, 2.0), out=60)  # B sent 10 ms after A; J 1 s after A's end
+    mock = mock_server(ttft_ms=30, itl_ms=5, keep_requests=True)  # a call of 60 tokens streams for ~0.3 s
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
+                     dataset=DatasetSpec(name="otel", path=path, request_id_prefix="r-"),
+                     output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
+    kind = DRIVERS[spec.driver]
+    tokenizer, work = _prepare(spec, kind, "mock")
+    sink = RecordSink(Tally(kind.requests(work)))
+    kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    truth = mock.truth()
+    p, a, b, j = ({r.request_id: r for r in truth.requests}[f"r-t1-{k}"] for k in range(4))
+    # the mock's clock: A and B each arrived after P's last write, and B before A's last write
+    # (serialised, B would wait for A's reply); the mock counted both open at once
+    assert a.recv_ns > p.event_ns[-1] and b.recv_ns > p.event_ns[-1]
+    assert b.recv_ns < a.event_ns[-1] and a.recv_ns < b.event_ns[-1] and max(truth.open_n) == 2
+    assert j.recv_ns - max(a.event_ns[-1], b.event_ns[-1]) >= 1_000_000_000
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -224,7 +224,8 @@ def _otel_line(otel: dict | None) -> str:
     if not otel:
         return ""
     return (f"  OpenTelemetry spans {otel['spans']} · tool spans {otel['tool_spans']} ({otel['tool_s']} s) · calls "
-            f"with no input count (grown from their previous call) {otel['calls_without_input_tokens']}\n")
+            f"with no input count (grown from their previous call) {otel['calls_without_input_tokens']} · calls "
+            f"overlapping their agent's call before (sent beside it) {otel['concurrent_calls']}\n")
 
 
 def _locked_line(locked: dict | None) -> str:

@@ -22,16 +22,26 @@ Read by the GenAI semantic conventions (``gen_ai.operation.name``):
 - any other span (HTTP, a framework's own): a container, looked through.
 
 One session is a ``gen_ai.conversation.id`` (the traces that carry it: a chat's turns), else
-one trace. An agent's calls follow each other in start order; each is sent ``wait_s`` after
-what it waits for completed, the recorded end-to-start gap (the tool's run, the user's
-think time; AgentX's rule: delays from the previous completion).
+one trace. An agent's calls, in start order, make steps: a call that starts after every call
+of its agent's step before it had ended begins the next step and waits for all of them; a
+call that starts while one of them still runs (its span overlaps: a framework firing model
+calls at once) joins that step, sent beside its calls: it waits for what they wait for, not
+for them. Either also waits for its agent's sub-agents that had ended before it started.
+Without overlap every step is one call, each waiting for the one before. Each call is sent
+``wait_s`` after the last of what it waits for completed, the recorded end-to-start gap
+(the tool's run, the user's think time; AgentX's rule: delays from the previous
+completion). A sub-agent is spawned by the call of its parent's step that ended last before
+it started (none ended: its parent's call before it).
 
-Spans carry token counts, not content, so a call's prompt is its agent's previous call's
-prompt, then that call's output, then new tokens (the tool result, the next user turn): the
-blocks of the previous prompt, then new blocks (``BLOCK_SIZE`` tokens, the last one short,
-so the next call can share it whole). A call with no input count grows from its previous
-call by its output alone; one with fewer input tokens than its previous call's prompt had
-its context rewritten (compacted) and shares nothing. An agent's first call is all new.
+Spans carry token counts, not content, so a call's prompt is the prompt it continues, then
+that call's output, then new tokens (the tool result, the next user turn): the blocks of
+that prompt, then new blocks (``BLOCK_SIZE`` tokens, the last one short, so the next call
+can share it whole). A call continues the call of the step before it that ended last (its
+latest context, listed last among its agent's parents; with no overlap, its agent's
+previous call); calls of one step continue the same one, never each other (a call sent
+beside another has not seen its output). A call with no input count grows from the call it
+continues by its output alone; one with fewer input tokens than that call's prompt had its
+context rewritten (compacted) and shares nothing. An agent's first step is all new.
 
 Bad input is one line naming the file, the line and the field.
 """
@@ -92,7 +102,7 @@ def read_otel(path: str) -> OtelTrace:
     tools = [s for s in spans if s.op == "execute_tool"]
     return OtelTrace([s for s in sessions if s.calls], {
         "spans": len(spans), "tool_spans": len(tools), "tool_s": round(sum(s.end - s.start for s in tools) / 1e9, 3),
-        "calls_without_input_tokens": made.grown})
+        "calls_without_input_tokens": made.grown, "concurrent_calls": made.concurrent})
 
 
 def looks_like_otel(path: str) -> bool:
@@ -205,6 +215,7 @@ def _by_trace(spans: list[Span]) -> dict[str, list[Span]]:
 @dataclass(slots=True)
 class _Made:
     grown: int = 0  # calls whose input count was missing (grown from their previous call)
+    concurrent: int = 0  # calls whose span overlapped their agent's calls before: sent beside them
 
 
 @dataclass(slots=True)
@@ -213,6 +224,15 @@ class _Agent:
 
     scope: str  # its block scope: "" for the main agent
     items: list[tuple[int, str, Span]] = field(default_factory=list)  # (start, "call" | "agent", span)
+
+
+@dataclass(slots=True)
+class _Step:
+    """An agent's latest step: its calls sent side by side (one, unless their spans overlapped)."""
+
+    after: tuple[int, ...]  # what each of them waits for
+    base: int | None  # the call their prompts grow from (None: all new)
+    calls: list[int] = field(default_factory=list)
 
 
 class _Builder:
@@ -234,20 +254,42 @@ class _Builder:
             self.agents[span.span] = _Agent(label if scopes[label] == 1 else f"{label}#{scopes[label]}")
         return self.agents[span.span]
 
-    def emit(self, key: str | None, spawned_by: int | None) -> int | None:
-        """Append the agent's calls (its sub-agents' too); its last call's index."""
-        prev, own, pending = spawned_by, None, []
+    def emit(self, key: str | None, spawned_by: int | None) -> tuple[int, ...]:
+        """Append the agent's calls (its sub-agents' too); the calls of its last step."""
+        step, last, pending = _Step(_unique((spawned_by,)), None), spawned_by, []
         for start, kind, span in sorted(self.agents[key].items, key=lambda item: item[0]):
             if kind == "agent":
-                pending.append((self.emit(span.span, prev), span.end))
+                pending.append((self.emit(span.span, self._spawner(step, start, last)), span.end))
                 continue
-            joined = [last for last, end in pending if last is not None and end <= start]
-            pending = [(last, end) for last, end in pending if end > start]
-            parents = tuple(dict.fromkeys(p for p in (prev, *joined) if p is not None))
-            after = max((self.ends[p] for p in parents), default=self.t0)
-            self._call(self.agents[key].scope, span, own, parents, max(0, start - after) / 1e9)
-            prev = own = len(self.calls) - 1
-        return prev
+            joined = tuple(c for calls, end in pending if end <= start for c in calls)
+            pending = [(calls, end) for calls, end in pending if end > start]
+            step = self._step(step, start, joined)
+            after = max((self.ends[p] for p in step.after), default=self.t0)
+            self._call(self.agents[key].scope, span, step.base, step.after, max(0, start - after) / 1e9)
+            last = len(self.calls) - 1
+            step.calls.append(last)
+        return tuple(step.calls) or step.after
+
+    def _step(self, step: _Step, start: int, joined: tuple[int, ...]) -> _Step:
+        """The step of a call starting at ``start``, the sub-agents that had ended by then ``joined``."""
+        if step.calls and start < max(self.ends[c] for c in step.calls):  # beside the step's calls
+            step.after = _unique(step.after + joined)
+            self.made.concurrent += 1
+            return step
+        # after every call of the step: it waits for them all and continues the one that ended
+        # last, the last of its agent's parents (a chat replay's history follows it: agentic_chat.chain)
+        base = self._latest(step.calls, step.base)
+        waits = [c for c in step.calls if c != base] + [base] if step.calls else list(step.after)
+        return _Step(_unique((*waits, *joined)), base)
+
+    def _latest(self, calls: list[int], otherwise: int | None) -> int | None:
+        """The call of ``calls`` that ended last (the later one of a tie), else ``otherwise``."""
+        return max(calls, key=lambda c: (self.ends[c], c)) if calls else otherwise
+
+    def _spawner(self, step: _Step, start: int, last: int | None) -> int | None:
+        """The call that spawned a sub-agent starting at ``start``: the step's call that ended
+        last before it, else the agent's last call (the spawning agent's first call: none)."""
+        return self._latest([c for c in step.calls if self.ends[c] <= start], last)
 
     def _call(self, scope: str, span: Span, own: int | None, parents: tuple[int, ...], wait_s: float) -> None:
         n = _count(span, INPUT_TOKENS)
@@ -294,6 +336,11 @@ def _session(key: str, spans: list[Span], made: _Made) -> Session:
         stack += [(kid, agent, inside, in_llm or span.op in LLM_OPERATIONS) for kid in reversed(span.kids)]
     build.emit(None, None)
     return Session(key, BLOCK_SIZE, tuple(build.calls))
+
+
+def _unique(ids: tuple) -> tuple[int, ...]:
+    """``ids`` without None and repeats, in order."""
+    return tuple(dict.fromkeys(i for i in ids if i is not None))
 
 
 def _count(span: Span, key: str) -> int | None:
