@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from driven import drive
 
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
 
@@ -16,12 +17,6 @@ from servelab.datasets.agentic import Blocks, Call, Session
 from servelab.datasets.agentx import MARKER_TOKENS, start_points
 from servelab.datasets.sessions import read_sessions
 from servelab.errors import InputError
-from servelab.loadgen.hooks import Hooks
-from servelab.measure.drivers import DRIVERS, Bench
-from servelab.measure.run import _prepare
-from servelab.measure.target import bench_config
-from servelab.metrics.tally import Tally
-from servelab.results.store import RecordSink
 
 
 def trace(tmp_path, *conversations: list[dict]) -> str:
@@ -45,16 +40,12 @@ def locked(mock, tok: str, path: str, *, min_s: float = 900.0, tick=None, seed: 
                                          agentic_locked=True, agentic_min_duration_s=min_s),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=tok)
     check_spec(spec)  # the locked spec is accepted as it stands
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks(tick=tick and tick(sink))),
-                     sink).finished(None, {})
+    run = drive(spec, mock=mock, tick=tick)
+    work, drove = run.work, run.drove
     truth = mock.truth()
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"])["prompt"] for r in truth.received
               if r["path"] == "/v1/completions"}
-    return work, drove, sink.tally.records(), truth, bodies
+    return work, drove, run.tally.records(), truth, bodies
 
 
 def test_each_session_starts_with_its_own_marker_its_warm_up_goes_first_and_is_not_counted(
@@ -206,7 +197,8 @@ def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_h
                      dataset=DatasetSpec(name="weka", path=trace(tmp_path, *[growing(6, think=0.0)] * 4),
                                          agentic_locked=True, agentic_min_duration_s=0.01),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    work, drove = drive(spec)
+    run = drive(spec)
+    work, drove = run.work, run.drove
     c = server.engine.counters
     warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
     assert len(warm) == len(work.warm) >= 2
@@ -218,12 +210,6 @@ def test_on_the_sim_engine_the_warm_ups_warm_the_measured_calls_to_their_ideal_h
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(ideal, 4)
 
 
-def drive(spec: BenchSpec):
-    """The spec's sessions sent by its driver, as servelab bench sends them: (work, the driver's run)."""
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    return work, kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work)))).finished(None, {})
 
 
 def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_server, qwen3_path):
@@ -237,7 +223,8 @@ def test_an_otel_export_replayed_on_the_sim_engine_gets_its_ideal_hit_rate(sim_s
                      load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
                      dataset=DatasetSpec(name="otel", path=str(example), trace_max_wait_s=0.05),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    work, drove = drive(spec)
+    run = drive(spec)
+    drove = run.drove
     c = server.engine.counters
     assert (c.prefix_hits, c.prefix_queries) == (1424, 2660)
     assert drove.sections["agentic"]["ideal_prefix_cache_hit_rate"] == round(1424 / 2660, 4)

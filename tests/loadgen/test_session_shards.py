@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from driven import drive
 
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
-from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.session_shards import merged, split_sessions
-from servelab.measure.drivers import DRIVERS, Bench
+from servelab.measure.drivers import DRIVERS
 from servelab.measure.run import _prepare
 from servelab.measure.target import bench_config
-from servelab.metrics.tally import Tally
-from servelab.results.store import RecordSink
 
 SHAPE = (("tool_wait_s", "0.02"), ("fan_out_p", "0.5"), ("turns", "2:4"))
 
@@ -29,12 +27,8 @@ def spec_for(url: str, tok: str, **load) -> BenchSpec:
 
 
 def replay(mock, spec: BenchSpec):
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
-    return work, drove, sink.tally, mock.truth()
+    run = drive(spec, mock=mock)
+    return run.work, run.drove, run.tally, mock.truth()
 
 
 def sent(truth) -> dict:

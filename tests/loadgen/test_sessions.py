@@ -8,19 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from driven import drive
 
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, ServerSpec
 from servelab.datasets.agentic import Blocks, Call, Session
 from servelab.datasets.sessions import read_sessions
-from servelab.loadgen.hooks import Hooks
 from servelab.datasets.agentic import ideal_hits
 from servelab.loadgen.sessions import summary_line
 from servelab.sim.kv import block_hashes
-from servelab.measure.drivers import DRIVERS, Bench
-from servelab.measure.run import _prepare
-from servelab.measure.target import bench_config
-from servelab.metrics.tally import Tally
-from servelab.results.store import RecordSink
 from servelab.sim.model import EngineLimits, SimRequest, StepModel
 from servelab.sim.simulate import simulate
 
@@ -33,12 +28,8 @@ def replay(mock, tok: str, **load):
                      load=LoadSpec(**{"num_warmups": 0, **load}),
                      dataset=DatasetSpec(name="weka", path=str(EXAMPLE), request_id_prefix="r-"),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=tok)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
-    return work, drove, sink.tally.records(), mock.truth()
+    run = drive(spec, mock=mock)
+    return run.work, run.drove, run.tally.records(), mock.truth()
 
 
 def test_each_call_goes_as_its_blocks_token_ids_in_dag_order_with_its_waits(mock_server, qwen3_path):
@@ -182,10 +173,8 @@ def test_replayed_on_the_sim_engine_the_trace_gets_its_ideal_hit_rate_from_its_b
                      load=LoadSpec(num_warmups=1),  # the ready check and a warm-up: neither may warm the cache
                      dataset=DatasetSpec(name="weka", path=str(EXAMPLE), trace_scale=scale),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
+    run = drive(spec)
+    work, drove = run.work, run.drove
     c = server.engine.counters
     warm = [r for r in server.truth.requests if r.request_id.endswith("-warmup")]
     assert warm  # the ready check's probe and the warm-up went first: queried, never hit
@@ -211,10 +200,7 @@ def test_synthetic_sessions_keep_every_parent_before_its_child_on_the_mocks_cloc
                      load=LoadSpec(num_warmups=0, ready_check_timeout_s=0, max_concurrency=4),
                      dataset=DatasetSpec(name="agentic"), output=OutputSpec(progress=False, telemetry=False),
                      tokenizer=qwen3_path)
-    kind = DRIVERS["sessions"]
-    tokenizer, _ = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink)
+    drive(spec, work=work)
     truth = mock.truth()
     got = {r.request_id: r for r in truth.requests}
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"])["prompt"] for r in truth.received}
@@ -236,12 +222,8 @@ def test_a_stop_mid_run_keeps_what_completed_and_reports_the_unfinished_sessions
                      load=LoadSpec(num_warmups=0, ready_check_timeout_s=0),
                      dataset=DatasetSpec(name="weka", path=str(EXAMPLE), request_id_prefix="r-"),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer,
-                           Hooks(tick=lambda: "disk full" if sink.tally.records() else None)), sink).finished(None, {})
-    records = sink.tally.records()
+    run = drive(spec, tick=lambda sink: lambda: "disk full" if sink.tally.records() else None)
+    drove, records = run.drove, run.tally.records()
     assert drove.run.ticked == "disk full" and drove.run.outcome.interrupted
     assert 1 <= len(records) < 8 and all(r.error is None for r in records)  # add-test-1 waits 0.5 s: never sent
     assert "r-add-test-1" not in {r.request_id for r in records}

@@ -6,15 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from driven import drive
+
 from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, ServerSpec
 from servelab.datasets.agentic_chat import DEFAULT_ARGUMENTS, TOOLS, separated
-from servelab.loadgen.hooks import Hooks
 from servelab.loadgen.tool_turns import IGNORE_EOS, REQUIRED_RAN_OUT, chat_line
-from servelab.measure.drivers import DRIVERS, Bench
-from servelab.measure.run import _prepare
-from servelab.measure.target import bench_config
-from servelab.metrics.tally import Tally
-from servelab.results.store import RecordSink
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_weka.jsonl"
 
@@ -24,14 +20,10 @@ def replay(mock, tok: str, tool_choice: str | None = "auto", ignore_eos: bool = 
                      load=LoadSpec(num_warmups=0), request=RequestSpec(tool_choice=tool_choice, ignore_eos=ignore_eos),
                      dataset=DatasetSpec(name="weka", path=str(EXAMPLE), request_id_prefix="r-"),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=tok)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    sink = RecordSink(Tally(kind.requests(work)))
-    mock.reset_truth()
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), sink).finished(None, {})
+    run = drive(spec, mock=mock)
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in mock.truth().received
               if r["path"] == "/v1/chat/completions"}
-    return work, tokenizer, drove.sections["agentic"], sink.tally.records(), mock.truth().by_id(), bodies
+    return run.work, run.tokenizer, run.drove.sections["agentic"], run.tally.records(), mock.truth().by_id(), bodies
 
 
 def test_a_tool_call_is_answered_by_its_id_with_the_stated_result_after_the_tools_wait(mock_server, qwen3_path):
@@ -143,10 +135,8 @@ def test_the_synthetic_generators_tool_turns_each_send_a_tool_message(mock_serve
                      dataset=DatasetSpec(name="agentic", num_prompts=2, seed=3, trace_scale=0.25, request_id_prefix="g-",
                                          agentic_shape=(("tool_wait_s", "0.01"),)),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=qwen3_path)
-    kind = DRIVERS[spec.driver]
-    tokenizer, work = _prepare(spec, kind, "mock")
-    drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, Hooks()), RecordSink(Tally(
-        kind.requests(work)))).finished(None, {})
+    run = drive(spec)
+    work, drove = run.work, run.drove
     bodies = {r["headers"]["x-request-id"]: json.loads(r["body"]) for r in mock.truth().received
               if r["path"] == "/v1/chat/completions"}
     sent = 0
