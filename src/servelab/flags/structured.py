@@ -27,8 +27,8 @@ def add_structured_arguments(p: argparse.ArgumentParser) -> None:
                         "number, an e-mail address), choice (3 lists), or mix (each request draws a kind, then "
                         "a template, uniformly; default)")
     g.add_argument("--structured-field", default=FIELDS[0], metavar="|".join(FIELDS),
-                   help="the request field that carries the constraint: structured_outputs (vLLM's own, read "
-                        "by vLLM alone; default) or response_format (OpenAI's json_schema form, read by vLLM, "
+                   help="the request field that carries the constraint: structured_outputs (vLLM's own field; "
+                        "SGLang and llama.cpp's server do not read it; default) or response_format (OpenAI's json_schema form, read by vLLM, "
                         "SGLang, llama.cpp's server and OpenAI on chat completions; vLLM and SGLang also on "
                         "completions): JSON schemas only, so it needs --structured-kind json")
 
