@@ -30,7 +30,8 @@ def add_structured_arguments(p: argparse.ArgumentParser) -> None:
                    help="the request field that carries the constraint: structured_outputs (vLLM's own field; "
                         "SGLang and llama.cpp's server do not read it; default) or response_format (OpenAI's json_schema form, read by vLLM, "
                         "SGLang, llama.cpp's server and OpenAI on chat completions; vLLM and SGLang also on "
-                        "completions): JSON schemas only, so it needs --structured-kind json")
+                        "completions, where llama.cpp's server ignores it): JSON schemas only, so it needs "
+                        "--structured-kind json")
 
 
 def structured_fields(args: argparse.Namespace) -> dict:
