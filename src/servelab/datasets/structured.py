@@ -16,7 +16,8 @@ sgl-project/sglang) declares it on both request types (a chat request's json_sch
 ``json_schema`` sampling parameter unless ``strict`` is false and the chat template takes it: hence
 ``strict: true``), and takes a regex only as its own top-level ``regex`` field;
 llama.cpp's server (``tools/server/README.md``, ggml-org/llama.cpp) documents it under
-``/v1/chat/completions`` (``json_object`` or ``json_schema``), with no regex or choice form. OpenAI's
+``/v1/chat/completions`` (``json_object`` or ``json_schema``), with no regex or choice form (measured
+through xllamacpp: enforced on chat, dropped with 200 on /v1/completions; docs/structured.md). OpenAI's
 ``response_format`` has no regex or choice form either: those kinds are refused with it (flags/structured.py).
 
 Which requests, and which template each gets, is drawn once from ``--seed`` (its own stream):
