@@ -153,6 +153,7 @@ class RequestSpec:
     # --structured-share of the requests carry a structured-output constraint (datasets/structured.py)
     structured_share: float = 0.0
     structured_kind: str = "mix"  # json | regex | choice | mix
+    structured_field: str = "structured_outputs"  # the request field carrying it | response_format (json only)
     # --session-tools: agentic chat sessions carry the committed tools with this tool_choice
     # ("auto" | "required"; datasets/agentic_chat.TOOLS); None: no tools
     tool_choice: str | None = None

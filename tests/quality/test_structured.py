@@ -86,3 +86,28 @@ def test_extra_body_options_stay_beside_each_constraint():
     fields = assign(samples(4), 1.0, "json", 0, {"disable_any_whitespace": True})
     for f in fields.values():
         assert f["structured_outputs"]["disable_any_whitespace"] is True and constraint(f)[0] == "json"
+
+
+def test_the_default_field_sends_structured_outputs_byte_for_byte_as_before():
+    import json
+
+    assert json.dumps(body_fields("choice", ["a", "b"])) == '{"structured_outputs": {"choice": ["a", "b"]}, "ignore_eos": false}'
+    assert assign(samples(30), 0.5, "mix", 4) == assign(samples(30), 0.5, "mix", 4, None, "structured_outputs")
+
+
+def test_response_format_draws_the_same_requests_and_schemas_and_grades_the_same():
+    from servelab.mock.constrained import constraint_of
+
+    vllm, portable = (assign(samples(50), 0.6, "json", 7, None, f) for f in ("structured_outputs", "response_format"))
+    assert vllm.keys() == portable.keys()
+    names = {json_name for json_name, _ in TEMPLATES["json"]}
+    for rid, f in portable.items():
+        rf = f["response_format"]
+        assert set(f) == {"response_format", "ignore_eos"} and rf["type"] == "json_schema"
+        assert rf["json_schema"]["name"] in names and rf["json_schema"]["strict"] is True
+        assert constraint(f) == constraint(vllm[rid]) == constraint_of(f) == constraint_of(vllm[rid])
+    ids, texts = sorted(vllm), ['{"name": "Ada", "age": 36}'] * len(vllm)
+    lens = [4] * len(ids)
+    a = grade(ids, lens, texts, [""] * len(ids), lens, vllm).section["structured"]
+    b = grade(ids, lens, texts, [""] * len(ids), lens, portable, "response_format").section["structured"]
+    assert (a.pop("field"), b.pop("field")) == ("structured_outputs", "response_format") and a == b

@@ -125,3 +125,80 @@ def test_client_workers_send_the_same_constraints(mock_server, qwen3_path, tmp_p
                  "--workers", "2") == 0
     got = structured(out)
     assert got["valid"] == got["total"] == N // 2 == len(constrained_truth(mock))
+
+
+PORTABLE = ("--structured-kind", "json", "--structured-field", "response_format")
+
+
+@pytest.mark.parametrize("backend, path", [("vllm", "/v1/completions"), ("openai-chat", "/v1/chat/completions")])
+def test_response_format_reaches_the_mock_with_the_schema(backend, path, mock_server, qwen3_path, tmp_path):
+    from servelab.datasets.structured import TEMPLATES
+
+    mock = mock_server(keep_requests=True)
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "0.5", *PORTABLE, "--custom-output-len", "16",
+                 backend=backend) == 0
+    bodies = mock.truth().bodies(path)
+    sent = [b for b in bodies if "response_format" in b]
+    assert len(sent) == N // 2 and not any("structured_outputs" in b for b in bodies)
+    schemas = dict(TEMPLATES["json"])
+    for b in sent:  # OpenAI's json_schema form: a name, the template's schema, strict
+        rf = b["response_format"]
+        assert rf["type"] == "json_schema" and set(rf["json_schema"]) == {"name", "schema", "strict"}
+        assert rf["json_schema"]["strict"] is True and schemas[rf["json_schema"]["name"]] == rf["json_schema"]["schema"]
+        assert b["ignore_eos"] is False
+    got = structured(out)
+    assert got["field"] == "response_format" and got["valid"] == got["total"] == N // 2
+    assert sum(r.honoured for r in constrained_truth(mock)) == N // 2  # the mock honoured each one
+
+
+def test_response_format_grades_exactly_as_structured_outputs(mock_server, qwen3_path, tmp_path):
+    # 8 output tokens: the person schema fits, the order and event schemas are cut; 15% of requests fail.
+    # A fresh mock per field and one request at a time: the k-th request gets the same failure draw in both
+    runs = {}
+    for field in ("structured_outputs", "response_format"):
+        mock = mock_server(error_rate=0.15, keep_requests=True)
+        out = tmp_path / f"{field}.json"
+        assert bench(mock.url, qwen3_path, out, "--structured-share", "0.6", "--structured-kind", "json",
+                     "--structured-field", field, "--seed", "3", "--max-concurrency", "1") == 0
+        got, truth = structured(out), constrained_truth(mock)
+        assert got["field"] == field
+        answered = [r for r in truth if r.finish != "http500"]
+        assert got["failed"] == len(truth) - len(answered) and got["total"] == len(answered)
+        assert {rid for rid, _, ok in got["grades"] if ok} == {r.request_id for r in answered if r.honoured}
+        got["grades"] = [[rid.rsplit("-", 1)[1], kind, ok] for rid, kind, ok in got["grades"]]  # the run's own prefix
+        runs[field] = {k: v for k, v in got.items() if k != "field"}
+    assert runs["structured_outputs"]["cut"] and runs["structured_outputs"]["failed"]
+    assert runs["response_format"] == runs["structured_outputs"]  # same requests, same answers, same counts
+
+
+def test_a_server_that_ignores_response_format_is_named(mock_server, qwen3_path, tmp_path):
+    mock = mock_server(ignore_constraints=True)
+    out = tmp_path / "r.json"
+    assert bench(mock.url, qwen3_path, out, "--structured-share", "1", *PORTABLE, "--custom-output-len", "16") == 0
+    got = structured(out)
+    assert (got["valid"], got["total"], got["verdict"]) == (0, N, "ignored")
+    assert len(constrained_truth(mock)) == N and not any(r.honoured for r in constrained_truth(mock))
+
+
+@pytest.mark.parametrize("kind, said", [
+    (("--structured-kind", "regex"), "--structured-field response_format carries JSON schemas only: not with "
+                                     "--structured-kind regex; give --structured-kind json"),
+    (("--structured-kind", "choice"), "not with --structured-kind choice;"),
+    ((), "not with --structured-kind mix (the default);"),
+])
+def test_response_format_refuses_regex_and_choice_in_one_line(kind, said, mock_server, qwen3_path, tmp_path, capsys):
+    mock = mock_server(keep_requests=True)
+    assert bench(mock.url, qwen3_path, tmp_path / "r.json", "--structured-share", "0.5", *kind,
+                 "--structured-field", "response_format") == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert mock.truth().bodies("/v1/completions") == []  # refused before anything was sent
+
+
+def test_an_unknown_field_is_one_line(mock_server, qwen3_path, tmp_path, capsys):
+    assert bench(mock_server().url, qwen3_path, tmp_path / "r.json", "--structured-share", "0.5",
+                 "--structured-field", "guided_json") == 2
+    err = capsys.readouterr().err
+    assert "--structured-field 'guided_json': choose from structured_outputs, response_format" in err
+    assert "Traceback" not in err

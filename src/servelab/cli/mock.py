@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="a JSON object {prompt: reply}: prompts it holds (or that contain one) get that reply")
     parser.add_argument("--ignore-constraints", action="store_true",
                         help="answer as if a request carried no structured-output constraint (a server that "
-                             "ignores structured_outputs); without it the mock answers a JSON schema, regex or "
-                             "choice with a valid text, cut at max_tokens")
+                             "ignores structured_outputs and response_format); without it the mock answers a JSON "
+                             "schema (either field), regex or choice with a valid text, cut at max_tokens")
     parser.add_argument("--truth-file", default=None, help="write the recorded truth here (JSON) on exit")
 
 

@@ -126,7 +126,8 @@ def _structured(m: Finished, config: BenchConfig) -> dict:
     kept = store.per_request_lists(m.tally, ("generated_texts", "errors", "output_lens"))
     asked = [m.tally.requests[int(i)] for i in m.tally.indices()]
     graded = grade_structured([s.request_id for s in asked], [s.expected_output_len for s in asked],
-                              kept["generated_texts"], kept["errors"], kept["output_lens"], config.request_fields)
+                              kept["generated_texts"], kept["errors"], kept["output_lens"], config.request_fields,
+                              m.spec.request.structured_field)
     for said in graded.lines:
         print("servelab: structured output · " + said)
     return graded.section
@@ -185,7 +186,7 @@ def _per_request(config: BenchConfig, spec: BenchSpec, kind: DriverKind, work) -
     return dataclasses.replace(
         config, request_models=request_models(samples, r.lora_modules, r.lora_assignment, spec.seed),
         request_fields=structured.assign(samples, r.structured_share, r.structured_kind, spec.seed,
-                                         dict(r.extra_body).get(structured.KEY)))
+                                         dict(r.extra_body).get(structured.KEY), r.structured_field))
 
 
 def _with_conversations(config: BenchConfig, spec: BenchSpec, kind: DriverKind, tokenizer) -> BenchConfig:

@@ -1,8 +1,9 @@
 """A constrained request's answer: the mock honours structured outputs, as vLLM does.
 
 vLLM 0.32 reads ``structured_outputs: {"json": schema} | {"regex": pattern} | {"choice": [...]}``
-on /v1/completions and /v1/chat/completions, and a chat request's ``response_format`` of type
-``json_schema``. The mock answers with one text valid against the constraint, drawn from the
+on /v1/completions and /v1/chat/completions, and on both a ``response_format`` of type ``json_schema``
+(OpenAI's form, ``--structured-field response_format``), which overrides ``structured_outputs``' json
+(its ``structured_outputs_from_response_format``). The mock answers with one text valid against the constraint, drawn from the
 prompt's key so the same prompt gets the same text, split into tokens of up to four characters;
 a text longer than ``max_tokens`` is cut there (``finish_reason`` "length"), as a real server's
 would be. ``MockConfig.ignore_constraints`` plays a server that ignores them (its usual words).
@@ -29,19 +30,20 @@ KINDS = ("json", "regex", "choice")
 TOKEN_CHARS = 4  # characters per mock token of a constrained answer
 
 
-def constraint_of(body: dict, chat: bool) -> tuple[str, object] | None:
-    """(kind, value) of the request's constraint, or None."""
+def constraint_of(body: dict) -> tuple[str, object] | None:
+    """(kind, value) of the request's constraint, or None: a ``response_format`` json_schema first, as
+    vLLM lets it override ``structured_outputs``."""
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        schema = (rf.get("json_schema") or {}).get("schema")
+        if isinstance(schema, dict):
+            return "json", schema
     so = body.get("structured_outputs")
     if isinstance(so, dict):
         for kind in KINDS:
             if so.get(kind) is not None:
                 value = so[kind]
                 return kind, (json.loads(value) if kind == "json" and isinstance(value, str) else value)
-    rf = body.get("response_format") if chat else None
-    if isinstance(rf, dict) and rf.get("type") == "json_schema":
-        schema = (rf.get("json_schema") or {}).get("schema")
-        if isinstance(schema, dict):
-            return "json", schema
     return None
 
 

@@ -309,7 +309,7 @@ class Ask:
             messages=body.get("messages") if chat else None,
             prompt=body.get("messages") if chat else body.get("prompt"),
             temperature=_number(body.get("temperature")), seed=body.get("seed"),
-            constraint=constraint_of(body, chat),
+            constraint=constraint_of(body),
             tools=body.get("tools") if chat else None, tool_choice=body.get("tool_choice"),
             last_role=_last_role(body.get("messages")) if chat else None,
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.datasets.structured import KINDS, constraint
+from servelab.datasets.structured import KEY, KINDS, constraint
 from servelab.quality.graders import CONSTRAINT_GRADERS
 
 IGNORED_FROM = 0.5  # invalid / completed at or above this: the server seems to ignore the constraint
@@ -30,9 +30,10 @@ class Graded:
 
 
 def grade(request_ids: list[str], max_tokens: list[int | None], texts: list[str], errors: list[str],
-          output_lens: list[int], fields: dict[str, dict]) -> Graded:
+          output_lens: list[int], fields: dict[str, dict], field: str = KEY) -> Graded:
     """Per request in the run's order (the lists of ``--save-detailed``); ``fields``: request id ->
-    the body fields it carried (loadgen's ``request_fields``)."""
+    the body fields it carried (loadgen's ``request_fields``); ``field``: the request field that carried
+    the constraints (``--structured-field``), recorded beside the counts (the grading is the same)."""
     counts = {k: {"valid": 0, "total": 0, "failed": 0, "cut": 0} for k in KINDS}
     grades = []
     for rid, cap, text, error, n in zip(request_ids, max_tokens, texts, errors, output_lens):
@@ -50,7 +51,7 @@ def grade(request_ids: list[str], max_tokens: list[int | None], texts: list[str]
         c["valid"] += valid
         c["cut"] += cut
         grades.append([rid, kind, valid])
-    return _verdict({k: v for k, v in counts.items() if v["total"] or v["failed"]}, grades)
+    return _verdict({k: v for k, v in counts.items() if v["total"] or v["failed"]}, grades, field)
 
 
 def could_continue(kind: str, value, text: str) -> bool:
@@ -68,7 +69,7 @@ def could_continue(kind: str, value, text: str) -> bool:
     return text.lstrip()[:1] == ("[" if value.get("type") == "array" else "{")
 
 
-def _verdict(by_kind: dict, grades: list) -> Graded:
+def _verdict(by_kind: dict, grades: list, field: str) -> Graded:
     total = sum(c["total"] for c in by_kind.values())
     valid = sum(c["valid"] for c in by_kind.values())
     failed = sum(c["failed"] for c in by_kind.values())
@@ -91,5 +92,5 @@ def _verdict(by_kind: dict, grades: list) -> Graded:
     section = {"structured": {"valid": valid, "total": total, "failed": failed, "cut": cut, "broken": broken,
                               "verdict": verdict, "by_kind": by_kind, "grades": grades,
                               "rule": f"ignored when invalid answers not cut at max_tokens >= {IGNORED_FROM:g} x "
-                                      "completed"}}
+                                      "completed", "field": field}}
     return Graded(section, tuple(lines))

@@ -68,6 +68,7 @@ WHEN_SET = frozenset({
     "agentic_locked", "agentic_min_duration_s",  # DatasetSpec: the AgentX-style locked scenario (issue 36)
     "traceparent",  # RequestSpec: a W3C traceparent header on each request (issue 37)
     "structured_share", "structured_kind",  # RequestSpec: structured-output constraints (issue 36)
+    "structured_field",  # RequestSpec: the request field carrying them (structured_outputs | response_format)
     "tool_choice",  # RequestSpec: agentic chat sessions' tools (issue 36)
 })
 
