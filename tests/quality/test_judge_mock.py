@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from mock_bench import bench as mock_bench
+from mock_bench import write_prompts
 
 from servelab.cli.main import main
 from servelab.quality.tasks import answer_key, builtin
@@ -17,16 +19,11 @@ N = 60
 @pytest.fixture(autouse=True)
 def prompts(tmp_path):
     """N prompts in a custom dataset: another --seed sends the same prompts in another order."""
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"Tell me about item {i}."}) + "\n" for i in range(N)))
-    return path
+    return write_prompts(tmp_path, N, "Tell me about item {}.")
 
 
 def bench(url, tok, out, *extra):
-    return main(["bench", "--backend", "vllm", "--base-url", url, "--model", "mock", "--tokenizer", tok,
-                 "--dataset-name", "custom", "--dataset-path", str(out.parent / "prompts.jsonl"),
-                 "--custom-output-len", "12", "--num-prompts", str(N), "--max-concurrency", "8", "--disable-tqdm", "--save-result",
-                 "--result-dir", str(out.parent), "--result-filename", out.name, *extra])
+    return mock_bench(url, tok, out, *extra, n=N, output_len=12)
 
 
 def result(path):

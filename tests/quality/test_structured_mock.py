@@ -8,24 +8,20 @@ from __future__ import annotations
 import json
 
 import pytest
+from mock_bench import bench as mock_bench
+from mock_bench import write_prompts
 
-from servelab.cli.main import main
 
 N = 60
 
 
 @pytest.fixture(autouse=True)
 def prompts(tmp_path):
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"Describe thing {i}."}) + "\n" for i in range(N)))
-    return path
+    return write_prompts(tmp_path, N, "Describe thing {}.")
 
 
 def bench(url, tok, out, *extra, backend="vllm"):
-    return main(["bench", "--backend", backend, "--base-url", url, "--model", "mock", "--tokenizer", tok,
-                 "--dataset-name", "custom", "--dataset-path", str(out.parent / "prompts.jsonl"),
-                 "--custom-output-len", "8", "--num-prompts", str(N), "--max-concurrency", "8", "--disable-tqdm",
-                 "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name, *extra])
+    return mock_bench(url, tok, out, *extra, n=N, output_len=8, backend=backend)
 
 
 def structured(path) -> dict:
