@@ -9,6 +9,7 @@ from servelab.cli import plan as plan_cli
 from servelab.cli.main import Parser, main
 from servelab.planner import GPUS, MODELS
 from servelab.planner.models import tensor_parallel_sizes
+from servelab.reports.plan_text import format_plan
 
 # vLLM serves these on a GPU; GGUF types are llama.cpp's (their plans print no vLLM share).
 QUANTIZATIONS = ("none", "fp8", "int8", "awq", "gptq")
@@ -26,7 +27,7 @@ def _parser() -> Parser:
 def _printed(argv: list[str]) -> str | None:
     """The plan's text, or None where the model does not fit there."""
     plan = plan_cli.make(_parser().parse_args(argv))
-    return plan_cli.format_plan(plan) if plan.fits else None
+    return format_plan(plan) if plan.fits else None
 
 
 def _gib(text: str, label: str) -> float:

@@ -264,7 +264,8 @@ def test_real_engine_sweep_over_concurrency_reports_its_saturation_point(
 def test_an_slo_search_that_stops_below_the_knee_does_not_name_one():
     from servelab.config import BenchSpec
     from servelab.study.entries import EngineEntry
-    from servelab.sweep.ladder import SweepOutcome, SweepPlan, verdict_lines
+    from servelab.sweep.ladder import SweepOutcome, SweepPlan
+    from servelab.sweep.ladder_text import verdict_lines
     from servelab.search.knee import find_knee
     from servelab.search.points import Point
     from servelab.search.slo import search
@@ -289,7 +290,8 @@ def test_an_slo_search_says_which_requested_loads_it_did_not_run_and_why():
     why (console and sweep.json) — not silently dropped."""
     from servelab.config import BenchSpec
     from servelab.study.entries import EngineEntry
-    from servelab.sweep.ladder import SweepOutcome, SweepPlan, summary, verdict_lines
+    from servelab.sweep.ladder import SweepOutcome, SweepPlan, summary
+    from servelab.sweep.ladder_text import verdict_lines
     from servelab.search.knee import find_knee
     from servelab.search.points import Point
     from servelab.search.slo import search
@@ -341,7 +343,8 @@ def plateau_outcome(ladder_flag: str = "--stop", slo: dict | None = None, measur
 
 
 def test_the_operating_point_is_the_lowest_load_of_the_plateau_bisection_found():
-    from servelab.sweep.ladder import summary, verdict_lines
+    from servelab.sweep.ladder import summary
+    from servelab.sweep.ladder_text import verdict_lines
 
     outcome = plateau_outcome("--loads")
     lines = verdict_lines(outcome)
@@ -355,7 +358,7 @@ def test_the_operating_point_is_the_lowest_load_of_the_plateau_bisection_found()
 
 
 def test_not_saturated_advice_names_the_flag_that_set_the_ladder():
-    from servelab.sweep.ladder import verdict_lines
+    from servelab.sweep.ladder_text import verdict_lines
 
     climbing = {c: Point(c, 100.0 * c, {"median_e2el": 100.0}) for c in (4, 16, 64)}
     loads = verdict_lines(plateau_outcome("--loads", measure=climbing))
@@ -365,7 +368,7 @@ def test_not_saturated_advice_names_the_flag_that_set_the_ladder():
 
 
 def test_a_top_load_within_5_percent_of_a_lower_one_is_not_called_unsaturated():
-    from servelab.sweep.ladder import verdict_lines
+    from servelab.sweep.ladder_text import verdict_lines
 
     flat = {4: Point(4, 1000.0, {"median_e2el": 100.0}), 16: Point(16, 2400.0, {"median_e2el": 400.0}),
             64: Point(64, 2500.0, {"median_e2el": 450.0})}  # +4 % for +12.5 % latency

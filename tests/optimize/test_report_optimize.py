@@ -1,4 +1,4 @@
-"""The optimize note (optimize/report.py, report_text.py, report_page.py) from hand-written
+"""The optimize note (optimize/report.py, report_text.py, report_method.py, report_page.py) from hand-written
 optimize.json files that follow the contract: a throughput run with kept, reverted and simulated
 steps; a latency objective; an interrupted run with no operating point; an external engine where
 only the client was tuned. (Named test_report_optimize.py: tests/cli/test_report.py holds the

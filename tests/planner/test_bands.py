@@ -17,7 +17,7 @@ def test_every_printed_metric_has_a_band():
 
 
 def test_plan_prints_the_fitted_speed_with_bands_only_where_runs_calibrate_the_family():
-    from servelab.cli.plan import format_plan
+    from servelab.reports.plan_text import format_plan
     from servelab.planner import GPUS, PlanSpec, find_model, make_plan
 
     model = find_model("Qwen3-14B")
@@ -57,7 +57,7 @@ def test_setups_the_step_model_has_no_term_for():
 
 
 def test_plan_of_a_moe_prints_the_band_of_published_moe_runs_and_says_what_lies_beyond_the_fit():
-    from servelab.cli.plan import format_plan
+    from servelab.reports.plan_text import format_plan
     from servelab.planner import GPUS, PlanSpec, find_model, make_plan
 
     text = format_plan(make_plan(PlanSpec(model=find_model("Qwen3-30B-A3B"), gpu=GPUS["A100-80GB"],

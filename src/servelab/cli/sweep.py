@@ -96,7 +96,7 @@ def ladder(args: argparse.Namespace) -> list[float]:
 
 def report(outcome, elapsed_s: float) -> str:
     from servelab.results.layout import SWEEP_FILE
-    from servelab.sweep.ladder import table, verdict_lines
+    from servelab.sweep.ladder_text import table, verdict_lines
 
     plan = outcome.plan
     lines = ["", *engine_args.simulated_line(plan.engine), table(outcome), "", *verdict_lines(outcome), ""]

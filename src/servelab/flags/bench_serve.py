@@ -1,5 +1,9 @@
 """``servelab bench`` flags: ``vllm bench serve``'s names, defaults and checks.
 
+The results group (result files, reported metrics, telemetry, plots) and its parsers are
+``flags/output.py``; the dataset, multi-turn, stop-rule and structured-output groups have
+theirs too. This module assembles them and builds the one ``BenchSpec``.
+
 Light on purpose (argparse only at import): ``--help`` must stay instant.
 """
 
@@ -13,11 +17,10 @@ from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Qualit
 from servelab.spec_checks import check_agentic, check_lora, check_num_prompts, check_spec
 from servelab.flags.dataset import add_dataset_arguments, dataset_spec_from_args, json_object, key_values
 from servelab.flags.multi_turn import add_multi_turn_arguments, multi_turn_spec
+from servelab.flags.output import add_output_arguments, parse_goodput, parse_itl_thresholds, parse_percentiles
 from servelab.flags.stop import add_stop_arguments, stop_fields
 from servelab.flags.structured import add_structured_arguments, structured_fields
 
-PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
-SLO_NAMES = ("ttft", "tpot", "e2el")
 # vLLM 0.32's --backend choices, in its order; servelab speaks the first three (client/openai.BACKENDS)
 BACKEND_NAMES = ("vllm", "openai", "openai-chat", "openai-responses", "openai-audio", "openai-embeddings",
                  "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
@@ -41,7 +44,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, *, runs_owned: bool = False,
     _add_sampling(p)
     _add_quality(p)
     add_structured_arguments(p)
-    _add_results(p, hidden=runs_owned)
+    add_output_arguments(p, hidden=runs_owned)
     add_multi_turn_arguments(p)
     p.add_argument("--simulate", action="store_true",
                    help="no server: run the requests through servelab's simulated vLLM scheduler "
@@ -208,90 +211,6 @@ def _add_sampling(p: argparse.ArgumentParser) -> None:
                    help="sent only when given (completions otherwise carry 1.0, as vLLM's)")
 
 
-def _add_results(p: argparse.ArgumentParser, hidden: bool) -> None:
-    """Result files, reported metrics, telemetry and plots. ``hidden``: a command that owns its runs'
-    result files (and has its own "results" group, where they go) shows the rest as what they are."""
-    g = p.add_argument_group("reported metrics, telemetry and plots" if hidden else "results")
-    _add_result_files(g, hidden=hidden)
-    g.add_argument("--metadata", metavar="KEY=VALUE", nargs="*", help="extra keys for the result JSON")
-    g.add_argument("--percentile-metrics", default="ttft,tpot,itl",
-                   help=f"metrics to report percentiles of, from {','.join(PERCENTILE_METRICS)} (default: %(default)s)")
-    g.add_argument("--metric-percentiles", default="99", help="percentiles to report (default: %(default)s)")
-    g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
-    g.add_argument("--disable-tqdm", action="store_true",
-                   help="no live panel or progress line (the panel shows where stderr is a terminal; "
-                        "SERVELAB_LIVE=1 forces it, SERVELAB_LIVE=0 draws the plain line instead)")
-    g.add_argument("--no-telemetry", action="store_true",
-                   help="do not sample the engine's /metrics, the GPU and the client during the run")
-    g.add_argument("--telemetry-interval", type=float, default=0.25, metavar="SECONDS",
-                   help="time between telemetry samples (default %(default)s)")
-    g.add_argument("--gpu-hour-cost", type=float, default=None, metavar="DOLLARS",
-                   help="price of one GPU-hour: adds cost per million output and total tokens (GPU-hours = "
-                        "the engine's GPUs × wall time of the run, and of its steady window; the engine's GPUs: those "
-                        "NVML sees holding its memory or computing)")
-    g.add_argument("--plot-timeline", action="store_true",
-                   help="write <result>.timeline.html: each request's prefill and inter-token gaps over time")
-    g.add_argument("--timeline-itl-thresholds", default="25,50", metavar="MS,MS",
-                   help="ITL colours of the timeline: green below the first, orange, red above the second "
-                        "(default: %(default)s)")
-    g.add_argument("--plot-dataset-stats", action="store_true",
-                   help="write <result>.dataset_stats.png: prompt, output and total token histograms "
-                        "(needs matplotlib)")
-
-def _add_result_files(g, hidden: bool) -> None:
-    """Where the result goes. ``hidden``: parsed (so a clear error can refuse them) but not offered."""
-    def shown(text: str) -> str:
-        return argparse.SUPPRESS if hidden else text
-
-    g.add_argument("--label", default=None, help=shown("result label (default: the backend)"))
-    g.add_argument("--save-result", action="store_true", help=shown("write the result JSON and per-request records"))
-    g.add_argument("--save-detailed", action="store_true",
-                   help=shown("also write per-request lists in the result JSON"))
-    g.add_argument("--append-result", action="store_true", help=shown("append the result to --result-filename"))
-    g.add_argument("--result-dir", default=None,
-                   help=shown("folder of the result file (default: current). Every run streams its records "
-                              "as they complete, saved or not: beside the result, or, unsaved, to "
-                              ".servelab/last.records.jsonl there; after a kill, `servelab results recover DIR`"))
-    g.add_argument("--result-filename", default=None,
-                   help=shown("result file name (default: {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)"))
-    g.add_argument("--llm-d-report", action="store_true",
-                   help="also write each result as an llm-d Benchmark Report v0.2.1 (<result>.llm-d-report.json, "
-                        "valid against its published schema; servelab's own figures under scenario.load.native)")
-
-
-def parse_goodput(items: list[str] | None) -> dict[str, float]:
-    from servelab.errors import InputError
-
-    slo: dict[str, float] = {}
-    for item in items or []:
-        name, sep, value = item.partition(":")
-        try:
-            slo[name] = float(value)
-        except ValueError:
-            raise InputError(f"--goodput: expected KEY:MILLISECONDS, got {item!r}") from None
-        if not sep or name not in SLO_NAMES:
-            raise InputError(f"--goodput: unknown metric {name!r} (use {', '.join(SLO_NAMES)})")
-        if slo[name] < 0:
-            raise InputError(f"--goodput: {name} must be non-negative")
-    return slo
-
-
-def parse_percentiles(metrics: str, percentiles: str) -> tuple[list[str], list[float]]:
-    from servelab.errors import InputError
-
-    names = [m.strip() for m in metrics.split(",") if m.strip()]
-    bad = [m for m in names if m not in PERCENTILE_METRICS]
-    if bad:
-        raise InputError(f"--percentile-metrics: unknown {bad[0]!r} (use {', '.join(PERCENTILE_METRICS)})")
-    try:
-        pcts = [float(p) for p in percentiles.split(",")]
-    except ValueError:
-        raise InputError(f"--metric-percentiles: expected numbers like 50,90,99, got {percentiles!r}") from None
-    if any(not 0 <= p <= 100 for p in pcts):
-        raise InputError("--metric-percentiles: each must be within 0..100")
-    return names, pcts
-
-
 def parse_bench_argv(argv: list[str], prog: str = "servelab bench") -> argparse.Namespace:
     """Parse bench flags given as a list (a study workload, the demo). Any
     argparse complaint becomes one InputError line instead of an exit."""
@@ -400,16 +319,3 @@ def _output(args: argparse.Namespace) -> OutputSpec:
         plot_dataset_stats=args.plot_dataset_stats, gpu_hour_cost=args.gpu_hour_cost,
         timeline_itl_thresholds_ms=parse_itl_thresholds(args.timeline_itl_thresholds),
         llmd_report=args.llm_d_report)
-
-
-def parse_itl_thresholds(text: str) -> tuple[float, float]:
-    """``--timeline-itl-thresholds``: two increasing millisecond values, ``"25,50"``."""
-    from servelab.errors import InputError
-
-    try:
-        values = tuple(float(t) for t in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 2 or not 0 <= values[0] <= values[1]:
-        raise InputError(f"--timeline-itl-thresholds: expected two increasing values in ms like 25,50, got {text!r}")
-    return values  # type: ignore[return-value]

@@ -8,7 +8,7 @@ verdict and its evidence, the change, the measured gain against its noise band, 
 reverted and why; simulated steps labelled SIMULATED), the final configuration as a
 ``vllm serve`` line beside the client's settings, the operating point, the ``servelab
 scale`` command to try next, and the methodology and limits. Every table is built once
-as rows of strings (a :class:`Note`, from ``report_text``): the Markdown pastes them as
+as rows of strings (a :class:`Note`, from ``report_text`` and ``report_method``): the Markdown pastes them as
 pipes (``search/table``), the page (``report_page``) shows the same rows with the study report's stylesheet and
 its SVG plots (``reports/``), so the two never disagree.
 
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import InputError
+from servelab.optimize.report_method import limits, method
 from servelab.optimize.report_text import (
-    Table, all_steps, comparison_table, details, final_lines, limits, method, operating_lines,
+    Table, all_steps, comparison_table, details, final_lines, operating_lines,
     points_table, serve_command, sim_engine, steps_table, summary,
 )
 from servelab.results.layout import OPTIMIZE_FILE, OPTIMIZE_HTML, OPTIMIZE_MD

@@ -30,7 +30,7 @@ from servelab.study.entries import EngineEntry, Workload
 from servelab.search.knee import Knee, climb, find_knee, rule_text
 from servelab.search.points import Point, point_from_result
 from servelab.search.slo import SLOResult, binding, search
-from servelab.search.table import points_table
+from servelab.sweep.ladder_text import point_line, verdict_lines
 
 # over -> (bench flag, what the tables call it, folder prefix, integer loads?)
 LOADS = {"concurrency": ("--max-concurrency", "concurrency", "c", True),
@@ -278,11 +278,6 @@ def _judged_saturated(result: dict | None) -> bool:
     return bool(rules.get("saturated"))
 
 
-def point_line(p: Point, latency_key: str) -> str:
-    return (f"{p.throughput:.1f} out tok/s, {p.request_throughput:.2f} req/s, p99 TTFT "
-            f"{p.latency('p99_ttft'):.0f} ms, {latency_key} {p.latency(latency_key):.0f} ms, {p.errors} errors")
-
-
 def _outcome(plan: SweepPlan, measure: _Measure, slo: SLOResult | None) -> SweepOutcome:
     points = sorted(measure.points.values(), key=lambda p: p.load)
     ladder = [p for p in points if p.load in plan.ladder]
@@ -303,86 +298,7 @@ def _write(plan: SweepPlan, runs: EngineRuns, workloads: list[Workload], outcome
     layout.write_json_atomic(plan.folder / files.SWEEP_FILE, summary(outcome))
 
 
-# --- what is shown and kept ---
-
-def marks(outcome: SweepOutcome) -> dict[float, str]:
-    """Notes for the table: the operating point, the saturated one, the SLO's answer."""
-    out: dict[float, list[str]] = {}
-    if outcome.operating is not None:
-        out.setdefault(outcome.operating.load, []).append("operating point")
-    if outcome.saturated_at is not None:
-        out.setdefault(outcome.saturated_at.load, []).append("saturated")
-    if outcome.slo and outcome.slo.best:
-        out.setdefault(outcome.slo.best.load, []).append("most load meeting SLO")
-    return {load: ", ".join(notes) for load, notes in out.items()}
-
-
-def table(outcome: SweepOutcome) -> str:
-    return points_table(outcome.points, outcome.plan.load_name, marks(outcome), goodput=bool(outcome.plan.slo))
-
-
-def verdict_lines(outcome: SweepOutcome) -> list[str]:
-    plan = outcome.plan
-    lines = [f"knee rule: {rule_text(plan.min_gain, plan.max_latency_growth, plan.latency_key)}"]
-    p = outcome.operating
-    if p is not None:
-        lines.append(f"operating point: {plan.load_name} {p.load:g} — {point_line(p, plan.latency_key)}")
-    elif outcome.judged:
-        lines.append("operating point: none — the lowest load already saturates")
-    lines.append(_saturation_line(outcome))
-    if outcome.over_saturated is not None:
-        lines.append(f"stopped: {plan.load_name} {outcome.over_saturated:g} was judged over-saturated "
-                     "(--stop-when-saturated: outstanding requests and TTFT both rising, 95 % one-sided)")
-    if outcome.slo is not None:
-        lines += slo_lines(outcome.slo, plan.load_name, plan.slo or {}, further(plan))
-    if outcome.not_run:
-        lines.append(f"not run: {plan.load_name} {', '.join(f'{x:g}' for x in outcome.not_run)} of the ladder — "
-                     f"{outcome.not_run_why}")
-    return lines
-
-
-def further(plan: SweepPlan) -> str:
-    """How to look past the top load, in the flag the user gave for the ladder."""
-    return "add a higher load to --loads" if plan.ladder_flag == "--loads" else f"raise {plan.ladder_flag}"
-
-
-def _saturation_line(outcome: SweepOutcome) -> str:
-    k, name = outcome.knee, outcome.plan.load_name
-    if not k.saturated and not outcome.judged:
-        if outcome.over_saturated is not None:
-            return (f"knee: not reached — the ladder stopped at {name} {outcome.over_saturated:g} (judged "
-                    "over-saturated) before any step saturated by the knee rule")
-        return (f"knee: not reached — the SLO search stopped at {name} {outcome.ladder_points[-1].load:g} "
-                "before any step saturated (run without --slo to find it)")
-    if not k.saturated:  # "not saturated" only while the top load is the best by more than min_gain
-        verdict = "not saturated" if k.climbing else "no knee"
-        return f"{verdict}: {k.reason} ({further(outcome.plan)} to look further)"
-    return f"saturated at {name} {outcome.saturated_at.load:g}: {k.reason}"
-
-
-def slo_lines(r: SLOResult, load_name: str, limits: dict[str, float], more: str = "raise --stop") -> list[str]:
-    loads = ", ".join(f"{p.load:g}" for p in r.evidence)
-    lines = [f"SLO: {r.rule}"]
-    if r.status == "none-meets":
-        key = binding(r.first_fail, limits)
-        lines.append(f"SLO: no load meets it — at the lowest, {load_name} {r.first_fail.load:g}: "
-                     f"{_limit_text(r.first_fail, key, limits)}")
-    elif r.status == "all-meet":
-        lines.append(f"SLO: every load meets it, up to {load_name} {r.best.load:g} "
-                     f"(tightest: {_limit_text(r.best, binding(r.best, limits), limits)}); {more}")
-    else:
-        key = binding(r.first_fail, limits)
-        lines.append(f"SLO: most load that meets it: {load_name} {r.best.load:g} (measured), "
-                     f"≈{r.interpolated_load:.1f} interpolated; {load_name} {r.first_fail.load:g} fails: "
-                     f"{_limit_text(r.first_fail, key, limits)}")
-    lines.append(f"SLO evidence: {len(r.evidence)} runs at {load_name} {loads}")
-    return lines
-
-
-def _limit_text(p: Point, key: str, limits: dict[str, float]) -> str:
-    sign = "≤" if p.latency(key) <= limits[key] else ">"
-    return f"{key} {p.latency(key):.0f} ms {sign} {limits[key]:g}"
-
+# --- what is kept (what is shown: ladder_text.py) ---
 
 def summary(outcome: SweepOutcome) -> dict:
     """``sweep.json``: the plan, every point, the verdicts, the plots."""
