@@ -55,3 +55,26 @@ def test_a_wait_cap_is_for_agentic_datasets_and_not_negative():
         check_spec(BenchSpec(dataset=DatasetSpec(trace_max_wait_s=10.0)))
     with pytest.raises(InputError, match=r"^--trace-max-wait must be >= 0 seconds, not -1\.0$"):
         check_spec(BenchSpec(dataset=DatasetSpec(name="agentic", trace_max_wait_s=-1.0)))
+
+
+def test_max_sessions_is_for_agentic_sessions_a_whole_lane_count_and_one_process():
+    with pytest.raises(InputError, match=r"^--max-sessions is for --dataset-name weka or otel or agentic, not random "
+                                         r"\(--max-concurrency caps requests\)$"):
+        check_spec(BenchSpec(load=LoadSpec(max_sessions=2)))
+    with pytest.raises(InputError, match="^--max-sessions must be >= 1, not 0$"):
+        check_spec(BenchSpec(dataset=DatasetSpec(name="agentic"), load=LoadSpec(max_sessions=0)))
+    for split, load in (("--workers", LoadSpec(max_sessions=2, workers=2)), ("--ray", LoadSpec(max_sessions=2, ray="auto"))):
+        with pytest.raises(InputError, match=f"^--max-sessions with {split}: a lane is held in one client process"):
+            check_spec(BenchSpec(dataset=DatasetSpec(name="agentic"), load=load))
+    check_spec(BenchSpec(dataset=DatasetSpec(name="agentic"), load=LoadSpec(max_sessions=2)))  # accepted
+    check_spec(BenchSpec(dataset=DatasetSpec(name="agentic"), load=LoadSpec(max_sessions=1),
+                         simulate=(EngineLimits(), StepModel())))  # the simulator holds lanes too
+
+
+def test_max_sessions_from_the_command_line_is_one_line_without_a_traceback(capsys):
+    from servelab.cli.main import main
+
+    assert main(["bench", "--base-url", "http://127.0.0.1:9", "--dataset-name", "random", "--max-sessions", "4",
+                 "--tokenizer", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-sessions is for --dataset-name" in err[0]

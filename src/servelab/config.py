@@ -104,6 +104,9 @@ class LoadSpec:
     request_rate: float = float("inf")  # inf: every request at t0
     burstiness: float = 1.0  # gamma shape of the gaps; 1 = Poisson
     max_concurrency: int | None = None  # requests in flight at most (the client's cap), whole run
+    # agentic sessions: sessions under way at most (lanes: a session holds one from its start until its
+    # last call ends; the next waits for a lane), as AgentX's --concurrency; None: every session at its start
+    max_sessions: int | None = None
     workers: int = 1  # client processes sharing one schedule (loadgen/workers.py)
     ray: str | None = None  # a Ray cluster's address ("auto": the local one): one shard per node
     ray_connect_timeout_s: float = 30.0  # a Ray head that does not answer in this long is an error, not a hang

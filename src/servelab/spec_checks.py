@@ -124,7 +124,11 @@ def _check_agentic(spec: BenchSpec) -> None:
             raise InputError(f"--agentic-shape is for --dataset-name agentic, not {name}")
         if spec.dataset.trace_max_wait_s is not None:
             raise InputError(f"--trace-max-wait is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name}")
+        if spec.load.max_sessions is not None:
+            raise InputError(f"--max-sessions is for --dataset-name {' or '.join(AGENTIC_DATASETS)}, not {name} "
+                             "(--max-concurrency caps requests)")
         return
+    _check_lanes(spec)
     if not scale > 0:
         raise InputError(f"--trace-scale must be > 0, not {scale}")
     if spec.dataset.trace_max_wait_s is not None and not spec.dataset.trace_max_wait_s >= 0:
@@ -135,6 +139,19 @@ def _check_agentic(spec: BenchSpec) -> None:
         raise InputError(f"--dataset-name {name} replays its own sessions: not with --multi-turn")
     if spec.server.backend == "openai-chat" and spec.simulate is not None:
         raise InputError("--simulate replays sessions as token ids: not with --backend openai-chat (chat sessions)")
+
+
+def _check_lanes(spec: BenchSpec) -> None:
+    """--max-sessions: a whole number of lanes, held by one client process (a lane cannot span shards)."""
+    lanes, load = spec.load.max_sessions, spec.load
+    if lanes is None:
+        return
+    if lanes < 1:
+        raise InputError(f"--max-sessions must be >= 1, not {lanes}")
+    split = "--workers" if load.workers > 1 else "--ray" if load.ray else None
+    if split:
+        raise InputError(f"--max-sessions with {split}: a lane is held in one client process; run the sessions "
+                         f"in one (drop {split})")
 
 
 AGENTX_IDLE_CAP_S = 10.0  # datasets/agentx.IDLE_CAP_S: the one value --trace-max-wait may repeat

@@ -33,9 +33,10 @@ def growing(n: int, step: float = 1.0, think: float = 0.01, first: int = 40) -> 
              "think_time": think} for k in range(n)]
 
 
-def locked(mock, tok: str, path: str, *, min_s: float = 900.0, tick=None, seed: int = 0):
+def locked(mock, tok: str, path: str, *, min_s: float = 900.0, tick=None, seed: int = 0, lanes=None):
     spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
-                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0), request=RequestSpec(ignore_eos=True),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0, max_sessions=lanes),
+                     request=RequestSpec(ignore_eos=True),
                      dataset=DatasetSpec(name="weka", path=path, request_id_prefix="r-", seed=seed,
                                          agentic_locked=True, agentic_min_duration_s=min_s),
                      output=OutputSpec(progress=False, telemetry=False), tokenizer=tok)
@@ -240,3 +241,23 @@ def test_bench_refuses_a_locked_run_with_a_request_rate_in_one_line_before_any_s
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["servelab: error: --agentic-locked replays the trace one fixed way; it conflicts with: --request-rate "
                    "(every session starts at once); --trace-scale 0.5 (every recorded token is sent)"]
+
+
+def test_with_lanes_only_the_first_sessions_start_at_a_drawn_point_the_rest_replay_whole(mock_server, qwen3_path,
+                                                                                      tmp_path):
+    """--max-sessions 2 of 4: two lanes start mid-trajectory with a warm-up, as AgentX's first sessions;
+    the two sessions that take a freed lane replay from their first call with none (its recycled lanes)."""
+    mock = mock_server(ttft_ms=2, itl_ms=1, keep_requests=True)
+    path = trace(tmp_path, *[growing(6, step=1.0, think=0.0) for _ in range(4)])
+    work, drove, records, truth, bodies = locked(mock, qwen3_path, path, lanes=2, seed=3)
+    about = drove.sections["agentic"]["locked"]
+    assert {s.session_id for s in work.warm} <= {"s0", "s1"} and len(work.warm) >= 1
+    assert [len(s.calls) for s in work.sessions[2:]] == [6, 6]  # whole
+    assert about["start_points"].endswith("(the first 2, one per lane; the 2 after them replay whole)")
+    assert len(work.requests) + about["warm_up_calls"] + about["calls_before_start"] == 24
+    got = {r.request_id: r for r in truth.requests}
+    # a recycled session's first call arrived after a lane's session had written its last reply
+    ends = {sid: max(r.event_ns[-1] for rid, r in got.items() if rid.startswith(f"r-{sid}-") and
+                     not rid.endswith("-warmup")) for sid in ("s0", "s1")}
+    for sid in ("s2", "s3"):
+        assert got[f"r-{sid}-0"].recv_ns > min(ends.values())

@@ -266,3 +266,41 @@ def test_the_engines_block_size_is_read_from_what_the_run_knows_else_assumed():
         64, "engine args (--block-size)")
     assert engine_block_size(None, None) == (16, "assumed (vLLM's default; the engine did not say)")
     assert measured(None, None)["rate"] is None  # no counters: unknown, not 0
+
+
+def _under_way(truth, sessions) -> dict[str, tuple[int, int]]:
+    """Per session, on the mock's clock: its first call's arrival and its last reply's last write."""
+    got = {r.request_id: r for r in truth.requests}
+    return {s.session_id: (min(got[f"r-{s.session_id}-{k}"].recv_ns for k in range(len(s.calls))),
+                           max(got[f"r-{s.session_id}-{k}"].event_ns[-1] for k in range(len(s.calls))))
+            for s in sessions}
+
+
+@pytest.mark.parametrize("lanes", [None, 2])
+def test_max_sessions_holds_sessions_to_their_lanes_on_the_mocks_clock(mock_server, qwen3_path, lanes):
+    """At each session's first arrival, fewer than ``lanes`` other sessions were under way (first arrival
+    to last write, sub-agents included), and a session waited for one to end; without lanes all six
+    start at once."""
+    import numpy as np
+
+    from servelab.datasets.agentic import bundle, describe
+    from servelab.datasets.agentic_synth import Shape, synthesize
+
+    mock = mock_server(ttft_ms=5, itl_ms=1, keep_requests=True)
+    sessions = synthesize(6, Shape(tool_wait_s=0.02, fan_out_p=0.5), np.random.default_rng(5))
+    work = bundle(sessions, "r-", describe(sessions), Blocks(VOCAB))
+    spec = BenchSpec(server=ServerSpec(base_url=mock.url, backend="vllm", model="mock"),
+                     load=LoadSpec(num_warmups=0, ready_check_timeout_s=0, max_sessions=lanes),
+                     dataset=DatasetSpec(name="agentic"), output=OutputSpec(progress=False, telemetry=False),
+                     tokenizer=qwen3_path)
+    drive(spec, work=work, mock=mock)
+    spans = _under_way(mock.truth(), sessions)
+    overlap = {sid: sum(1 for other, (a, b) in spans.items() if other != sid and a <= start < b)
+               for sid, (start, _) in spans.items()}
+    if lanes is None:
+        assert max(overlap.values()) == 5
+        return
+    assert max(overlap.values()) <= lanes - 1
+    late = [sid for sid, (start, _) in spans.items() if any(b < start for other, (_, b) in spans.items()
+                                                             if other != sid)]
+    assert len(late) == 4  # four sessions took a lane another had left

@@ -125,3 +125,21 @@ def test_the_diagnosis_names_the_eviction_with_its_evidence_when_the_trace_outgr
     big = execute(parse_bench_spec(["--simulate", "--dataset-name", "weka", "--dataset-path", str(trace),
                                     "--tokenizer", qwen3_path, "--disable-tqdm", "--max-concurrency", "1"])).result
     assert "prefix-cache-eviction" not in {v["id"] for v in big["servelab"]["diagnosis"]["verdicts"]}
+
+
+def test_one_lane_replays_the_sessions_one_after_another_on_the_simulators_clock(qwen3_path, tmp_path):
+    """--max-sessions 1: the run lasts at least the sum of the sessions' makespans (none overlaps);
+    without it they overlap, and the run is shorter than that sum."""
+    trace = long_contexts(tmp_path / "long.jsonl")
+
+    def run(*extra):
+        result = simulate(qwen3_path, trace, "--sim-kv-cache-tokens", "65536", *extra)
+        spans = [s["makespan_s"] for s in result["servelab"]["agentic"]["per_session"]]
+        return result["duration"], spans
+
+    duration, spans = run("--max-sessions", "1")
+    assert len(spans) == 3 and min(spans) >= 5.0 and duration >= sum(spans)
+    lanes = simulate(qwen3_path, trace, "--max-sessions", "1")["servelab"]["agentic"]
+    assert lanes["max_sessions"] == 1
+    together, spans = run()
+    assert together < sum(spans) and together < duration

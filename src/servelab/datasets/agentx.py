@@ -53,12 +53,18 @@ class Marked(Blocks):
         return mark + ids[len(mark):]
 
 
-def start_points(sessions: list[Session], rng: np.random.Generator) -> tuple[list[Session], list[Session], dict]:
+def start_points(sessions: list[Session], rng: np.random.Generator,
+                 lanes: int | None = None) -> tuple[list[Session], list[Session], dict]:
     """(the measured sessions, each session's warm-up calls as a session of their own, what
     was drawn): see the module's docstring. Session ids are kept (a warm-up's blocks and
-    marker are its session's)."""
+    marker are its session's). With ``lanes`` (--max-sessions), only the first ``lanes``
+    sessions start at a drawn point; the later ones take a lane another left, and replay whole
+    with no warm-up, as AgentX's recycled lanes do (its FAQ, §6)."""
     measured, warm, dropped = [], [], 0
-    for s in _unique(sessions):
+    for n, s in enumerate(_unique(sessions)):
+        if lanes is not None and n >= lanes:
+            measured.append(s)
+            continue
         main = [c.t_s or 0.0 for c in s.calls if not c.agent]
         t_star = float(rng.uniform(0.0, max(main, default=0.0)))
         keep, warm_up = _split(s, t_star)
@@ -67,8 +73,10 @@ def start_points(sessions: list[Session], rng: np.random.Generator) -> tuple[lis
         if warm_up is not None:
             warm.append(Session(s.session_id, s.block_size, (dataclasses.replace(s.calls[warm_up], parents=(),
                                                                                   wait_s=0.0),)))
-    return measured, warm, {"start_points": "uniform over each session's recorded run", "warm_up_calls": len(warm),
-                            "calls_before_start": dropped}
+    points = "uniform over each session's recorded run"
+    if lanes is not None and len(measured) > lanes:
+        points += f" (the first {lanes}, one per lane; the {len(measured) - lanes} after them replay whole)"
+    return measured, warm, {"start_points": points, "warm_up_calls": len(warm), "calls_before_start": dropped}
 
 
 def _unique(sessions: list[Session]) -> list[Session]:

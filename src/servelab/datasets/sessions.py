@@ -47,13 +47,15 @@ def _read_trace(spec: DatasetSpec) -> tuple[list, dict]:
     return got.sessions, {"trace": spec.path, "trace_format": "otel", "otel": got.about}
 
 
-def sample_sessions(spec: DatasetSpec, tokenizer) -> Sessions:
+def sample_sessions(spec: DatasetSpec, tokenizer, lanes: int | None = None) -> Sessions:
+    """The sessions to send; ``lanes`` (--max-sessions) tells the locked scenario which of them
+    start at a sampled point (datasets/agentx.start_points)."""
     sessions, about = read_sessions(spec)
     vocab = sorted(set(tokenizer.vocab_ids()) - tokenizer.special_ids)
     prefix = spec.request_id_prefix or "bench-"
     if not spec.agentic_locked:
         return bundle(sessions, prefix, {**about, **describe(sessions)}, Blocks(vocab))
-    measured, warm, drawn = start_points(sessions, np.random.default_rng(spec.seed))
+    measured, warm, drawn = start_points(sessions, np.random.default_rng(spec.seed), lanes)
     blocks = Marked(vocab)
     locked = {"locked": {**drawn, "cache_bust_nonce": blocks.nonce, "marker_tokens": MARKER_TOKENS}}
     return bundle(measured, prefix, {**about, **describe(measured), **locked}, blocks, tuple(warm))

@@ -279,6 +279,7 @@ def _server(args: argparse.Namespace) -> ServerSpec:
 
 def _load(args: argparse.Namespace) -> LoadSpec:
     return LoadSpec(request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+                    max_sessions=args.max_sessions,
                     workers=args.workers, ray=args.ray,
                     ray_connect_timeout_s=args.ray_connect_timeout_s, num_warmups=args.num_warmups,
                     ready_check_timeout_s=args.ready_check_timeout_sec, ramp_up_strategy=args.ramp_up_strategy,

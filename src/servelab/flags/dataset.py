@@ -145,6 +145,13 @@ def _add_other_datasets(parser) -> None:
     g.add_argument("--agentic-shape", metavar="KEY=VALUE", nargs="*", default=None,
                    help="agentic: the synthetic sessions' distributions over their defaults (docs/agentic.md), "
                         "e.g. turns=2:5 fan_out_p=0.5 tool_wait_s=2 output_tokens=64")
+    g.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                   help="weka / otel / agentic: at most N sessions under way at once — lanes, as AgentX's "
+                        "--concurrency: a session holds one from its start until its last call (sub-agents "
+                        "included) ends, and the next session starts when a lane frees; --max-concurrency still "
+                        "caps calls in flight. Under --agentic-locked only the first N sessions start at a sampled "
+                        "point; the rest replay whole, as AgentX's recycled lanes (default: every session at its "
+                        "start)")
     g.add_argument("--agentic-locked", action="store_true",
                    help="weka / otel: the AgentX-style locked scenario (docs/agentic.md): delays from the previous "
                         "completion, idle gaps capped at 10 s, a cache-bust marker per session, start points "

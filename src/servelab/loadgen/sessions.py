@@ -9,7 +9,9 @@ caps calls in flight; a call waiting for its parents or its wait holds no slot.
 
 Prompts are token ids to ``/v1/completions`` (block-exact: datasets/agentic.Blocks makes a
 call's ids as it is sent, so a run holds one copy of each block, not of each prompt); with
-``--backend openai-chat``, chat messages, tool calls included (loadgen/tool_turns.py). A call
+``--backend openai-chat``, chat messages, tool calls included (loadgen/tool_turns.py).
+``--max-sessions N`` holds sessions to N lanes (AgentX's ``--concurrency``): a session due
+while every lane is taken starts when one frees, its roots' waits counted from then. A call
 that fails cuts its session: the calls that depend on it are never sent (counted as
 ``abandoned``); the session is reported cut, with the calls it had done.
 
@@ -55,11 +57,13 @@ class Agentic:
     timing: dict[int, tuple[int, int]] = field(default_factory=dict)  # request index -> (TTFT, E2E) ns, answered
     warmups: list = field(default_factory=list)  # --agentic-locked: the warm-up turns' responses (loadgen/agentx.py)
     chat: ChatTurns | None = None  # a chat run's messages and replies (None: token ids)
+    lanes: int | None = None  # --max-sessions: sessions under way at most
 
     def section(self, engine_block_size: int = ENGINE_BLOCK_SIZE) -> dict:
         """The result's ``agentic`` section: where the sessions came from, the ideal hit rate,
         and each session's makespan, calls and TTFT / E2E per call (ms)."""
         chat = {"chat": self.chat.section()} if self.chat else {}
+        chat |= {"max_sessions": self.lanes} if self.lanes else {}
         return {**self.work.about, "ideal_prefix_cache_hit_rate": round(ideal_rate(self.work, engine_block_size), 4),
                 "ideal_at_block_size": engine_block_size, **chat, "per_session": self.per_session()}
 
@@ -83,10 +87,11 @@ def summary_line(section: dict) -> str:
     """The run's sessions in one console line (the result's ``agentic`` section has them all)."""
     spans = sorted(s["makespan_s"] for s in section["per_session"] if s["makespan_s"] is not None)
     cut = sum(s["cut"] for s in section["per_session"])
+    lanes = f" in {section['max_sessions']} lanes" if section.get("max_sessions") else ""
     scaled = f"; scaled ×{section['trace_scale']} (blocks of {'/'.join(map(str, section['block_size']))} tokens)" \
         if section.get("scaled") else ""
     made = f"{spans[len(spans) // 2]:.2f} s median, {spans[-1]:.2f} s max" if spans else "none completed"
-    return (f"servelab: agentic: {section['sessions']} sessions, {section['calls']} calls, {section['sub_agents']} "
+    return (f"servelab: agentic: {section['sessions']} sessions{lanes}, {section['calls']} calls, {section['sub_agents']} "
             f"sub-agents (fan-out up to {section['max_fan_out']}){scaled}; makespan {made}; {cut} cut; ideal "
             f"prefix-cache hit rate {section['ideal_prefix_cache_hit_rate']:.1%} at block size "
             f"{section['ideal_at_block_size']}")
@@ -113,7 +118,8 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
         raise InputError(f"agentic sessions are sent as completions or chat requests, not {config.kind}")
     counters = counters or Counters()
     pool = Pool(config.base_url, verify_tls=config.verify_tls)
-    agentic = Agentic(work, chat=ChatTurns(config, work, tokenizer) if config.kind == "chat" else None)
+    agentic = Agentic(work, chat=ChatTurns(config, work, tokenizer) if config.kind == "chat" else None,
+                      lanes=config.load.max_sessions)
     try:
         await _probe(config, pool, work, agentic.chat)
         agentic.warmups = await send_warmups(config, pool, work)  # none unless --agentic-locked
@@ -154,9 +160,17 @@ async def _dispatch(pool, config, work: Sessions, offsets, stop, counters, agent
         sink.add(i, replace(record, conversation_id=work.sessions[si].session_id, turn=i - first[si]),
                  counters.t0_ns)
 
+    lanes = asyncio.Semaphore(config.load.max_sessions) if config.load.max_sessions else None
+
+    async def in_lane(run: _Session, intended: int) -> None:
+        """A session under --max-sessions: it starts when a lane is free (its roots' waits count
+        from then), and holds the lane until its last call ended. Waiters get lanes in start order."""
+        async with lanes:
+            await run.go(max(intended, _now()))
+
     def release(si: int, intended: int) -> asyncio.Task:
         run = _Session(pool, config, work, si, first[si], sem, counters, agentic, stopper, on_done)
-        return asyncio.ensure_future(run.go(intended))
+        return asyncio.ensure_future(run.go(intended) if lanes is None else in_lane(run, intended))
 
     try:
         done = await dispatch(offsets, release, stop, counters, t0_ns)

@@ -4,7 +4,8 @@ The simulated engine (sim/simulate.py) takes who sends as an argument; here it i
 ``DagClient`` that sends a call as the ``sessions`` driver would (loadgen/sessions.py):
 a root ``wait_s`` after its session's start (the arrival schedule, one start per
 session), any other call ``wait_s`` after the last of its parents ended; at most
-``--max-concurrency`` in flight, the earliest due first (its index breaking a tie). A
+``--max-concurrency`` in flight, the earliest due first (its index breaking a tie); under
+``--max-sessions``, a session waits for a lane as the live driver's does. A
 call that fails (too long for the KV cache) cuts its session: its dependants are never
 sent, counted as abandoned. Prompts are the calls' own token ids
 (``datasets.agentic.Blocks.prompt``), so the simulator's block manager sees the very
@@ -32,10 +33,11 @@ from servelab.sim.simulate import SimResult, simulate
 class DagClient:
     """Sends each call once its parents ended and its wait passed (sim.simulate.Client)."""
 
-    def __init__(self, work: Sessions, starts_ns, cap: int | None) -> None:
-        first = work.first()
+    def __init__(self, work: Sessions, starts_ns, cap: int | None, lanes: int | None = None) -> None:
+        self.first = work.first()
         self.calls = [(si, k, c) for si, s in enumerate(work.sessions) for k, c in enumerate(s.calls)]
-        self.kids = [[first[si] + j for j in kids] for si, s in enumerate(work.sessions) for kids in s.children()]
+        self.kids = [[self.first[si] + j for j in kids] for si, s in enumerate(work.sessions)
+                     for kids in s.children()]
         self.left = [len(c.parents) for _, _, c in self.calls]  # parents still running
         self.after = [0] * len(self.calls)  # the latest parent's end so far
         self.due: list[int | None] = [None] * len(self.calls)
@@ -43,9 +45,25 @@ class DagClient:
         self.abandoned: dict[int, int] = {}  # session -> calls never sent for a failed parent
         self.ready: list[tuple[int, int]] = []  # (due, index)
         self.slots = [0] * cap if cap else None  # min-heap of times a slot became free
-        for i, (si, _, c) in enumerate(self.calls):
-            if not c.parents:
-                self._ready(i, int(starts_ns[si]))
+        self.starts = [int(t) for t in starts_ns]
+        self.sizes = [len(s.calls) for s in work.sessions]
+        self.open = list(self.sizes)  # per session: calls not yet ended or abandoned
+        # --max-sessions: sessions take lanes in start order; one waits for a lane to free
+        self.queued = list(range(len(work.sessions)))[lanes:] if lanes else []
+        for si in range(len(work.sessions))[:lanes]:
+            self._start(si, self.starts[si])
+
+    def _start(self, si: int, at_ns: int) -> None:
+        for j, call in enumerate(self.calls[self.first[si]:self.first[si] + self.sizes[si]]):
+            if not call[2].parents:
+                self._ready(self.first[si] + j, at_ns)
+
+    def _ended(self, si: int, t_ns: int) -> None:
+        """One of the session's calls ended or was abandoned; its last frees its lane at ``t_ns``."""
+        self.open[si] -= 1
+        if self.open[si] == 0 and self.queued:
+            nxt = self.queued.pop(0)
+            self._start(nxt, max(self.starts[nxt], t_ns))
 
     def _ready(self, i: int, after_ns: int) -> None:
         self.due[i] = after_ns + round(self.calls[i][2].wait_s * 1e9)
@@ -69,14 +87,15 @@ class DagClient:
             heapq.heappush(self.slots, t_ns)
         for child in self.kids[index]:
             if not ok:
-                self._abandon(child)
+                self._abandon(child, t_ns)
                 continue
             self.after[child] = max(self.after[child], t_ns)
             self.left[child] -= 1
             if self.left[child] == 0 and not self.dead[child]:
                 self._ready(child, self.after[child])
+        self._ended(self.calls[index][0], t_ns)
 
-    def _abandon(self, i: int) -> None:
+    def _abandon(self, i: int, t_ns: int) -> None:
         """A call whose parent failed, and every call that waits on it: never sent."""
         if self.dead[i]:
             return
@@ -84,7 +103,8 @@ class DagClient:
         si = self.calls[i][0]
         self.abandoned[si] = self.abandoned.get(si, 0) + 1
         for child in self.kids[i]:
-            self._abandon(child)
+            self._abandon(child, t_ns)
+        self._ended(si, t_ns)
 
 
 def run_simulated_sessions(config: BenchConfig, work: Sessions, limits: EngineLimits, model: StepModel,
@@ -93,10 +113,10 @@ def run_simulated_sessions(config: BenchConfig, work: Sessions, limits: EngineLi
     sent (each also added to ``sink``, indexed as ``work.requests``), and what the sessions did."""
     requests = [SimRequest(0, c.input_len, c.output_len, tuple(work.blocks.prompt(s, k)))
                 for s in work.sessions for k, c in enumerate(s.calls)]
-    client = DagClient(work, schedule(config, work.sessions), config.load.max_concurrency)
+    client = DagClient(work, schedule(config, work.sessions), config.load.max_concurrency, config.load.max_sessions)
     t0, wall0 = time.perf_counter_ns(), time.time()
     sim = simulate(requests, limits, model, client=client)
-    agentic, records = Agentic(work, abandoned=client.abandoned), []
+    agentic, records = Agentic(work, abandoned=client.abandoned, lanes=config.load.max_sessions), []
     for i, em in enumerate(sim.emissions):
         if em is None:
             continue

@@ -114,7 +114,7 @@ class DriverKind:
         if self.work == "conversations":
             return sample_conversations(spec.dataset, spec.multi_turn, tokenizer)
         if self.work == "sessions":
-            return sample_sessions(spec.dataset, tokenizer)
+            return sample_sessions(spec.dataset, tokenizer, spec.load.max_sessions)
         return prepare_requests(spec.dataset, tokenizer)
 
     def requests(self, work: Sample | list[Conversation] | Sessions) -> Sequence[SampleRequest]:

@@ -70,6 +70,7 @@ WHEN_SET = frozenset({
     "structured_share", "structured_kind",  # RequestSpec: structured-output constraints (issue 36)
     "structured_field",  # RequestSpec: the request field carrying them (structured_outputs | response_format)
     "tool_choice",  # RequestSpec: agentic chat sessions' tools (issue 36)
+    "max_sessions",  # LoadSpec: agentic sessions under way at most (lanes)
 })
 
 
