@@ -13,6 +13,7 @@ from servelab.datasets.agentic import ideal_hits
 from servelab.datasets.sessions import read_sessions
 from servelab.config import DatasetSpec
 from servelab.flags.bench_serve import parse_bench_spec
+from servelab.loadgen.sessions import summary_line
 from servelab.measure.run import execute
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agentic_weka.jsonl"
@@ -141,5 +142,6 @@ def test_one_lane_replays_the_sessions_one_after_another_on_the_simulators_clock
     assert len(spans) == 3 and min(spans) >= 5.0 and duration >= sum(spans)
     lanes = simulate(qwen3_path, trace, "--max-sessions", "1")["servelab"]["agentic"]
     assert lanes["max_sessions"] == 1
+    assert summary_line(lanes).startswith("servelab: agentic: 3 sessions in 1 lane, 6 calls,")
     together, spans = run()
     assert together < sum(spans) and together < duration

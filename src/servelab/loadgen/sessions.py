@@ -87,7 +87,8 @@ def summary_line(section: dict) -> str:
     """The run's sessions in one console line (the result's ``agentic`` section has them all)."""
     spans = sorted(s["makespan_s"] for s in section["per_session"] if s["makespan_s"] is not None)
     cut = sum(s["cut"] for s in section["per_session"])
-    lanes = f" in {section['max_sessions']} lanes" if section.get("max_sessions") else ""
+    n = section.get("max_sessions")
+    lanes = f" in {n} lane{'s' if n != 1 else ''}" if n else ""
     scaled = f"; scaled ×{section['trace_scale']} (blocks of {'/'.join(map(str, section['block_size']))} tokens)" \
         if section.get("scaled") else ""
     made = f"{spans[len(spans) // 2]:.2f} s median, {spans[-1]:.2f} s max" if spans else "none completed"
