@@ -251,7 +251,16 @@ def test_on_a_served_engine_the_measured_rate_comes_from_its_metrics_beside_the_
     assert agentic["measured_prefix_cache"] == {"rate": 0.254, "hits": 320, "queries": 1260,
                                                 "source": "engine metrics (prefix_cache_hits / queries)"}
     assert agentic["ideal_prefix_cache_hit_rate"] == 0.254
-    assert "ideal prefix-cache hit rate 25.4% at block size 32; 25.4% measured (engine metrics" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ideal prefix-cache hit rate 25.4% at block size 32; 25.4% measured (engine metrics" in out
+    assert agentic["cache_warm_before_run"] is False and "above the ideal" not in out
+    # the same trace again on the same engine: its blocks are cached from the first run, so the
+    # measured rate passes the ideal, which no cold cache can; the result and the line say so
+    again = execute(spec).result["servelab"]["agentic"]
+    assert again["measured_prefix_cache_hit_rate"] > again["ideal_prefix_cache_hit_rate"] == 0.254
+    assert again["cache_warm_before_run"] is True
+    assert ("above the ideal: the cache held this trace's blocks before the run (an earlier run's)"
+            in capsys.readouterr().out)
 
 
 def test_the_engines_block_size_is_read_from_what_the_run_knows_else_assumed():
