@@ -135,6 +135,20 @@ def _add_other_datasets(parser) -> None:
                        help=f"the trace's JSON key for the {name.replace('-', ' ')} (default: %(default)s)")
     g.add_argument("--timed-trace-sec-multiplier", type=float, default=_D.timed_trace_sec_multiplier,
                    help="timestamps times this are seconds, e.g. 0.001 for ms (default: %(default)s)")
+    _add_agentic(g)
+    _add_multimodal(parser)
+    g = parser.add_argument_group("other vLLM dataset options")
+    g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf blazedit (default: %(default)s)")
+    g.add_argument("--blazedit-max-distance", type=float, default=1.0, help="hf blazedit (default: %(default)s)")
+    g.add_argument("--bfcl-categories", default=None, help="hf BFCL categories, comma-separated")
+    g.add_argument("--no-reranker", action="store_true", help="random-rerank: the model does not rerank natively")
+    g.add_argument("--random-batch-size", type=int, default=1,
+                   help="prompts per request, for embeddings benchmarks only (servelab measures generation: "
+                        "values above 1 are an error) (default: %(default)s)")
+
+
+def _add_agentic(g) -> None:
+    """Agentic sessions' flags (weka, otel, agentic), listed in the timed-trace group as before."""
     g.add_argument("--trace-scale", type=float, default=_D.trace_scale,
                    help="weka / otel / agentic: every length times this (block size, contexts, outputs), the blocks' "
                         "sharing kept, to fit long agent contexts to a small engine; the result says so "
@@ -160,15 +174,6 @@ def _add_other_datasets(parser) -> None:
     g.add_argument("--agentic-min-duration", type=float, default=_D.agentic_min_duration_s, metavar="SECONDS",
                    dest="agentic_min_duration_s",
                    help="--agentic-locked: a run shorter than this is invalid (default: %(default)s, AgentX's floor)")
-    _add_multimodal(parser)
-    g = parser.add_argument_group("other vLLM dataset options")
-    g.add_argument("--blazedit-min-distance", type=float, default=0.0, help="hf blazedit (default: %(default)s)")
-    g.add_argument("--blazedit-max-distance", type=float, default=1.0, help="hf blazedit (default: %(default)s)")
-    g.add_argument("--bfcl-categories", default=None, help="hf BFCL categories, comma-separated")
-    g.add_argument("--no-reranker", action="store_true", help="random-rerank: the model does not rerank natively")
-    g.add_argument("--random-batch-size", type=int, default=1,
-                   help="prompts per request, for embeddings benchmarks only (servelab measures generation: "
-                        "values above 1 are an error) (default: %(default)s)")
 
 
 def _add_multimodal(parser) -> None:
