@@ -49,7 +49,9 @@ def test_max_num_seqs_2_under_32_streams_is_a_scheduler_cap(tmp_path, capsys, on
         # The API server can go silent under this load on 2 cores (CI once got answers only in the
         # run's last second): the cap is then seen from the client's count, saying why, never from a
         # sliver of drain (issue: that read "1 running, 0 waiting" and blamed the client's cap).
-        assert top["level"] == "medium" and "its samples cover" in top["summary"]
+        # CI has seen both: answers covering 4% of the run, and one answer, from before the queue formed.
+        unseen = next(x for x in diagnosis["not_checked"] if x.startswith("engine /metrics: "))
+        assert top["level"] == "medium" and unseen.removeprefix("engine /metrics: ") in top["summary"]
         assert top["evidence"]["client_in_flight_max"] == 32
         return
     assert top["level"] == "high" and top["evidence"]["running_max"] == 2
@@ -68,12 +70,17 @@ def test_default_engine_under_2_streams_is_the_clients_cap(tmp_path, capsys, one
     print(capsys.readouterr().out)
     verdicts = outcome.result["servelab"]["diagnosis"]["verdicts"]
     cap = next(v for v in verdicts if v["id"] == "client-concurrency-cap")
-    assert outcome.exit_code == 0 and cap["evidence"]["engine_waiting_mean"] < 0.5
-    assert cap["evidence"]["kv_usage_max"] < 0.1
+    assert outcome.exit_code == 0
+    if "engine_waiting_mean" in cap["evidence"]:
+        assert cap["evidence"]["engine_waiting_mean"] < 0.5 and cap["evidence"]["kv_usage_max"] < 0.1
+    else:  # the API server starved (CI: answers for 42% of the loaded time): its view is left out, and said why
+        unseen = next(x for x in outcome.result["servelab"]["diagnosis"]["not_checked"]
+                      if x.startswith("engine /metrics: "))
+        assert unseen.removeprefix("engine /metrics: ") in cap["summary"] and cap["level"] == "medium"
     # the client's cap pins the batch (14 requests wait for a slot): never cpu-compute-bound (issue 34 item 1)
     assert "cpu-compute-bound" not in [v["id"] for v in verdicts]
     if outcome.result["servelab"]["machine"]["busy_fraction"] >= 0.9:
         # full cores are said beside the cap (a larger batch may use them better), or others starved them
         assert verdicts[0]["id"] in ("client-concurrency-cap", "host-contention") and "engine knobs" not in cap["next"]
-    else:
-        assert verdicts[0] is cap and cap["level"] == "high"
+    else:  # high when the engine's idle scheduler was seen; medium (asserted above) when it was not
+        assert verdicts[0] is cap and (cap["level"] == "high") == ("engine_waiting_mean" in cap["evidence"])

@@ -264,9 +264,11 @@ def no_engine_view(timeline: Timeline) -> str:
     end = timeline.duration_ms
     inside = [s for s in timeline.samples if s["src"] == "engine" and 0.0 <= s["t_ms"] <= end]
     good = [s for s in inside if "error" not in s]
-    if good:
-        return f"no engine samples during the run with work: {len(good)} in the run showed nothing running or waiting"
     failed = Counter(s["error"] for s in inside if "error" in s)
+    if good:
+        why = f"; {sum(failed.values())} scrapes failed: {failed.most_common(1)[0][0]}" if failed else ""
+        return (f"no engine samples during the run with work: {len(good)} in the run showed nothing running or "
+                f"waiting{why}")
     if failed:
         error, _ = failed.most_common(1)[0]
         return f"no engine samples during the run: all {sum(failed.values())} scrapes in it failed ({error})"
