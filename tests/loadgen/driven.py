@@ -33,4 +33,6 @@ def drive(spec, *, mock=None, work=None, tick=None) -> Driven:
         mock.reset_truth()
     hooks = Hooks(tick=tick(sink)) if tick else Hooks()
     drove = kind.run(Bench(spec, bench_config(spec, "mock"), work, tokenizer, hooks), sink).finished(None, {})
+    if drove.drawn is not None:  # as measure/run.py: recycled lanes' sessions never taken were not the run's
+        sink.tally.keep(drove.drawn)
     return Driven(work, tokenizer, drove, sink.tally)

@@ -14,7 +14,7 @@ from servelab.config import BenchSpec, DatasetSpec, LoadSpec, OutputSpec, Reques
 
 from servelab.spec_checks import check_spec
 from servelab.datasets.agentic import Blocks, Call, Session
-from servelab.datasets.agentx import MARKER_TOKENS, start_points
+from servelab.datasets.agentx import MARKER_TOKENS, least_s, start_points
 from servelab.datasets.sessions import read_sessions
 from servelab.errors import InputError
 
@@ -243,21 +243,59 @@ def test_bench_refuses_a_locked_run_with_a_request_rate_in_one_line_before_any_s
                    "(every session starts at once); --trace-scale 0.5 (every recorded token is sent)"]
 
 
-def test_with_lanes_only_the_first_sessions_start_at_a_drawn_point_the_rest_replay_whole(mock_server, qwen3_path,
-                                                                                      tmp_path):
-    """--max-sessions 2 of 4: two lanes start mid-trajectory with a warm-up, as AgentX's first sessions;
-    the two sessions that take a freed lane replay from their first call with none (its recycled lanes)."""
+def test_lanes_recycle_until_the_minimum_each_session_whole_after_the_first(mock_server, qwen3_path, tmp_path):
+    """--max-sessions 2 over 4 sessions, --agentic-min-duration 2 s: two lanes start mid-trajectory with a
+    warm-up, as AgentX's first sessions; then each lane, when its session has drained, takes the next in
+    order — s2, s3, then the trace again (s0@2…) — each whole from its first call, until 2 s after t0.
+    On the mock's clock: every later session arrived after a session had drained, none after the
+    deadline, and the run lasted past it. The run's requests are the sessions taken, not those drawn."""
     mock = mock_server(ttft_ms=2, itl_ms=1, keep_requests=True)
-    path = trace(tmp_path, *[growing(6, step=1.0, think=0.0) for _ in range(4)])
-    work, drove, records, truth, bodies = locked(mock, qwen3_path, path, lanes=2, seed=3)
-    about = drove.sections["agentic"]["locked"]
+    path = trace(tmp_path, *[growing(6, step=1.0, think=0.05) for _ in range(4)])
+    work, drove, records, truth, bodies = locked(mock, qwen3_path, path, lanes=2, seed=3, min_s=2.0)
+    section = drove.sections["agentic"]
+    about = section["locked"]
     assert {s.session_id for s in work.warm} <= {"s0", "s1"} and len(work.warm) >= 1
-    assert [len(s.calls) for s in work.sessions[2:]] == [6, 6]  # whole
-    assert about["start_points"].endswith("(the first 2, one per lane; the 2 after them replay whole)")
-    assert len(work.requests) + about["warm_up_calls"] + about["calls_before_start"] == 24
+    # drawn ahead: the sessions' least times cover 2 lanes × (2 s + the longest session), and no more
+    least = [least_s(s) for s in work.sessions]
+    assert about["recycled"]["lanes_covered"] and about["recycled"]["sessions_drawn_ahead"] == len(least) - 4
+    assert sum(least[:-1]) < 2 * (2.0 + max(least)) <= sum(least)
+    taken = [p["session"] for p in section["per_session"]]
+    assert taken[:4] == ["s0", "s1", "s2", "s3"] and taken[4] == "s0@2" and section["sessions"] == len(taken)
+    assert len(taken) < len(work.sessions)  # the lanes stopped taking before the pool ran out
+    assert all(p["calls"] == p["sent"] == 6 for p in section["per_session"][2:])  # whole, every call answered
     got = {r.request_id: r for r in truth.requests}
-    # a recycled session's first call arrived after a lane's session had written its last reply
-    ends = {sid: max(r.event_ns[-1] for rid, r in got.items() if rid.startswith(f"r-{sid}-") and
-                     not rid.endswith("-warmup")) for sid in ("s0", "s1")}
-    for sid in ("s2", "s3"):
-        assert got[f"r-{sid}-0"].recv_ns > min(ends.values())
+    first_arrival = {sid: got[f"r-{sid}-0"].recv_ns for sid in taken}
+    drained = {sid: max(r.event_ns[-1] for rid, r in got.items() if rid.startswith(f"r-{sid}-")
+                        and not rid.endswith("-warmup")) for sid in taken}
+    t0 = drove.run.outcome.t0_ns
+    root = {r.request_id: r.intended_ns for r in records}  # the client's plan: a session's start + its root's wait
+    wait = round(work.sessions[2].calls[0].wait_s * 1e9)
+    for k, sid in enumerate(taken[2:], start=2):  # a lane freed before it (k sessions before it, 2 lanes)
+        assert sorted(drained[x] for x in taken[:k])[k - 2] < first_arrival[sid]
+        assert root[f"r-{sid}-0"] - wait < t0 + 2_000_000_000  # taken before the deadline
+    assert drove.run.outcome.end_ns - t0 >= 2_000_000_000 and about["verdict"]["valid"]
+    # the run's requests are the sessions taken: none unsent, nothing early, the tally cut to them
+    assert len(records) == len(truth.requests) - len(work.warm) == section["calls"]
+    assert drove.drawn == section["calls"] and not drove.run.outcome.interrupted
+    assert drove.run.outcome.not_sent == 0
+
+
+def test_the_sessions_drawn_ahead_cover_every_lane_for_the_minimum_by_their_least_times():
+    """No session ends sooner than its longest chain of waits: drawn ahead until those add up to
+    lanes × (minimum + the longest session), so the lanes cannot run out before the minimum; a trace
+    with no waits is drawn up to the call cap, and says the lanes were not covered."""
+    from servelab.datasets.agentx import POOL_CALLS, recycled
+
+    def call(wait, parents=()):
+        return Call("", (), 16, 4, parents, wait)
+
+    a = Session("a", 16, (call(0.1), call(0.1, (0,))))  # a chain: 0.2 s
+    b = Session("b", 16, (call(0.0), call(0.5, (0,)), call(0.2, (0,))))  # two branches: the longer, 0.5 s
+    assert [least_s(a), least_s(b)] == [pytest.approx(0.2), pytest.approx(0.5)]
+    pool, info = recycled([a, b], [a, b], lanes=2, min_duration_s=1.0)  # need 2 × 1.5 = 3.0 s, have 0.7
+    assert [s.session_id for s in pool] == ["a@2", "b@2", "a@3", "b@3", "a@4", "b@4", "a@5"]  # 0.7 + 2.3
+    assert pool[1].calls == b.calls and info["recycled"]["lanes_covered"]
+    flat = Session("z", 16, (call(0.0), call(0.0, (0,))))
+    pool, info = recycled([flat], [flat], lanes=1, min_duration_s=1.0)
+    assert POOL_CALLS - 2 < sum(len(s.calls) for s in pool) + 2 <= POOL_CALLS  # up to the cap, whole sessions
+    assert not info["recycled"]["lanes_covered"]

@@ -134,6 +134,18 @@ def test_requests_the_run_had_not_sent_by_its_last_count_are_never_sent_not_cut(
     assert "(2 sent without a record, 95 never sent by the run's last count" in said[0]
 
 
+def test_a_recycled_lanes_run_meant_only_what_it_had_sent(tmp_path):
+    """A locked run with recycled lanes draws sessions ahead (100 requests) and takes them until its
+    minimum: killed with 3 records and 5 sent, it meant those 5 — 2 cut, none never sent."""
+    part = killed_run(tmp_path, [line(0), line(1, "HTTP 500"), line(2)], meant=100)
+    side = records_file.sidecar_of(part)
+    side.write_text(json.dumps({**json.loads(side.read_text()), "sent": 5, "requests_drawn_ahead": True}))
+    (path,) = recover.recover(tmp_path, say=lambda _: None)
+    ending = json.loads(path.read_text())["servelab"]["ending"]
+    assert (ending["meant"], ending["completed"], ending["failed"], ending["cut"], ending["never_sent"]) == \
+        (5, 2, 1, 2, 0)
+
+
 def test_the_sidecar_counts_what_the_run_sent(tmp_path, monkeypatch):
     """The records file's tick writes the run's count of requests sent to the sidecar (at most
     every FLUSH_S, on the file's own clock, here a fake one)."""

@@ -74,6 +74,9 @@ class Sessions:
     about: dict = field(default_factory=dict)
     blocks: Blocks | None = None  # makes each call's prompt when it is sent
     warm: tuple[Session, ...] = ()  # calls sent before the run, not measured (--agentic-locked's warm-ups)
+    # --agentic-locked with --max-sessions: lanes take sessions in order until this long after t0
+    # (datasets/agentx.py: recycled lanes); the run's records are then those of the sessions taken
+    until_s: float | None = None
 
     def first(self) -> list[int]:
         """Each session's first call's place in ``requests``."""
@@ -83,12 +86,22 @@ class Sessions:
         return first
 
 
+    def taken(self, n: int) -> Sessions:
+        """The first ``n`` sessions, as the run took them (recycled lanes): their requests, and
+        the figures of what was sent (``describe``) in ``about``."""
+        if n >= len(self.sessions):
+            return self
+        kept = self.sessions[:n]
+        return dataclasses.replace(self, sessions=kept, requests=self.requests[:self.first()[n]],
+                                   about={**self.about, **describe(kept)})
+
+
 def bundle(sessions: list[Session], prefix: str, about: dict, blocks: Blocks | None = None,
-           warm: tuple[Session, ...] = ()) -> Sessions:
+           warm: tuple[Session, ...] = (), until_s: float | None = None) -> Sessions:
     """``sessions`` with a request per call (its prompt is made at send time, by ``blocks``)."""
     requests = tuple(SampleRequest((), c.input_len, c.output_len, f"{prefix}{s.session_id}-{k}")
                      for s in sessions for k, c in enumerate(s.calls))
-    return Sessions(tuple(sessions), requests, about, blocks, warm)
+    return Sessions(tuple(sessions), requests, about, blocks, warm, until_s)
 
 
 def scale(sessions: list[Session], factor: float) -> list[Session]:

@@ -20,11 +20,21 @@ Our reading of SemiAnalysis AgentX as AIPerf documents it
   block boundary. The warm-up carries its session's marker.
 - **Idle gaps** are capped at ``IDLE_CAP_S``; a run shorter than ``--agentic-min-duration``
   (AgentX's 900 s by default) is invalid (loadgen/agentx.py judges the run).
+- **Recycled lanes** (with ``--max-sessions N``, AgentX's ``--concurrency``): a lane whose session
+  tree has drained takes the next session, in order — the trace's sessions after the first N,
+  then the trace again from its first session, each replayed whole from its first call under
+  a new id (``id@2``, ``id@3``…: its own marker) — until ``--agentic-min-duration`` has passed
+  since t0; then lanes take no more, and the run ends as the sessions under way end. The
+  sessions lanes may take are drawn before t0 (``recycled``): enough that the lanes cannot
+  run out before the minimum, since no session ends sooner than its longest chain of waits
+  (``least_s``), and at most ``POOL_CALLS`` calls (a trace with no waits: the lanes may then run
+  out, and the verdict says the run was short).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import secrets
 
@@ -33,6 +43,7 @@ import numpy as np
 from servelab.spec_checks import AGENTX_IDLE_CAP_S
 from servelab.datasets.agentic import Blocks, Call, Session
 
+POOL_CALLS = 50_000  # at most this many calls drawn ahead for recycled lanes (each a request of the run)
 IDLE_CAP_S = AGENTX_IDLE_CAP_S  # AgentX's idle-gap cap (config refuses another --trace-max-wait)
 MARKER_TOKENS = 8  # < 16, vLLM's smallest usual block: the marker never fills a block by itself
 
@@ -111,3 +122,41 @@ def _trim(s: Session, keep: list[int]) -> Session:
         c = s.calls[old]
         calls.append(dataclasses.replace(c, parents=tuple(place[p] for p in c.parents if p in place)))
     return Session(s.session_id, s.block_size, tuple(calls))
+
+
+def least_s(s: Session) -> float:
+    """The shortest time a session can take: its longest chain of waits (a call is sent its wait
+    after its last parent completed, and no answer takes less than no time)."""
+    done = [0.0] * len(s.calls)
+    for i, c in enumerate(s.calls):  # parents come first in a session (a later one reads 0: still a bound)
+        done[i] = max((done[p] for p in c.parents if p < i), default=0.0) + c.wait_s
+    return max(done, default=0.0)
+
+
+def recycled(corpus: list[Session], measured: list[Session], lanes: int,
+             min_duration_s: float) -> tuple[list[Session], dict]:
+    """The sessions recycled lanes take after ``measured`` (see the module's docstring): the
+    corpus again, whole, in order, until their least times and the measured sessions' cover
+    every lane for the minimum and one session more, or ``POOL_CALLS`` calls are drawn."""
+    least = [least_s(s) for s in corpus]
+    need = lanes * (min_duration_s + max(least, default=0.0))
+    have, calls = sum(least_s(s) for s in measured), sum(len(s.calls) for s in measured)
+    pool = _pool(corpus, least, need - have, POOL_CALLS - calls)
+    have += sum(t for _, t in pool)
+    return [s for s, _ in pool], {"recycled": {
+        "sessions_drawn_ahead": len(pool), "calls_drawn_ahead": sum(len(s.calls) for s, _ in pool),
+        "lanes_covered": have >= need, "until_s": min_duration_s}}
+
+
+def _pool(corpus: list[Session], least: list[float], need_s: float, room: int) -> list[tuple[Session, float]]:
+    """Whole copies of the corpus, round after round, with their least times, until they add up
+    to ``need_s`` or the next would pass ``room`` calls."""
+    pool: list[tuple[Session, float]] = []
+    for rounds in itertools.count(2):
+        for s, t in zip(corpus, least):
+            if need_s <= 0 or len(s.calls) > room:
+                return pool
+            pool.append((dataclasses.replace(s, session_id=f"{s.session_id}@{rounds}"), t))
+            need_s, room = need_s - t, room - len(s.calls)
+        if not corpus:
+            return pool

@@ -11,7 +11,7 @@ import numpy as np
 from servelab.config import DatasetSpec
 from servelab.datasets.agentic import Blocks, Sessions, bundle, cap_waits, describe, scale
 from servelab.datasets.agentic_synth import shape_from, synthesize
-from servelab.datasets.agentx import IDLE_CAP_S, MARKER_TOKENS, Marked, start_points
+from servelab.datasets.agentx import IDLE_CAP_S, MARKER_TOKENS, Marked, recycled, start_points
 from servelab.datasets.otel import looks_like_otel, read_otel
 from servelab.datasets.weka import read_weka
 from servelab.errors import DatasetError
@@ -56,6 +56,8 @@ def sample_sessions(spec: DatasetSpec, tokenizer, lanes: int | None = None) -> S
     if not spec.agentic_locked:
         return bundle(sessions, prefix, {**about, **describe(sessions)}, Blocks(vocab))
     measured, warm, drawn = start_points(sessions, np.random.default_rng(spec.seed), lanes)
+    until = spec.agentic_min_duration_s if lanes is not None else None
+    pool, recycling = recycled(sessions, measured, lanes, until) if until is not None else ([], {})
     blocks = Marked(vocab)
-    locked = {"locked": {**drawn, "cache_bust_nonce": blocks.nonce, "marker_tokens": MARKER_TOKENS}}
-    return bundle(measured, prefix, {**about, **describe(measured), **locked}, blocks, tuple(warm))
+    locked = {"locked": {**drawn, **recycling, "cache_bust_nonce": blocks.nonce, "marker_tokens": MARKER_TOKENS}}
+    return bundle(measured + pool, prefix, {**about, **describe(measured), **locked}, blocks, tuple(warm), until)

@@ -164,8 +164,9 @@ def _add_agentic(g) -> None:
                         "--concurrency: a session holds one from its start until its last call (sub-agents "
                         "included) ends, and the next session starts when a lane frees; --max-concurrency still "
                         "caps calls in flight. Under --agentic-locked only the first N sessions start at a sampled "
-                        "point; the rest replay whole, as AgentX's recycled lanes (default: every session at its "
-                        "start)")
+                        "point, and lanes recycle as AgentX's: a lane whose session has drained takes the next — "
+                        "the trace's other sessions, then the trace again — each whole from its first call, "
+                        "until --agentic-min-duration has passed (default: every session at its start)")
     g.add_argument("--agentic-locked", action="store_true",
                    help="weka / otel: the AgentX-style locked scenario (docs/agentic.md): delays from the previous "
                         "completion, idle gaps capped at 10 s, a cache-bust marker per session, start points "
@@ -173,7 +174,8 @@ def _add_agentic(g) -> None:
                         "refuses the flags that would change it")
     g.add_argument("--agentic-min-duration", type=float, default=_D.agentic_min_duration_s, metavar="SECONDS",
                    dest="agentic_min_duration_s",
-                   help="--agentic-locked: a run shorter than this is invalid (default: %(default)s, AgentX's floor)")
+                   help="--agentic-locked: a run shorter than this is invalid; with --max-sessions, lanes take "
+                        "sessions until it has passed (default: %(default)s, AgentX's floor)")
 
 
 def _add_multimodal(parser) -> None:

@@ -11,7 +11,10 @@ Prompts are token ids to ``/v1/completions`` (block-exact: datasets/agentic.Bloc
 call's ids as it is sent, so a run holds one copy of each block, not of each prompt); with
 ``--backend openai-chat``, chat messages, tool calls included (loadgen/tool_turns.py).
 ``--max-sessions N`` holds sessions to N lanes (AgentX's ``--concurrency``): a session due
-while every lane is taken starts when one frees, its roots' waits counted from then. A call
+while every lane is taken starts when one frees, its roots' waits counted from then. Under
+``--agentic-locked`` the lanes recycle (datasets/agentx.py): each takes the next session in
+order when its own has drained, until ``Sessions.until_s`` after t0; the sessions it never took
+are not the run's (``Agentic.work`` is then the sessions taken, ``Sessions.taken``). A call
 that fails cuts its session: the calls that depend on it are never sent (counted as
 ``abandoned``); the session is reported cut, with the calls it had done.
 
@@ -23,6 +26,7 @@ tokens / prompt tokens, as the engine's own ``prefix_cache_hits / prefix_cache_q
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 
@@ -58,6 +62,7 @@ class Agentic:
     warmups: list = field(default_factory=list)  # --agentic-locked: the warm-up turns' responses (loadgen/agentx.py)
     chat: ChatTurns | None = None  # a chat run's messages and replies (None: token ids)
     lanes: int | None = None  # --max-sessions: sessions under way at most
+    drawn: int | None = None  # recycled lanes: the sessions taken (the first ``drawn`` of ``work``)
 
     def section(self, engine_block_size: int = ENGINE_BLOCK_SIZE) -> dict:
         """The result's ``agentic`` section: where the sessions came from, the ideal hit rate,
@@ -89,6 +94,8 @@ def summary_line(section: dict) -> str:
     cut = sum(s["cut"] for s in section["per_session"])
     n = section.get("max_sessions")
     lanes = f" in {n} lane{'s' if n != 1 else ''}" if n else ""
+    if (section.get("locked") or {}).get("recycled"):
+        lanes += f" recycled until {section['locked']['recycled']['until_s']:g} s"
     scaled = f"; scaled ×{section['trace_scale']} (blocks of {'/'.join(map(str, section['block_size']))} tokens)" \
         if section.get("scaled") else ""
     made = f"{spans[len(spans) // 2]:.2f} s median, {spans[-1]:.2f} s max" if spans else "none completed"
@@ -131,6 +138,8 @@ async def run_sessions(config: BenchConfig, work: Sessions, tokenizer, stop: asy
         cpu = cpu_s() - cpu0
     finally:
         pool.close()
+    if agentic.drawn is not None:
+        agentic.work = work.taken(agentic.drawn)
     return BenchRun(outcome, wall0, cpu), agentic
 
 
@@ -169,17 +178,35 @@ async def _dispatch(pool, config, work: Sessions, offsets, stop, counters, agent
         async with lanes:
             await run.go(max(intended, _now()))
 
+    def session(si: int) -> _Session:
+        return _Session(pool, config, work, si, first[si], sem, counters, agentic, stopper, on_done)
+
     def release(si: int, intended: int) -> asyncio.Task:
-        run = _Session(pool, config, work, si, first[si], sem, counters, agentic, stopper, on_done)
+        run = session(si)
         return asyncio.ensure_future(run.go(intended) if lanes is None else in_lane(run, intended))
 
+    n = config.load.max_sessions
+    if n and work.until_s is not None:  # recycled lanes: one task per lane, taking sessions in order
+        taken = itertools.count(n)
+        agentic.drawn = min(n, len(work.sessions))
+
+        async def lane(si: int, start_ns: int) -> None:
+            deadline = counters.t0_ns + round(work.until_s * 1e9)
+            while True:
+                await session(si).go(max(start_ns, _now()))
+                si, start_ns = next(taken), _now()
+                if si >= len(work.sessions) or start_ns >= deadline or stop.is_set():
+                    return  # in order, on one loop: the sessions taken stay the first ``drawn``
+                agentic.drawn = si + 1
+
+        offsets, release = offsets[:n], lambda si, intended: asyncio.ensure_future(lane(si, intended))
     try:
         done = await dispatch(offsets, release, stop, counters, t0_ns)
     finally:
         stopper.cancel()
     attempts = list(agentic.attempts.values())
     abandoned = sum(agentic.abandoned.values())
-    not_sent = len(work.requests) - len(attempts)
+    not_sent = (len(work.requests) if agentic.drawn is None else first[agentic.drawn]) - len(attempts)
     end = max((a.response.done_ns for a in attempts if a.response), default=_now())
     return RunOutcome(done.t0_ns, end, done.stopped or not_sent > abandoned, not_sent)
 

@@ -81,6 +81,7 @@ class DriverRun:
     # the sections it completes once the run's telemetry is known: after(timeline, context),
     # context the engine's and the simulator's (an agentic run's measured hit rate beside its ideal)
     after: Callable[[Timeline | None, dict], dict] | None = None
+    drawn: int | None = None  # the run's requests were only the first ``drawn`` (recycled lanes); None: all
 
     def finished(self, timeline: Timeline | None, context: dict) -> DriverRun:
         """This run with ``after``'s sections in."""
@@ -162,7 +163,8 @@ def sessions(bench: Bench, sink: RecordSink) -> DriverRun:
             print(verdict_line(judged), flush=True)
         return {"agentic": section}
 
-    return DriverRun(run, after=after)
+    drawn = None if agentic.drawn is None else len(agentic.work.requests)
+    return DriverRun(run, after=after, drawn=drawn)
 
 
 def workers(bench: Bench, sink: RecordSink) -> DriverRun:

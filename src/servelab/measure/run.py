@@ -95,6 +95,8 @@ def _run(spec: BenchSpec, *, context: dict | None = None, on_start=None) -> Benc
         with run_sink.discard_on_error(sink):
             with _machine_share(kind, config) as shared, _hooks(spec, kind, work, sink, recorder, on_start) as hooks:
                 drove = kind.run(Bench(spec, config, work, tokenizer, hooks), sink)
+                if drove.drawn is not None:  # recycled lanes: the sessions never taken were not the run's
+                    sink.tally.keep(drove.drawn)
             timeline = drove.timeline if drove.timeline is not None else _stop(recorder, drove.run)
     drove = drove.finished(timeline, context or {})
     run_sink.check_written(sink)

@@ -48,7 +48,11 @@ def sink(spec: BenchSpec, kind: DriverKind, work, model: str, telemetry: dict | 
     offer_recovery(Path(spec.output.result_dir or "."))
     tokens = max((r.expected_output_len or 0 for r in requests[:1000]), default=0)
     records_file.check_room(folder, len(requests), tokens)
-    header = {"requests_meant": len(requests), **planned(spec, model), **({"telemetry": telemetry} if telemetry else {})}
+    # recycled lanes (datasets/agentx.py): the requests meant are those of the sessions taken, known
+    # at the end; a recovery counts the ones the run had sent (results/recover.py)
+    drawn = {"requests_drawn_ahead": True} if getattr(work, "until_s", None) is not None else {}
+    header = {"requests_meant": len(requests), **drawn, **planned(spec, model),
+              **({"telemetry": telemetry} if telemetry else {})}
     return records_file.RecordSink(tally, records_file.RecordsFile(folder, header))
 
 

@@ -119,6 +119,13 @@ class Tally:
             out[pos == k] = g
         return out
 
+    def keep(self, n: int) -> None:
+        """Only the first ``n`` requests were the run's (recycled lanes take sessions in order
+        until a deadline: the rest were drawn ahead and never taken); none after them was added."""
+        assert not self.col["status"][n:].any(), "a request past the ones kept was added"
+        self.requests = self.requests[:n]
+        self.col = {name: col[:n].copy() for name, col in self.col.items()}
+
     # ---- reading back ---------------------------------------------------------------
 
     def mask(self, state: int) -> np.ndarray:

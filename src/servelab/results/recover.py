@@ -177,6 +177,8 @@ def _result(header: dict, tally: Tally, lines: list[dict]) -> tuple[dict, str]:
     """The result the run would have written, over what it recorded."""
     status = tally.col["status"]
     meant = int(header.get("requests_meant", len(lines)))
+    if header.get("requests_drawn_ahead"):  # recycled lanes: only the sessions taken were meant, the sent
+        meant = max(int(header.get("sent") or 0), len(lines))
     ending = RunEnding(RECOVERED, meant, int((status == OK).sum()), int((status == FAILED).sum()),
                        _never_sent(header.get("sent"), meant, len(lines)))
     end_ns = max(int(round(x["done_ms"] * NS_PER_MS)) for x in lines)
