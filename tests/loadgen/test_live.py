@@ -49,6 +49,21 @@ def test_rows_show_counters_records_engine_and_cpu():
     assert "of a core now" in rows["client CPU"]
 
 
+def test_lanes_taking_sessions_until_a_minimum_show_its_time_not_a_share_of_what_was_drawn(monkeypatch):
+    """--agentic-locked with --max-sessions: the requests meant are known at the end (the sessions the
+    lanes took), so the progress is the minimum's time gone, on the panel and on the plain line."""
+    from servelab.loadgen.progress import Progress
+
+    now = [130.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    panel = live.Panel(50_000, tally=tally_of([1, 2]), until_s=60.0)
+    panel.counters, panel._t0 = Counters(done=2), 100.0  # started 30 s ago
+    assert dict(panel.rows())["progress"] == "2 · taking sessions for 60 s (50%)"
+    line = Progress(50_000, until_s=60.0)
+    line.counters, line._t0, now[0] = Counters(done=2), 100.0, 190.0  # 90 s: past the minimum
+    assert line.line().startswith("[bench] 2 done · taking sessions for 60 s (100%) · 0 in flight")
+
+
 def test_past_the_exact_limit_percentiles_are_over_a_stride_and_marked(monkeypatch):
     monkeypatch.setattr(live, "EXACT_UP_TO", 10)
     panel = live.Panel(101, tally=tally_of(list(range(1, 101))))

@@ -37,6 +37,7 @@ import numpy as np
 from servelab.clock import cpu_s
 from servelab.loadgen.glance import Glance
 from servelab.loadgen.pacer import Counters
+from servelab.loadgen.progress import how_far
 from servelab.loadgen.shards import LIVE_FIELDS, Live
 from servelab.metrics.tally import OK
 
@@ -63,8 +64,9 @@ class Panel:
     ``engine()``: the engine's latest sample as a dict, or None."""
 
     def __init__(self, total: int, label: str = "bench", tally=None, engine=None, stream=None,
-                 glance: Glance | None = None) -> None:
+                 glance: Glance | None = None, until_s: float | None = None) -> None:
         self.total, self.label, self.tally, self.engine, self.glance = total, label, tally, engine, glance
+        self.until_s = until_s  # lanes take sessions this long: progress is its time (loadgen/progress.how_far)
         self.stream = stream or sys.stderr
         self.counters: Counters | None = None
         self._done = threading.Event()
@@ -159,8 +161,7 @@ class Panel:
     def rows(self) -> list[tuple[str, str]]:
         """(name, value) lines, in order: what the view shows, as plain text."""
         c = self.counters or Counters()
-        pct = 100.0 * c.done / self.total if self.total else 100.0
-        rows = [("progress", f"{c.done:,}/{self.total:,} ({pct:.0f}%)"),
+        rows = [("progress", how_far(c.done, self.total, self.until_s, time.monotonic() - self._t0)),
                 ("requests", f"sent {c.dispatched:,} · in flight {c.in_flight:,} · finished {c.done - c.failed:,} "
                              f"· failed {c.failed:,}")]
         rows += self._record_rows()

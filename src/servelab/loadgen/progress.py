@@ -19,11 +19,11 @@ class Progress:
     event loop, or its workers', never waits on it): a bench's display when the live panel
     (loadgen/live.py) is not shown."""
 
-    def __init__(self, total: int, label: str = "bench", stream=None) -> None:
+    def __init__(self, total: int, label: str = "bench", stream=None, until_s: float | None = None) -> None:
         # sys.stderr as it is now, not as it was at import (a default argument would keep a
         # stream that a caller, or a test's capture, has since closed)
         stream = stream if stream is not None else sys.stderr
-        self.total, self.label, self.stream = total, label, stream
+        self.total, self.label, self.stream, self.until_s = total, label, stream, until_s
         self.tty = stream.isatty()
         self.counters: Counters | None = None
         self._done = threading.Event()
@@ -37,9 +37,9 @@ class Progress:
 
     def line(self) -> str:
         c = self.counters
-        pct = 100.0 * c.done / self.total if self.total else 100.0
-        return (f"[{self.label}] {c.done}/{self.total} done ({pct:.0f}%) · {c.in_flight} in flight · "
-                f"{c.failed} failed · {time.monotonic() - self._t0:.1f} s")
+        elapsed = time.monotonic() - self._t0
+        return (f"[{self.label}] {how_far(c.done, self.total, self.until_s, elapsed, ' done')} · {c.in_flight} in "
+                f"flight · {c.failed} failed · {elapsed:.1f} s")
 
     def _loop(self) -> None:
         period = 0.5 if self.tty else 10.0
@@ -89,3 +89,14 @@ def elapsed(label: str, stream=None, after_s: float = 2.0):
     finally:
         done.set()
         painter.join()
+
+
+def how_far(done: int, total: int, until_s: float | None, elapsed_s: float, said: str = "") -> str:
+    """The run's progress: requests done of those meant, or, where lanes take sessions until a
+    minimum duration (``until_s``: --agentic-locked with --max-sessions, whose requests meant are
+    known only at the end), the requests done and that time's share gone."""
+    if until_s is not None:
+        pct = min(100.0, 100.0 * elapsed_s / until_s) if until_s > 0 else 100.0
+        return f"{done:,}{said} · taking sessions for {until_s:g} s ({pct:.0f}%)"
+    pct = 100.0 * done / total if total else 100.0
+    return f"{done:,}/{total:,}{said} ({pct:.0f}%)"

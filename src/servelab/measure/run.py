@@ -254,7 +254,7 @@ def _hooks(spec: BenchSpec, kind: DriverKind, work, sink, recorder, on_start):
 
     total = len(kind.requests(work))
     glance = Glance(total) if kind.glanced and _live(spec, kind) else None
-    display = _display(spec, kind, total, sink.tally, recorder, glance)
+    display = _display(spec, kind, total, sink.tally, recorder, glance, getattr(work, "until_s", None))
     try:
         yield Hooks(started, sink.tick, glance, display, FLUSH_S)
     finally:
@@ -267,7 +267,8 @@ def _live(spec: BenchSpec, kind: DriverKind) -> bool:
     return spec.output.progress and kind.served and live.wanted()
 
 
-def _display(spec: BenchSpec, kind: DriverKind, total: int, tally: Tally, recorder, glance) -> Display | None:
+def _display(spec: BenchSpec, kind: DriverKind, total: int, tally: Tally, recorder, glance,
+             until_s: float | None = None) -> Display | None:
     """What the run shows while it goes: the live panel when it is wanted (in this process it
     is shown a glance at each response, loadgen/glance.py: no parse during the run; client
     workers', Ray shards' and multi-turn runs show it the records they make as they go), else
@@ -276,8 +277,8 @@ def _display(spec: BenchSpec, kind: DriverKind, total: int, tally: Tally, record
         return None
     if _live(spec, kind):
         return live.Panel(total, spec.output.label or "bench", tally,
-                          recorder.latest if recorder is not None else None, glance=glance)
-    return Progress(total)
+                          recorder.latest if recorder is not None else None, glance=glance, until_s=until_s)
+    return Progress(total, until_s=until_s)
 
 
 def _stop(recorder, run: BenchRun):
