@@ -295,7 +295,45 @@ def test_the_sessions_drawn_ahead_cover_every_lane_for_the_minimum_by_their_leas
     pool, info = recycled([a, b], [a, b], lanes=2, min_duration_s=1.0)  # need 2 × 1.5 = 3.0 s, have 0.7
     assert [s.session_id for s in pool] == ["a@2", "b@2", "a@3", "b@3", "a@4", "b@4", "a@5"]  # 0.7 + 2.3
     assert pool[1].calls == b.calls and info["recycled"]["lanes_covered"]
+    twice, _ = recycled([a, a], [a, a], lanes=1, min_duration_s=0.5)  # one id twice in the trace
+    assert [s.session_id for s in twice] == ["a@2", "a#2@2"]  # each copy its own id, so its own marker
     flat = Session("z", 16, (call(0.0), call(0.0, (0,))))
     pool, info = recycled([flat], [flat], lanes=1, min_duration_s=1.0)
     assert POOL_CALLS - 2 < sum(len(s.calls) for s in pool) + 2 <= POOL_CALLS  # up to the cap, whole sessions
     assert not info["recycled"]["lanes_covered"]
+
+
+def test_every_session_taken_is_described_even_when_the_lanes_took_all_drawn():
+    """A trace with no waits runs its lanes out of the sessions drawn ahead: the result's figures are
+    still those of the sessions taken, not of the trace before the draw."""
+    from servelab.datasets.agentic import bundle, describe
+
+    one = Session("a", 16, (Call("", (), 16, 4), Call("", (), 32, 4, (0,))))
+    work = bundle([one, dataclasses.replace(one, session_id="a@2")], "r-", describe([one]), until_s=1.0)
+    for n in (1, 2):
+        taken = work.taken(n)
+        assert (taken.about["sessions"], taken.about["calls"], len(taken.requests)) == (n, 2 * n, 2 * n)
+
+
+def test_a_recycled_run_through_bench_counts_only_the_sessions_taken(mock_server, qwen3_path, tmp_path):
+    """`servelab bench` end to end: the result's accounting, records and adapter counts are the sessions
+    the lanes took (what the mock received), never the ones drawn ahead and left."""
+    from servelab.cli.main import main
+
+    mock = mock_server(ttft_ms=2, itl_ms=1, keep_requests=True)
+    path = trace(tmp_path, growing(3, think=0.05), growing(3, think=0.05))
+    args = ["bench", "--backend", "vllm", "--base-url", mock.url, "--model", "mock", "--tokenizer", qwen3_path,
+            "--dataset-name", "weka", "--dataset-path", path, "--agentic-locked", "--ignore-eos",
+            "--max-sessions", "1", "--agentic-min-duration", "1", "--lora-modules", "a1", "a2",
+            "--lora-assignment", "round-robin", "--disable-tqdm", "--no-telemetry", "--save-result",
+            "--result-dir", str(tmp_path), "--result-filename", "r.json"]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    received = [r for r in mock.truth().requests if not r.request_id.endswith("-warmup")]
+    section = result["servelab"]["agentic"]
+    assert section["locked"]["recycled"]["sessions_drawn_ahead"] > section["sessions"] - 2
+    assert result["completed"] == len(received) == section["calls"]
+    assert result["servelab"]["ending"] == {**result["servelab"]["ending"], "early": False,
+                                           "meant": len(received), "never_sent": 0}
+    assert sum(result["servelab"]["lora"]["requests"].values()) == len(received)
+    assert len((tmp_path / "r.records.jsonl").read_text().splitlines()) == len(received)

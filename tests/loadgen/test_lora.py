@@ -38,6 +38,13 @@ def test_identical_and_distinct_and_round_robin():
     assert drawn("round-robin", 6) == ["a1", "a2", "a3", "a4", "a1", "a2"]
 
 
+def test_distinct_with_more_requests_than_adapters_is_one_line_not_an_index_error():
+    """--num-prompts counts an agentic run's sessions, and each session makes several requests:
+    check_spec cannot see the calls, so the draw says it in one line."""
+    with pytest.raises(InputError, match="this run's 5 requests .* need at least 5 names in --lora-modules"):
+        drawn("distinct", 5)
+
+
 def test_zipf_counts_follow_rank_to_the_minus_alpha():
     """20,000 draws at alpha 1.2: each adapter's share within 1 point of r^-1.2 / sum (a binomial
     share's standard deviation here is at most 0.35 points: 1 point is about 3 of them)."""

@@ -89,10 +89,8 @@ class Sessions:
     def taken(self, n: int) -> Sessions:
         """The first ``n`` sessions, as the run took them (recycled lanes): their requests, and
         the figures of what was sent (``describe``) in ``about``."""
-        if n >= len(self.sessions):
-            return self
         kept = self.sessions[:n]
-        return dataclasses.replace(self, sessions=kept, requests=self.requests[:self.first()[n]],
+        return dataclasses.replace(self, sessions=kept, requests=self.requests[:self.first()[len(kept)]],
                                    about={**self.about, **describe(kept)})
 
 

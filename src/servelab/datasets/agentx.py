@@ -25,10 +25,11 @@ Our reading of SemiAnalysis AgentX as AIPerf documents it
   then the trace again from its first session, each replayed whole from its first call under
   a new id (``id@2``, ``id@3``…: its own marker) — until ``--agentic-min-duration`` has passed
   since t0; then lanes take no more, and the run ends as the sessions under way end. The
-  sessions lanes may take are drawn before t0 (``recycled``): enough that the lanes cannot
+  sessions lanes may take are drawn before t0 (``recycled``): enough that the lanes do not
   run out before the minimum, since no session ends sooner than its longest chain of waits
-  (``least_s``), and at most ``POOL_CALLS`` calls (a trace with no waits: the lanes may then run
-  out, and the verdict says the run was short).
+  (``least_s``) unless a failed call cuts it, and at most ``POOL_CALLS`` calls (a trace with no
+  waits, or many lanes over a long minimum: the lanes may then run out, and the verdict says
+  the run was short).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def recycled(corpus: list[Session], measured: list[Session], lanes: int,
     """The sessions recycled lanes take after ``measured`` (see the module's docstring): the
     corpus again, whole, in order, until their least times and the measured sessions' cover
     every lane for the minimum and one session more, or ``POOL_CALLS`` calls are drawn."""
+    corpus = _unique(corpus)  # a trace's repeated id: its copies need ids (and markers) of their own too
     least = [least_s(s) for s in corpus]
     need = lanes * (min_duration_s + max(least, default=0.0))
     have, calls = sum(least_s(s) for s in measured), sum(len(s.calls) for s in measured)

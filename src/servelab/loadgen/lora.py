@@ -17,6 +17,7 @@ from collections import Counter
 
 import numpy as np
 
+from servelab.errors import InputError
 from servelab.spec_checks import lora_rule
 from servelab.records import SampleRequest
 
@@ -38,7 +39,11 @@ def request_models(samples: list[SampleRequest], modules: tuple[str, ...], assig
     elif rule == "identical":
         picks = [0] * n
     elif rule == "distinct":
-        picks = list(range(n))  # check_spec refused more requests than adapters
+        if n > k:  # check_spec refused more prompts than adapters; sessions make a request per call
+            raise InputError(f"--lora-assignment distinct gives each request its own adapter: this run's {n} "
+                             f"requests (an agentic session's calls each count) need at least {n} names in "
+                             f"--lora-modules (given {k})")
+        picks = list(range(n))
     elif rule == "zipf":
         weights = np.arange(1, k + 1, dtype=float) ** -alpha
         picks = list(rng.choice(k, size=n, p=weights / weights.sum()))

@@ -56,17 +56,20 @@ def servelab_section(m: Finished, config: BenchConfig, tokenizer) -> dict:
                   "output_tokens": sources, "peak_output": "1 s bins from first send, weighted by tokens",
                   "peak_concurrency": "sweep-line over [sent, done)"},
         "provenance": provenance(spec, m.card, tokenizer),
-        **lora_section(spec, config),
+        **lora_section(spec, config, tally.requests),
     }
 
 
-def lora_section(spec: BenchSpec, config: BenchConfig) -> dict:
-    """``lora``: the assignment rule and each adapter's request count (none without --lora-modules)."""
+def lora_section(spec: BenchSpec, config: BenchConfig, requests) -> dict:
+    """``lora``: the assignment rule and each adapter's count over the run's ``requests`` (recycled
+    lanes drew more ahead than they took; none without --lora-modules)."""
     modules = spec.request.lora_modules
     if not modules:
         return {}
+    models = config.request_models
     return {"lora": {"assignment": spec.request.lora_assignment,
-                     "requests": lora.counts(config.request_models, modules)}}
+                     "requests": lora.counts({r.request_id: models[r.request_id] for r in requests
+                                              if r.request_id in models}, modules)}}
 
 
 def steady_of(spec: BenchSpec, tally: Tally, run: BenchRun) -> dict:
